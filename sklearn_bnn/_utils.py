@@ -1,0 +1,144 @@
+"""Small helpers shared by every estimator: devices, dtypes, seeds, parameter checks."""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from sklearn.utils import check_random_state
+
+_DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float": torch.float32,
+    "double": torch.float64,
+}
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """Turn ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or ``"auto"`` into a :class:`torch.device`.
+
+    ``"auto"`` picks CUDA when it is available and the CPU otherwise.
+    """
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(
+            f"device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}."
+        ) from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"device={device!r} was requested but CUDA is not available on this machine; "
+            "use device='cpu' or device='auto'."
+        )
+    return dev
+
+
+def resolve_dtype(dtype: str | torch.dtype | type | None) -> torch.dtype:
+    """Turn ``"float32"``/``"float64"`` (or the numpy/torch types) into a torch dtype."""
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype) and dtype in (torch.float32, torch.float64):
+        return dtype
+    if dtype in (np.float32, np.float64):
+        return torch.float32 if dtype is np.float32 else torch.float64
+    if isinstance(dtype, str) and dtype in _DTYPES:
+        return _DTYPES[dtype]
+    raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}.")
+
+
+def make_generator(random_state, device: torch.device | str = "cpu") -> torch.Generator:
+    """A local :class:`torch.Generator` seeded from a scikit-learn ``random_state``.
+
+    Global RNG state (numpy's and torch's) is never touched.
+    """
+    seed = draw_seed(random_state)
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    return gen
+
+
+def draw_seed(random_state) -> int:
+    """One 63-bit seed drawn from ``random_state`` (None, an int or a RandomState)."""
+    rng = check_random_state(random_state)
+    return int(rng.randint(0, 2**31 - 1)) * (2**31) + int(rng.randint(0, 2**31 - 1))
+
+
+@contextlib.contextmanager
+def seeded_torch(seed: int) -> Iterator[None]:
+    """Run a block (e.g. ``nn.Module`` construction) under a fixed torch seed.
+
+    The global torch RNG state is restored afterwards, so user code sees no change.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+def check_scalar_param(
+    value,
+    name: str,
+    *,
+    kind: str = "real",
+    low: float | None = None,
+    high: float | None = None,
+    low_inclusive: bool = True,
+    high_inclusive: bool = True,
+    allow: tuple = (),
+):
+    """Validate one numeric hyperparameter; raise ``ValueError`` naming it and the allowed range.
+
+    Parameters
+    ----------
+    value : object
+        The value to check.
+    name : str
+        The parameter's name, used in the message.
+    kind : {"real", "int"}
+        Integers are accepted for ``"real"``; ``"int"`` refuses floats and booleans.
+    low, high : float, optional
+        Bounds of the allowed interval.
+    allow : tuple
+        Extra values accepted as they are (e.g. ``("auto",)``).
+    """
+    if isinstance(value, str) or value is None:
+        if value in allow:
+            return value
+        raise ValueError(f"{name} must be {_describe(kind, low, high, low_inclusive, high_inclusive, allow)}, got {value!r}.")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be {_describe(kind, low, high, low_inclusive, high_inclusive, allow)}, got {value!r}.")
+    if kind == "int" and not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be {_describe(kind, low, high, low_inclusive, high_inclusive, allow)}, got {value!r}.")
+    ok = np.isfinite(value)
+    if low is not None:
+        ok = ok and (value >= low if low_inclusive else value > low)
+    if high is not None:
+        ok = ok and (value <= high if high_inclusive else value < high)
+    if not ok:
+        raise ValueError(f"{name} must be {_describe(kind, low, high, low_inclusive, high_inclusive, allow)}, got {value!r}.")
+    return value
+
+
+def _describe(kind, low, high, low_inclusive, high_inclusive, allow) -> str:
+    what = "an integer" if kind == "int" else "a finite number"
+    if low is not None and high is not None:
+        lb = "[" if low_inclusive else "("
+        hb = "]" if high_inclusive else ")"
+        what += f" in {lb}{low}, {high}{hb}"
+    elif low is not None:
+        what += f" {'>=' if low_inclusive else '>'} {low}"
+    elif high is not None:
+        what += f" {'<=' if high_inclusive else '<'} {high}"
+    if allow:
+        what += " or one of " + ", ".join(repr(a) for a in allow)
+    return what
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """Detach, move to the CPU and convert to a float64-or-native numpy array."""
+    return tensor.detach().cpu().numpy()
