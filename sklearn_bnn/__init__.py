@@ -1,11 +1,16 @@
 """sklearn_bnn: Bayesian neural networks with the scikit-learn interface."""
 
 from ._persistence import load, save
+from .estimators import HMCClassifier, HMCRegressor
+from .samples import PosteriorSamples
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "HMCClassifier",
+    "HMCRegressor",
+    "PosteriorSamples",
     "load",
     "save",
 ]

@@ -64,9 +64,8 @@ def make_generator(random_state, device: torch.device | str = "cpu") -> torch.Ge
 
 
 def draw_seed(random_state) -> int:
-    """One 63-bit seed drawn from ``random_state`` (None, an int or a RandomState)."""
-    rng = check_random_state(random_state)
-    return int(rng.randint(0, 2**31 - 1)) * (2**31) + int(rng.randint(0, 2**31 - 1))
+    """One seed in [0, 2**31) drawn from ``random_state`` (None, an int or a RandomState)."""
+    return int(check_random_state(random_state).randint(0, 2**31 - 1))
 
 
 @contextlib.contextmanager

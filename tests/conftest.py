@@ -12,3 +12,35 @@ def generator():
     g = torch.Generator()
     g.manual_seed(0)
     return g
+
+
+class GaussianTarget:
+    """Analytic N(mean, cov) target with the Target interface (value_and_grad on (C, D))."""
+
+    def __init__(self, mean, cov, dtype=torch.float64):
+        self.mean = torch.as_tensor(mean, dtype=dtype)
+        self.cov = torch.as_tensor(cov, dtype=dtype)
+        self.precision = torch.linalg.inv(self.cov)
+        self.dim = self.mean.shape[0]
+        self.n_evals = 0
+
+    def log_prob(self, theta):
+        d = theta - self.mean
+        return -0.5 * ((d @ self.precision) * d).sum(-1)
+
+    def value_and_grad(self, theta):
+        self.n_evals += 1
+        d = theta - self.mean
+        g = -(d @ self.precision)
+        return 0.5 * (g * d).sum(-1), g
+
+
+def correlated_gaussian(dim=10, seed=0):
+    """A dim-D Gaussian with strong correlations and scales between ~0.3 and ~3."""
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(dim, dim, generator=g, dtype=torch.float64)
+    q, _ = torch.linalg.qr(a)
+    scales = torch.logspace(-0.5, 0.5, dim, dtype=torch.float64)
+    cov = q @ torch.diag(scales**2) @ q.T
+    mean = torch.randn(dim, generator=g, dtype=torch.float64)
+    return GaussianTarget(mean, cov)

@@ -1,0 +1,150 @@
+"""The sampling loop: warmup with adaptation, then draws, with progress and interrupts.
+
+Used by the estimators; the kernels themselves stay pure (see :mod:`.samplers`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+from tqdm.auto import tqdm
+
+from .samplers._base import State
+from .samplers.adaptation import (
+    DualAveraging,
+    WelfordVariance,
+    find_reasonable_step_size,
+    warmup_windows,
+)
+
+
+@dataclass
+class ChainRun:
+    """What one call of :func:`run_chains` produced (per chain along the first axis)."""
+
+    draws: torch.Tensor  # (C, n_kept, D), CPU
+    log_prob: torch.Tensor  # (C, n_kept), CPU
+    accept_prob: torch.Tensor  # (C, n_transitions) of the sampling phase
+    accepted: torch.Tensor  # (C, n_transitions)
+    divergent: torch.Tensor  # (C, n_transitions)
+    energy_error: torch.Tensor  # (C, n_transitions)
+    warmup_divergent: torch.Tensor  # (C,) divergences during warmup
+    step_size: torch.Tensor  # (C,) the step size used for the draws
+    state: State  # the last state, to continue from
+    inv_mass: torch.Tensor  # (D,) or (C, D): the inverse mass used for the draws
+    n_grad: int = 0
+    interrupted: bool = False
+    stats: dict = field(default_factory=dict)
+
+
+def run_chains(kernel, state: State, generator: torch.Generator, *, n_warmup: int, n_samples: int,
+               thin: int = 1, step_size="auto", target_accept: float = 0.8, inv_mass=None,
+               adapt_mass: bool = False, verbose: bool = False, desc: str = "sampling") -> ChainRun:
+    """Run ``n_warmup`` adaptation transitions, then ``n_samples`` transitions keeping every
+    ``thin``-th.
+
+    ``step_size="auto"`` finds a starting value (Hoffman & Gelman Alg. 4) and adapts it by dual
+    averaging during warmup, restarting at the end of each of Stan's slow windows; a number (or
+    a (C,) tensor) is used as it is. ``adapt_mass`` estimates a diagonal inverse mass per chain
+    over the slow windows. A KeyboardInterrupt
+    stops the loop and returns what was collected, flagged ``interrupted``.
+    """
+    C, D = state.position.shape
+    dtype, device = state.position.dtype, state.position.device
+    if inv_mass is None:
+        inv_mass = torch.ones(D, dtype=dtype, device=device)
+    adapt = isinstance(step_size, str)
+    if adapt:
+        eps0 = find_reasonable_step_size(kernel.target, state, inv_mass, generator)
+        averager = DualAveraging(eps0, target_accept)
+        eps = averager.step_size
+    else:
+        eps = torch.as_tensor(step_size, dtype=dtype, device=device).expand(C).clone()
+
+    n_kept_max = n_samples // thin
+    draws = torch.empty((C, n_kept_max, D), dtype=dtype)
+    log_probs = torch.empty((C, n_kept_max), dtype=dtype)
+    accept_prob = torch.empty((C, n_samples), dtype=dtype)
+    accepted = torch.zeros((C, n_samples), dtype=torch.bool)
+    divergent = torch.zeros((C, n_samples), dtype=torch.bool)
+    energy_error = torch.empty((C, n_samples), dtype=dtype)
+    warmup_divergent = torch.zeros(C, dtype=torch.long)
+    window_ends = {end - 1 for _, end in warmup_windows(n_warmup)} if adapt_mass else set()
+    window_starts = {start for start, _ in warmup_windows(n_warmup)}
+    welford = None
+    n_grad, n_done, n_kept, interrupted = 0, 0, 0, False
+
+    bar = tqdm(total=n_warmup + n_samples, desc=desc, disable=not verbose, leave=True,
+               unit="draw", dynamic_ncols=True)
+    try:
+        for i in range(n_warmup):
+            state, info = kernel.step(state, generator, step_size=eps, inv_mass=inv_mass)
+            n_grad += info.n_grad
+            warmup_divergent += info.divergent.cpu()
+            if adapt:
+                averager.update(info.accept_prob)
+                eps = averager.step_size
+            if adapt_mass and i in window_starts:
+                welford = WelfordVariance(state.position.shape, device)
+            if adapt_mass and welford is not None:
+                welford.update(state.position)
+            if i in window_ends:
+                if adapt_mass:
+                    inv_mass = welford.regularized_variance().to(dtype)
+                    welford = None
+                if adapt:  # new metric: restart dual averaging from the current step size
+                    averager = DualAveraging(averager.final_step_size, target_accept)
+                    eps = averager.step_size
+            _progress(bar, i, "warmup", info, warmup_divergent)
+        if adapt:
+            eps = averager.final_step_size
+        n_div = torch.zeros(C, dtype=torch.long)
+        for i in range(n_samples):
+            state, info = kernel.step(state, generator, step_size=eps, inv_mass=inv_mass)
+            n_grad += info.n_grad
+            accept_prob[:, i] = info.accept_prob.cpu()
+            accepted[:, i] = info.accepted.cpu()
+            divergent[:, i] = info.divergent.cpu()
+            energy_error[:, i] = info.energy_error.cpu()
+            n_div += info.divergent.cpu()
+            n_done = i + 1
+            if n_done % thin == 0 and n_kept < n_kept_max:
+                draws[:, n_kept] = state.position.cpu()
+                log_probs[:, n_kept] = state.log_prob.cpu()
+                n_kept += 1
+            _progress(bar, i, "sampling", info, n_div)
+    except KeyboardInterrupt:
+        interrupted = True
+        warnings.warn(
+            f"sampling interrupted after {n_done} of {n_samples} draws; the estimator keeps "
+            f"the {n_kept} draws collected so far.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        if n_kept == 0:  # keep at least the current position so the estimator can predict
+            draws[:, 0] = state.position.cpu()
+            log_probs[:, 0] = state.log_prob.cpu()
+            n_kept = 1
+    finally:
+        bar.close()
+    return ChainRun(
+        draws=draws[:, :n_kept], log_prob=log_probs[:, :n_kept],
+        accept_prob=accept_prob[:, :n_done], accepted=accepted[:, :n_done],
+        divergent=divergent[:, :n_done], energy_error=energy_error[:, :n_done],
+        warmup_divergent=warmup_divergent, step_size=eps.detach().cpu(), state=state,
+        inv_mass=inv_mass.detach().cpu(),
+        n_grad=n_grad, interrupted=interrupted,
+    )
+
+
+def _progress(bar, i: int, phase: str, info, n_div) -> None:
+    bar.update(1)
+    if bar.disable or (i % 10 and i > 0):
+        return
+    bar.set_postfix_str(
+        f"{phase} acc={info.accept_prob.mean().item():.2f} "
+        f"eps={info.step_size.mean().item():.2e} div={int(n_div.sum())}",
+        refresh=False,
+    )

@@ -1,0 +1,182 @@
+"""The target: the log posterior density of a network's weights on a data set.
+
+``Target`` owns "the posterior of this network on this data". Parameters travel as one flat
+vector ``theta`` through :func:`torch.func.functional_call`; the user's module is deep-copied,
+put in eval mode and never mutated. Frozen parameters (``requires_grad=False``) and buffers are
+held as constants and not sampled.
+
+Potential energy U(w) = -log p(Y | X, w) - log p(w) (seeds/000 §3.1, eq. 2), with the likelihood
+summed over data points.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+from torch.func import functional_call, vmap
+
+from .priors import GaussianPrior
+
+__all__ = ["FunctionalNetwork", "Target"]
+
+
+class FunctionalNetwork:
+    """A module made functional: flat parameter vectors in, outputs out.
+
+    The module is deep-copied and put in eval mode; its trainable parameters define the flat
+    layout, frozen parameters and buffers are held as constants.
+
+    Parameters
+    ----------
+    module : nn.Module
+    device, dtype : where and in which precision to evaluate.
+    """
+
+    def __init__(self, module: nn.Module, *, device="cpu", dtype=torch.float32):
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.module = copy.deepcopy(module).to(device=self.device, dtype=dtype).eval()
+        trainable = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
+        if not trainable:
+            raise ValueError("the network has no trainable parameters to sample.")
+        self.names = [n for n, _ in trainable]
+        self.shapes = [p.shape for _, p in trainable]
+        self.sizes = [p.numel() for _, p in trainable]
+        self.dim = sum(self.sizes)
+        self._constants = {
+            n: p.detach() for n, p in self.module.named_parameters() if not p.requires_grad
+        }
+        self._constants.update(dict(self.module.named_buffers()))
+
+    def to(self, device=None, dtype=None) -> FunctionalNetwork:
+        """A copy on another device or dtype (self when nothing changes)."""
+        device = self.device if device is None else torch.device(device)
+        dtype = self.dtype if dtype is None else dtype
+        if device == self.device and dtype == self.dtype:
+            return self
+        return FunctionalNetwork(self.module, device=device, dtype=dtype)
+
+    def as_tensor(self, X) -> torch.Tensor:
+        """``X`` on this network's device, floating inputs in its dtype."""
+        X = torch.as_tensor(X)
+        return X.to(device=self.device, dtype=self.dtype if X.is_floating_point() else X.dtype)
+
+    def initial_position(self) -> torch.Tensor:
+        """The module's own trainable parameters as a flat vector (D,)."""
+        return torch.cat([self.module.get_parameter(n).detach().reshape(-1) for n in self.names])
+
+    def unflatten(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Named parameter views of a flat vector ``theta`` (D,)."""
+        return {
+            n: t.view(s)
+            for n, t, s in zip(self.names, theta.split(self.sizes), self.shapes, strict=True)
+        }
+
+    def forward(self, theta: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+        """Network output at one parameter vector ``theta`` (D,)."""
+        return functional_call(self.module, {**self.unflatten(theta), **self._constants}, (X,))
+
+    def forward_batched(self, thetas: torch.Tensor, X, chunk_size: int | None = None) -> torch.Tensor:
+        """Outputs of every draw in ``thetas`` (S, D) on ``X``: shape (S, n, n_out).
+
+        Draws are evaluated together with :func:`torch.func.vmap`, in chunks of draws sized so
+        that hidden activations stay within about 200 MB.
+        """
+        X = self.as_tensor(X)
+        S = thetas.shape[0]
+        if chunk_size is None:
+            widest = max(s[0] for s in self.shapes)
+            chunk_size = max(1, min(S, int(5e7 // max(1, X.shape[0] * widest))))
+        f = vmap(self.forward, in_dims=(0, None))
+        with torch.no_grad():
+            return torch.cat([
+                f(thetas[i:i + chunk_size].to(self.device, self.dtype), X)
+                for i in range(0, S, chunk_size)
+            ])
+
+
+class Target:
+    """Log posterior density of a network's trainable parameters given ``(X, y)``.
+
+    Parameters
+    ----------
+    network : FunctionalNetwork
+        The network, on the device and dtype to compute in.
+    X : array-like or tensor of shape (n, ...)
+        Inputs, moved to the network's device and dtype once, here.
+    y : tensor
+        Targets in the form the likelihood expects.
+    likelihood : object
+        With ``log_prob(output, y) -> scalar`` summed over points (see :mod:`.likelihoods`).
+    prior : GaussianPrior
+        The prior over the flattened parameters.
+
+    Examples
+    --------
+    >>> from sklearn_bnn.likelihoods import Gaussian
+    >>> net = FunctionalNetwork(torch.nn.Linear(2, 1))
+    >>> t = Target(net, torch.zeros(5, 2), torch.zeros(5, 1), Gaussian(1.0), GaussianPrior(1.0))
+    >>> t.dim
+    3
+    >>> value, grad = t.value_and_grad(net.initial_position()[None])
+    >>> grad.shape
+    torch.Size([1, 3])
+    """
+
+    def __init__(self, network: FunctionalNetwork, X, y, likelihood, prior: GaussianPrior):
+        self.network = network
+        self.device, self.dtype, self.dim = network.device, network.dtype, network.dim
+        self.likelihood = likelihood
+        self.prior = prior
+        self.prior_precision = prior.precision_vector(
+            network.names, network.sizes, dtype=self.dtype, device=self.device
+        )
+        self.X = network.as_tensor(X)
+        self.y = y.to(self.device) if isinstance(y, torch.Tensor) else y
+        if isinstance(self.y, torch.Tensor) and self.y.is_floating_point():
+            self.y = self.y.to(self.dtype)
+        self.n_data = self.X.shape[0]
+
+    # -- densities -------------------------------------------------------------------------------
+    def _log_prob_one(self, theta, X, y, prior_weight: float = 1.0) -> torch.Tensor:
+        out = self.network.forward(theta, X)
+        log_prior = GaussianPrior.log_prob(theta, self.prior_precision)
+        return self.likelihood.log_prob(out, y) + prior_weight * log_prior
+
+    def log_prob(self, theta: torch.Tensor) -> torch.Tensor:
+        """Log posterior density (up to a constant) at ``theta`` of shape (D,) or (C, D)."""
+        with torch.no_grad():
+            if theta.ndim == 1:
+                return self._log_prob_one(theta, self.X, self.y)
+            return vmap(lambda t: self._log_prob_one(t, self.X, self.y))(theta)
+
+    def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
+        """Log density and its gradient in one forward/backward pass.
+
+        Parameters
+        ----------
+        theta : tensor of shape (C, D)
+            One position per chain. A single chain takes the plain autograd path; several are
+            evaluated as one batched computation with :func:`torch.func.vmap`.
+        X, y : optional
+            A data subset (for split integrators); the full data by default.
+        prior_weight : float
+            Multiplies the log prior (1/M for one of M subsets, seeds/000 eq. 6).
+
+        Returns
+        -------
+        value : tensor (C,)
+        grad : tensor (C, D)
+        """
+        X = self.X if X is None else X
+        y = self.y if y is None else y
+        with torch.enable_grad():
+            theta = theta.detach().requires_grad_(True)
+            if theta.shape[0] == 1:
+                value = self._log_prob_one(theta[0], X, y, prior_weight)[None]
+            else:
+                value = vmap(lambda t: self._log_prob_one(t, X, y, prior_weight))(theta)
+            (grad,) = torch.autograd.grad(value.sum(), theta)
+        return value.detach(), grad

@@ -1,0 +1,5 @@
+"""scikit-learn estimators."""
+
+from .hmc import HMCClassifier, HMCRegressor
+
+__all__ = ["HMCClassifier", "HMCRegressor"]

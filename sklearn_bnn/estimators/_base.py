@@ -1,0 +1,230 @@
+"""Machinery shared by the sampling estimators: validation, chains, prediction, persistence.
+
+A subclass provides the likelihood and the encoding of ``y`` (``_prepare_targets``), the number
+of network outputs, and turns per-draw network outputs into predictions. Everything else (the
+network, the target, chains, warmup, warm starts, interrupts, diagnostics, persistence) lives
+here once.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._persistence import WeightsOnlyMixin
+from .._sampling import run_chains
+from .._target import FunctionalNetwork, Target
+from .._utils import (
+    check_scalar_param,
+    draw_seed,
+    make_generator,
+    resolve_device,
+    resolve_dtype,
+    seeded_torch,
+)
+from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
+from ..priors import GaussianPrior
+from ..samplers.hmc import HMC
+from ..samples import PosteriorSamples
+
+
+class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
+    """Common parameters and fit/predict machinery of the MCMC estimators (see subclasses)."""
+
+    def __init__(
+        self,
+        hidden_layer_sizes=(100,),
+        activation="relu",
+        module=None,
+        prior_precision=1.0,
+        n_samples=500,
+        n_warmup=500,
+        step_size="auto",
+        n_leapfrog=20,
+        target_accept=0.8,
+        thin=1,
+        n_chains=1,
+        device="cpu",
+        dtype="float32",
+        verbose=False,
+        warm_start=False,
+        random_state=None,
+    ):
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.module = module
+        self.prior_precision = prior_precision
+        self.n_samples = n_samples
+        self.n_warmup = n_warmup
+        self.step_size = step_size
+        self.n_leapfrog = n_leapfrog
+        self.target_accept = target_accept
+        self.thin = thin
+        self.n_chains = n_chains
+        self.device = device
+        self.dtype = dtype
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.random_state = random_state
+
+    # -- to be provided by subclasses -------------------------------------------------------------
+    def _prepare_targets(self, y, reset: bool):
+        """Validate/encode ``y``; return (targets tensor, n_outputs)."""
+        raise NotImplementedError
+
+    def _likelihood(self):
+        raise NotImplementedError
+
+    # -- validation ----------------------------------------------------------------------------------
+    def _validate_params(self) -> None:
+        check_hidden_layer_sizes(self.hidden_layer_sizes)
+        if self.module is None and self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}.")
+        check_scalar_param(self.n_samples, "n_samples", kind="int", low=1)
+        check_scalar_param(self.n_warmup, "n_warmup", kind="int", low=0)
+        check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
+        check_scalar_param(self.thin, "thin", kind="int", low=1)
+        check_scalar_param(self.n_chains, "n_chains", kind="int", low=1)
+        check_scalar_param(self.target_accept, "target_accept", low=0, high=1,
+                           low_inclusive=False, high_inclusive=False)
+        check_scalar_param(self.step_size, "step_size", low=0, low_inclusive=False, allow=("auto",))
+        if self.thin > self.n_samples:
+            raise ValueError(f"thin={self.thin} must not exceed n_samples={self.n_samples}.")
+        if isinstance(self.prior_precision, int | float):
+            check_scalar_param(self.prior_precision, "prior_precision", low=0, low_inclusive=False)
+
+    # -- fitting -------------------------------------------------------------------------------------
+    def _build_network(self, seed: int, n_in: int, n_out: int) -> torch.nn.Module:
+        with seeded_torch(seed):
+            return build_module(self.module, n_in, n_out, self.hidden_layer_sizes, self.activation)
+
+    def _continuing(self) -> bool:
+        return bool(self.warm_start) and hasattr(self, "samples_")
+
+    def fit(self, X, y):
+        """Sample the posterior over the network's weights given ``(X, y)``.
+
+        With ``warm_start=True`` and a previous fit, the chains continue from where they stopped
+        (same step size, no new warmup) and the new draws are appended to ``samples_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        continuing = self._continuing()
+        X, y = validate_data(self, X, y, reset=not continuing, dtype=[np.float64, np.float32],
+                             multi_output=self._multi_output(), y_numeric=not self._is_classifier())
+        targets, n_outputs = self._prepare_targets(y, reset=not continuing)
+        device, dtype = resolve_device(self.device), resolve_dtype(self.dtype)
+
+        if continuing:
+            network = self.network_.to(device, dtype)
+            generator = torch.Generator(device=device)
+            generator.set_state(self._generator_state)
+            position = self._last_position.to(device, dtype)
+            step_size, n_warmup = self._step_size_per_chain.to(device, dtype), 0
+        else:
+            seed = draw_seed(self.random_state)
+            generator = make_generator(seed, device)
+            nets = [self._build_network(seed + c, X.shape[1], n_outputs) for c in range(self.n_chains)]
+            network = FunctionalNetwork(nets[0], device=device, dtype=dtype)
+            position = torch.stack([FunctionalNetwork(n, device=device, dtype=dtype).initial_position()
+                                    for n in nets])
+            step_size, n_warmup = self.step_size, self.n_warmup
+            self.n_outputs_ = n_outputs
+
+        target = Target(network, X, targets, self._likelihood(), GaussianPrior(self.prior_precision))
+        kernel = HMC(target, n_leapfrog=self.n_leapfrog)
+        run = run_chains(
+            kernel, kernel.init(position), generator, n_warmup=n_warmup, n_samples=self.n_samples,
+            thin=self.thin, step_size=step_size, target_accept=self.target_accept,
+            verbose=self.verbose, desc=type(self).__name__,
+        )
+        samples = PosteriorSamples(run.draws, run.log_prob, network.names, network.shapes)
+        if continuing:
+            samples = self.samples_.concatenate(samples)
+        self.network_ = network.to("cpu", dtype)
+        self.samples_ = samples
+        self._last_position = run.state.position.detach().cpu()
+        self._step_size_per_chain = run.step_size
+        self._generator_state = generator.get_state()
+        self._record_diagnostics(run, continuing)
+        return self
+
+    def _record_diagnostics(self, run, continuing: bool) -> None:
+        n_transitions = run.accept_prob.shape[1]
+        n_div = int(run.divergent.sum())
+        previous = self.diagnostics_ if continuing else None
+        diag = {
+            "n_chains": run.draws.shape[0],
+            "n_draws": len(self.samples_),
+            "step_size": run.step_size.numpy().copy(),
+            "acceptance_rate": run.accepted.double().mean(1).numpy() if n_transitions else np.zeros(0),
+            "mean_accept_prob": run.accept_prob.double().mean(1).numpy() if n_transitions else np.zeros(0),
+            "n_divergent": n_div + (previous["n_divergent"] if previous else 0),
+            "n_divergent_warmup": int(run.warmup_divergent.sum()) + (previous["n_divergent_warmup"] if previous else 0),
+            "n_grad_evals": run.n_grad + (previous["n_grad_evals"] if previous else 0),
+            "interrupted": run.interrupted,
+        }
+        self.diagnostics_ = diag
+        self.acceptance_rate_ = float(run.accepted.double().mean()) if n_transitions else float("nan")
+        if n_transitions and n_div > 0.05 * run.divergent.numel():
+            warnings.warn(
+                f"{n_div} of {run.divergent.numel()} transitions diverged (rejected); the "
+                f"step_size ({float(run.step_size.mean()):.3g}) is probably too large for this "
+                "posterior: lower step_size or use step_size='auto'.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    # -- prediction ----------------------------------------------------------------------------------
+    def _network_outputs(self, X) -> torch.Tensor:
+        """Per-draw network outputs on validated ``X``: (n_draws, n, n_outputs)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        return self.network_.to(_predict_device(self.device)).forward_batched(self.samples_.flat(), X)
+
+    # -- persistence ---------------------------------------------------------------------------------
+    _private_state = ("_last_position", "_step_size_per_chain", "_generator_state")
+
+    def _get_state(self) -> dict:
+        state = super()._get_state()
+        state["network_"] = {"constants": dict(self.network_._constants),
+                             "dtype": self.network_.dtype}
+        state.update({name: getattr(self, name) for name in self._private_state})
+        return state
+
+    def _set_state(self, state: dict) -> None:
+        net_state = state.pop("network_")
+        super()._set_state(state)
+        net = self._build_network(0, self.n_features_in_, self.n_outputs_)
+        net.load_state_dict(net_state["constants"], strict=False)
+        self.network_ = FunctionalNetwork(net, dtype=net_state["dtype"])
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags
+
+    def _multi_output(self) -> bool:
+        return False
+
+    def _is_classifier(self) -> bool:
+        return False
+
+
+def _predict_device(device) -> torch.device:
+    """The fit-time device, or the CPU when a model fitted on a GPU is used on a machine without one."""
+    if device not in ("cpu", None) and not torch.cuda.is_available():
+        return torch.device("cpu")
+    return resolve_device(device)

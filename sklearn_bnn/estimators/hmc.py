@@ -1,0 +1,266 @@
+"""HMCClassifier and HMCRegressor: Hamiltonian Monte Carlo over a network's weights.
+
+seeds/000 §3.1 (full HMC), REFERENCE §1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
+
+from .._persistence import register
+from .._utils import check_scalar_param, to_numpy
+from ..likelihoods import Bernoulli, Categorical, Gaussian
+from ._base import BaseSamplingEstimator
+
+__all__ = ["HMCClassifier", "HMCRegressor"]
+
+_PARAMS_DOC = """
+    Parameters
+    ----------
+    hidden_layer_sizes : tuple of int, default=(100,)
+        Hidden widths of the standard MLP (ignored when ``module`` is given).
+    activation : {"relu", "tanh", "logistic", "gelu", "silu", "elu", "identity"}, default="relu"
+    module : nn.Module subclass, factory or instance, default=None
+        A network of your own: called as ``module(n_features_in, n_outputs)`` or deep-copied.
+    prior_precision : float, sequence or dict, default=1.0
+        Precision tau of the N(0, 1/tau) prior, one value or one per parameter tensor.
+    n_samples : int, default=500
+        Transitions after warmup (draws kept per chain: ``n_samples // thin``).
+    n_warmup : int, default=500
+        Transitions of warmup (step-size adaptation), discarded.
+    step_size : float or "auto", default="auto"
+        Leapfrog step size; "auto" adapts it by dual averaging during warmup.
+    n_leapfrog : int, default=20
+        Leapfrog steps per trajectory.
+    target_accept : float, default=0.8
+        Acceptance probability the adaptation aims for.
+    thin : int, default=1
+        Keep every ``thin``-th draw.
+    n_chains : int, default=1
+        Independent chains, run as one batched computation; their draws are pooled.
+    device : {"cpu", "cuda", "auto"}, default="cpu"
+    dtype : {"float32", "float64"}, default="float32"
+    verbose : bool, default=False
+        Show a progress bar (draws per second, acceptance, step size, divergences).
+    warm_start : bool, default=False
+        When True, ``fit`` continues the chains of the previous fit and appends draws.
+    random_state : int, RandomState or None, default=None
+        Seeds a local torch generator: the same seed gives identical draws.
+"""
+
+_FITTED_DOC = """
+    samples_ : PosteriorSamples
+        The draws (n_chains, n_draws, D) of the flattened weights.
+    acceptance_rate_ : float
+        Fraction of accepted proposals after warmup.
+    diagnostics_ : dict
+        Step size, acceptance, divergences (warmup and sampling), gradient evaluations.
+    network_ : FunctionalNetwork
+        The network the draws parameterise.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str, when X has string feature names
+"""
+
+
+@register
+class HMCClassifier(ClassifierMixin, BaseSamplingEstimator):
+    __doc__ = (
+        """Bayesian neural network classifier sampled by Hamiltonian Monte Carlo.
+
+    The posterior over the weights of an MLP (or your own module) under a Gaussian prior and a
+    categorical (Bernoulli for two classes) likelihood summed over the data, sampled with HMC
+    (seeds/000 §3.1). ``predict_proba`` is the posterior predictive mean over the draws.
+    """
+        + _PARAMS_DOC
+        + """
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+"""
+        + _FITTED_DOC
+        + """
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> X, y = load_iris(return_X_y=True)
+    >>> X = StandardScaler().fit_transform(X)
+    >>> clf = HMCClassifier(hidden_layer_sizes=(10,), n_samples=50, n_warmup=50,
+    ...                     random_state=0).fit(X, y)
+    >>> clf.predict_proba(X[:2]).shape
+    (2, 3)
+    """
+    )
+
+    def _is_classifier(self) -> bool:
+        return True
+
+    def _prepare_targets(self, y, reset: bool):
+        check_classification_targets(y)
+        if reset:
+            self.classes_, encoded = np.unique(y, return_inverse=True)
+            if len(self.classes_) < 2:
+                raise ValueError(
+                    "HMCClassifier needs samples of at least 2 classes in the data, but the data "
+                    f"contain only one class: {self.classes_[0]!r}."
+                )
+        else:
+            unseen = np.setdiff1d(np.unique(y), self.classes_)
+            if unseen.size:
+                raise ValueError(f"y contains classes {unseen.tolist()} not seen in the first fit.")
+            encoded = np.searchsorted(self.classes_, y)
+        if len(self.classes_) == 2:
+            return torch.as_tensor(encoded, dtype=torch.float64)[:, None], 1
+        return torch.as_tensor(encoded, dtype=torch.long), len(self.classes_)
+
+    def _likelihood(self):
+        return Bernoulli() if len(self.classes_) == 2 else Categorical()
+
+    def predict_samples(self, X) -> np.ndarray:
+        """Class probabilities under each posterior draw.
+
+        Returns
+        -------
+        ndarray of shape (n_draws, n_samples, n_classes)
+        """
+        out = self._network_outputs(X)
+        return to_numpy(self._likelihood().predictive(out)).astype(np.float64)
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Posterior predictive class probabilities: the mean over draws.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        return self.predict_samples(X).mean(axis=0)
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X) -> np.ndarray:
+        """The most probable class under the posterior predictive."""
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+
+@register
+class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
+    __doc__ = (
+        """Bayesian neural network regressor sampled by Hamiltonian Monte Carlo.
+
+    Likelihood N(y | f(x; w), 1/noise_precision) summed over the data, Gaussian prior over the
+    weights, posterior sampled with HMC (seeds/000 §3.1). Single- and multi-output.
+    """
+        + _PARAMS_DOC
+        + """
+    noise_precision : float, default=1.0
+        Precision of the Gaussian observation noise (in units of the standardised target when
+        ``normalize_y=True``).
+    normalize_y : bool, default=False
+        Standardise the target before sampling (and undo it in predictions), as
+        :class:`~sklearn.gaussian_process.GaussianProcessRegressor` does: with it, the defaults
+        suit a target in any units.
+
+    Attributes
+    ----------
+"""
+        + _FITTED_DOC
+        + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.linspace(-1, 1, 40)[:, None]; y = np.sin(3 * X[:, 0])
+    >>> reg = HMCRegressor(hidden_layer_sizes=(20,), noise_precision=100.0, n_samples=50,
+    ...                    n_warmup=50, random_state=0).fit(X, y)
+    >>> mean, std = reg.predict(X[:3], return_std=True)
+    >>> mean.shape, std.shape
+    ((3,), (3,))
+    """
+    )
+
+    def __init__(self, hidden_layer_sizes=(100,), activation="relu", module=None,
+                 prior_precision=1.0, noise_precision=1.0, normalize_y=False, n_samples=500,
+                 n_warmup=500, step_size="auto", n_leapfrog=20, target_accept=0.8, thin=1,
+                 n_chains=1, device="cpu", dtype="float32", verbose=False, warm_start=False,
+                 random_state=None):
+        super().__init__(
+            hidden_layer_sizes=hidden_layer_sizes, activation=activation, module=module,
+            prior_precision=prior_precision, n_samples=n_samples, n_warmup=n_warmup,
+            step_size=step_size, n_leapfrog=n_leapfrog, target_accept=target_accept, thin=thin,
+            n_chains=n_chains, device=device, dtype=dtype, verbose=verbose,
+            warm_start=warm_start, random_state=random_state,
+        )
+        self.noise_precision = noise_precision
+        self.normalize_y = normalize_y
+
+    _private_state = BaseSamplingEstimator._private_state + ("_y_mean", "_y_scale", "_y_2d")
+
+    def _multi_output(self) -> bool:
+        return True
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        check_scalar_param(self.noise_precision, "noise_precision", low=0, low_inclusive=False)
+
+    def _prepare_targets(self, y, reset: bool):
+        y = np.asarray(y, dtype=np.float64)
+        if reset:
+            self._y_2d = y.ndim == 2
+            if self.normalize_y:
+                self._y_mean = y.mean(axis=0)
+                scale = y.std(axis=0)
+                self._y_scale = np.where(scale > 0, scale, 1.0)
+            else:
+                n_out = y.shape[1] if y.ndim == 2 else 1
+                self._y_mean = np.zeros(n_out) if y.ndim == 2 else np.float64(0.0)
+                self._y_scale = np.ones(n_out) if y.ndim == 2 else np.float64(1.0)
+        y = (y - self._y_mean) / self._y_scale
+        y = y.reshape(len(y), -1)
+        return torch.as_tensor(y), y.shape[1]
+
+    def _likelihood(self):
+        return Gaussian(float(self.noise_precision))
+
+    def _raw_samples(self, X) -> np.ndarray:
+        out = to_numpy(self._network_outputs(X)).astype(np.float64)  # (S, n, n_out)
+        return out * np.reshape(self._y_scale, -1) + np.reshape(self._y_mean, -1)
+
+    def predict_samples(self, X) -> np.ndarray:
+        """The network's prediction under each posterior draw (noise-free).
+
+        Returns
+        -------
+        ndarray of shape (n_draws, n_samples) or (n_draws, n_samples, n_outputs)
+        """
+        out = self._raw_samples(X)
+        return out if self._y_2d else out[..., 0]
+
+    def predict(self, X, return_std: bool = False):
+        """Posterior predictive mean, and optionally its standard deviation.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the predictive standard deviation, combining the spread of the draws
+            (weight uncertainty) with the observation noise 1/noise_precision.
+
+        Returns
+        -------
+        mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        std : ndarray of the same shape, when ``return_std``
+        """
+        out = self._raw_samples(X)
+        mean = out.mean(axis=0)
+        if not self._y_2d:
+            mean = mean[:, 0]
+        if not return_std:
+            return mean
+        noise_var = np.reshape(self._y_scale, -1) ** 2 / float(self.noise_precision)
+        std = np.sqrt(out.var(axis=0) + noise_var)
+        return mean, (std if self._y_2d else std[:, 0])

@@ -1,0 +1,8 @@
+"""Pure sampling kernels: ``state = kernel.init(position)``, ``state, info = kernel.step(state, generator)``."""
+
+from ._base import Info, State
+from .adaptation import DualAveraging, find_reasonable_step_size
+from .hmc import HMC
+from .integrators import leapfrog
+
+__all__ = ["HMC", "DualAveraging", "Info", "State", "find_reasonable_step_size", "leapfrog"]

@@ -1,0 +1,126 @@
+"""Hamiltonian Monte Carlo with a fixed number of integration steps.
+
+seeds/000 §3.1 and seeds/003 §5.2: sample p ~ N(0, M), integrate L steps, accept with
+probability min(1, exp(H_start - H_end)); on rejection the chain stays where it was.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._base import Info, State, kinetic_energy, sample_momentum
+from .integrators import leapfrog
+
+__all__ = ["HMC", "metropolis_hastings"]
+
+
+def metropolis_hastings(state: State, proposal: State, energy_start: torch.Tensor,
+                        energy_end: torch.Tensor, generator: torch.Generator,
+                        divergence_threshold: float):
+    """Accept or reject ``proposal`` per chain on the energy error.
+
+    A proposal whose energy is not finite, or whose energy error exceeds
+    ``divergence_threshold``, is a divergence: rejected and flagged, never propagated.
+
+    Returns
+    -------
+    new_state, accept_prob, accepted, energy_error, divergent
+    """
+    energy_error = energy_end - energy_start
+    finite = torch.isfinite(energy_error) & torch.isfinite(proposal.position).all(-1)
+    energy_error = torch.where(finite, energy_error, torch.full_like(energy_error, float("inf")))
+    divergent = energy_error > divergence_threshold
+    accept_prob = torch.exp(torch.clamp(-energy_error, max=0.0))
+    u = torch.rand(accept_prob.shape, generator=generator, dtype=accept_prob.dtype, device=accept_prob.device)
+    accepted = (u < accept_prob) & ~divergent
+    keep = accepted[:, None]
+    new_state = State(
+        torch.where(keep, proposal.position, state.position),
+        torch.where(accepted, proposal.log_prob, state.log_prob),
+        torch.where(keep, proposal.grad, state.grad),
+    )
+    return new_state, accept_prob, accepted, energy_error, divergent
+
+
+class HMC:
+    """The HMC transition kernel.
+
+    Parameters
+    ----------
+    target : Target
+        Provides ``value_and_grad(theta (C, D)) -> ((C,), (C, D))``.
+    step_size : float
+        Integration step size (overridable per call, e.g. during adaptation).
+    n_leapfrog : int
+        Integration steps per trajectory L.
+    inv_mass : tensor (D,) or (C, D), optional
+        Diagonal inverse mass matrix M^-1 (identity by default).
+    integrator : callable
+        See :mod:`.integrators`; :func:`leapfrog` by default.
+    divergence_threshold : float
+        Energy error above which a trajectory counts as divergent (1000, as Stan).
+
+    Examples
+    --------
+    >>> kernel = HMC(target, step_size=0.1, n_leapfrog=10)  # doctest: +SKIP
+    >>> state = kernel.init(target.initial_position())  # doctest: +SKIP
+    >>> state, info = kernel.step(state, torch.Generator().manual_seed(0))  # doctest: +SKIP
+    """
+
+    def __init__(self, target, step_size: float = 0.01, n_leapfrog: int = 20, inv_mass=None,
+                 integrator=leapfrog, divergence_threshold: float = 1000.0):
+        self.target = target
+        self.step_size = step_size
+        self.n_leapfrog = n_leapfrog
+        self.inv_mass = inv_mass
+        self.integrator = integrator
+        self.divergence_threshold = divergence_threshold
+
+    def init(self, position: torch.Tensor) -> State:
+        """State at ``position`` (D,) or (C, D), with its log density and gradient."""
+        if position.ndim == 1:
+            position = position[None]
+        log_prob, grad = self.target.value_and_grad(position)
+        return State(position.detach(), log_prob, grad)
+
+    def _inv_mass(self, state: State, inv_mass):
+        inv_mass = self.inv_mass if inv_mass is None else inv_mass
+        if inv_mass is None:
+            return torch.ones(state.position.shape[-1], dtype=state.position.dtype, device=state.position.device)
+        return inv_mass
+
+    def _step_size(self, state: State, step_size):
+        eps = self.step_size if step_size is None else step_size
+        return torch.as_tensor(eps, dtype=state.position.dtype, device=state.position.device).expand(
+            state.position.shape[0]
+        )
+
+    def step(self, state: State, generator: torch.Generator, step_size=None, inv_mass=None):
+        """One HMC transition for every chain.
+
+        Parameters
+        ----------
+        state : State
+        generator : torch.Generator
+            The only source of randomness.
+        step_size : float or tensor (C,), optional
+            Overrides the kernel's step size for this transition.
+        inv_mass : tensor (D,) or (C, D), optional
+            Overrides the kernel's inverse mass for this transition.
+
+        Returns
+        -------
+        state : State
+        info : Info
+        """
+        eps = self._step_size(state, step_size)
+        inv_mass = self._inv_mass(state, inv_mass)
+        q = state.position
+        p0 = sample_momentum(q.shape, inv_mass, generator, dtype=q.dtype, device=q.device)
+        proposal, p1, n_grad = self.integrator(self.target, state, p0, eps, self.n_leapfrog, inv_mass, generator)
+        h0 = -state.log_prob + kinetic_energy(p0, inv_mass)
+        h1 = -proposal.log_prob + kinetic_energy(p1, inv_mass)
+        new_state, accept_prob, accepted, energy_error, divergent = metropolis_hastings(
+            state, proposal, h0, h1, generator, self.divergence_threshold
+        )
+        return new_state, Info(accept_prob, accepted, energy_error, divergent, eps, n_grad)

@@ -1,0 +1,86 @@
+"""PosteriorSamples: the draws of every chain, stacked."""
+
+from __future__ import annotations
+
+import torch
+
+from ._persistence import register
+
+__all__ = ["PosteriorSamples"]
+
+
+@register
+class PosteriorSamples:
+    """Posterior draws of a flat parameter vector, kept on the CPU.
+
+    Parameters
+    ----------
+    draws : tensor of shape (n_chains, n_draws, D)
+    log_prob : tensor of shape (n_chains, n_draws)
+        Log posterior density (up to a constant) of each draw.
+    names, shapes : list
+        Layout of the flat vector (parameter names and shapes of the network).
+
+    Examples
+    --------
+    >>> s = PosteriorSamples(torch.zeros(2, 5, 3), torch.zeros(2, 5), ["w"], [(3,)])
+    >>> s.flat().shape, len(s)
+    (torch.Size([10, 3]), 10)
+    """
+
+    def __init__(self, draws: torch.Tensor, log_prob: torch.Tensor, names, shapes):
+        self.draws = draws.detach().cpu()
+        self.log_prob = log_prob.detach().cpu()
+        self.names = list(names)
+        self.shapes = [tuple(s) for s in shapes]
+
+    @property
+    def n_chains(self) -> int:
+        return self.draws.shape[0]
+
+    @property
+    def n_draws(self) -> int:
+        """Draws per chain."""
+        return self.draws.shape[1]
+
+    @property
+    def dim(self) -> int:
+        return self.draws.shape[2]
+
+    def __len__(self) -> int:
+        return self.n_chains * self.n_draws
+
+    def __repr__(self) -> str:
+        return f"PosteriorSamples(n_chains={self.n_chains}, n_draws={self.n_draws}, dim={self.dim})"
+
+    def flat(self) -> torch.Tensor:
+        """All draws of all chains pooled: (n_chains * n_draws, D)."""
+        return self.draws.reshape(-1, self.dim)
+
+    def as_dict(self) -> dict[str, torch.Tensor]:
+        """Named parameters with leading axes (n_chains, n_draws)."""
+        out, start = {}, 0
+        for name, shape in zip(self.names, self.shapes, strict=True):
+            size = 1
+            for s in shape:
+                size *= s
+            out[name] = self.draws[..., start:start + size].reshape(self.n_chains, self.n_draws, *shape)
+            start += size
+        return out
+
+    def concatenate(self, other: PosteriorSamples) -> PosteriorSamples:
+        """These draws followed by ``other``'s (same chains, continued)."""
+        return PosteriorSamples(
+            torch.cat([self.draws, other.draws], dim=1),
+            torch.cat([self.log_prob, other.log_prob], dim=1),
+            self.names,
+            self.shapes,
+        )
+
+    def to_state(self) -> dict:
+        return {"draws": self.draws, "log_prob": self.log_prob, "names": self.names,
+                "shapes": [list(s) for s in self.shapes]}
+
+    @classmethod
+    def from_state(cls, state: dict) -> PosteriorSamples:
+        return cls(state["draws"], state["log_prob"], state["names"], state["shapes"])
