@@ -60,7 +60,7 @@ class FunctionalNetwork:
 
     def as_tensor(self, X) -> torch.Tensor:
         """``X`` on this network's device, floating inputs in its dtype."""
-        X = torch.as_tensor(X)
+        X = X if isinstance(X, torch.Tensor) else torch.tensor(X)  # a copy: X may be read-only
         return X.to(device=self.device, dtype=self.dtype if X.is_floating_point() else X.dtype)
 
     def initial_position(self) -> torch.Tensor:

@@ -29,6 +29,7 @@ from .._utils import (
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ..priors import GaussianPrior
 from ..samplers.hmc import HMC
+from ..samplers.init import find_mode
 from ..samples import PosteriorSamples
 
 
@@ -48,6 +49,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         target_accept=0.8,
         thin=1,
         n_chains=1,
+        init="map",
+        n_init_steps=500,
         device="cpu",
         dtype="float32",
         verbose=False,
@@ -65,6 +68,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         self.target_accept = target_accept
         self.thin = thin
         self.n_chains = n_chains
+        self.init = init
+        self.n_init_steps = n_init_steps
         self.device = device
         self.dtype = dtype
         self.verbose = verbose
@@ -89,6 +94,9 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
         check_scalar_param(self.thin, "thin", kind="int", low=1)
         check_scalar_param(self.n_chains, "n_chains", kind="int", low=1)
+        check_scalar_param(self.n_init_steps, "n_init_steps", kind="int", low=0)
+        if self.init not in ("map", "random"):
+            raise ValueError(f"init must be 'map' or 'random', got {self.init!r}.")
         check_scalar_param(self.target_accept, "target_accept", low=0, high=1,
                            low_inclusive=False, high_inclusive=False)
         check_scalar_param(self.step_size, "step_size", low=0, low_inclusive=False, allow=("auto",))
@@ -144,6 +152,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             self.n_outputs_ = n_outputs
 
         target = Target(network, X, targets, self._likelihood(), GaussianPrior(self.prior_precision))
+        if not continuing and self.init == "map" and self.n_init_steps > 0:
+            position = find_mode(target, position, self.n_init_steps)
         kernel = HMC(target, n_leapfrog=self.n_leapfrog)
         run = run_chains(
             kernel, kernel.init(position), generator, n_warmup=n_warmup, n_samples=self.n_samples,

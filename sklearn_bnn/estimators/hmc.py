@@ -41,6 +41,11 @@ _PARAMS_DOC = """
         Keep every ``thin``-th draw.
     n_chains : int, default=1
         Independent chains, run as one batched computation; their draws are pooled.
+    init : {"map", "random"}, default="map"
+        Where chains start: at a posterior mode found by full-batch Adam from the network's
+        random initialisation (each chain its own), or at that random initialisation itself.
+    n_init_steps : int, default=500
+        Adam steps of the "map" initialisation.
     device : {"cpu", "cuda", "auto"}, default="cpu"
     dtype : {"float32", "float64"}, default="float32"
     verbose : bool, default=False
@@ -145,7 +150,8 @@ class HMCClassifier(ClassifierMixin, BaseSamplingEstimator):
 
     def predict(self, X) -> np.ndarray:
         """The most probable class under the posterior predictive."""
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
 
 
 @register
@@ -186,13 +192,13 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
     def __init__(self, hidden_layer_sizes=(100,), activation="relu", module=None,
                  prior_precision=1.0, noise_precision=1.0, normalize_y=False, n_samples=500,
                  n_warmup=500, step_size="auto", n_leapfrog=20, target_accept=0.8, thin=1,
-                 n_chains=1, device="cpu", dtype="float32", verbose=False, warm_start=False,
-                 random_state=None):
+                 n_chains=1, init="map", n_init_steps=500, device="cpu", dtype="float32",
+                 verbose=False, warm_start=False, random_state=None):
         super().__init__(
             hidden_layer_sizes=hidden_layer_sizes, activation=activation, module=module,
             prior_precision=prior_precision, n_samples=n_samples, n_warmup=n_warmup,
             step_size=step_size, n_leapfrog=n_leapfrog, target_accept=target_accept, thin=thin,
-            n_chains=n_chains, device=device, dtype=dtype, verbose=verbose,
+            n_chains=n_chains, init=init, n_init_steps=n_init_steps, device=device, dtype=dtype, verbose=verbose,
             warm_start=warm_start, random_state=random_state,
         )
         self.noise_precision = noise_precision
@@ -202,6 +208,11 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
 
     def _multi_output(self) -> bool:
         return True
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
 
     def _validate_params(self) -> None:
         super()._validate_params()
