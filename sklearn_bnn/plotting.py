@@ -168,9 +168,11 @@ def plot_mutual_information_matrix(
     ax = _axes(ax)
     image = ax.imshow(np.ma.masked_invalid(matrix), cmap=cmap)
     ax.figure.colorbar(image, ax=ax, label="mean mutual information (nats)")
+    middle = np.nanmean([np.nanmin(matrix), np.nanmax(matrix)])
     for i, j in zip(*np.nonzero(np.isfinite(matrix)), strict=True):
+        color = "white" if matrix[i, j] < middle else "black"
         ax.text(
-            j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize="small", color="white"
+            j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize="small", color=color
         )
     for k in range(n_classes):
         ax.add_patch(_square(k, edgecolor="red"))
