@@ -1,16 +1,22 @@
 """sklearn_bnn: Bayesian neural networks with the scikit-learn interface."""
 
 from ._persistence import load, save
+from .decision import BayesDecisionClassifier
+from .ensemble import EnsembleReducer
 from .estimators import HMCClassifier, HMCRegressor
+from .metrics import uncertainty_report
 from .samples import PosteriorSamples
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "BayesDecisionClassifier",
+    "EnsembleReducer",
     "HMCClassifier",
     "HMCRegressor",
     "PosteriorSamples",
     "load",
     "save",
+    "uncertainty_report",
 ]

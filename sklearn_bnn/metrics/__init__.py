@@ -1,0 +1,49 @@
+"""Calibration, uncertainty and utility metrics, scorers and a one-call report.
+
+Classification metrics take true labels and predictive probabilities ``(n_samples,
+n_classes)`` with columns in the order of the sorted labels (``classes_``); uncertainty
+metrics take per-draw probabilities ``(n_draws, n_samples, n_classes)`` as returned by
+``predict_samples``; regression metrics take a Gaussian mean and standard deviation. See
+``docs/metrics.md``.
+"""
+
+from ._classification import (
+    brier_score,
+    expected_calibration_error,
+    maximum_calibration_error,
+    negative_log_likelihood,
+    top_label_calibration_curve,
+)
+from ._regression import gaussian_nll, interval_coverage, regression_calibration_curve
+from ._report import uncertainty_report
+from ._scorer import ProbaScorer, get_scorer, get_scorer_names, make_proba_scorer
+from ._uncertainty import (
+    cumulative_accuracy,
+    expected_utility_score,
+    mean_utility,
+    mutual_information,
+    mutual_information_matrix,
+    predictive_entropy,
+)
+
+__all__ = [
+    "ProbaScorer",
+    "brier_score",
+    "cumulative_accuracy",
+    "expected_calibration_error",
+    "expected_utility_score",
+    "gaussian_nll",
+    "get_scorer",
+    "get_scorer_names",
+    "interval_coverage",
+    "make_proba_scorer",
+    "maximum_calibration_error",
+    "mean_utility",
+    "mutual_information",
+    "mutual_information_matrix",
+    "negative_log_likelihood",
+    "predictive_entropy",
+    "regression_calibration_curve",
+    "top_label_calibration_curve",
+    "uncertainty_report",
+]

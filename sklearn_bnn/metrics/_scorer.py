@@ -1,0 +1,138 @@
+"""Scorers for model selection: calibration, Brier score and utility on ``predict_proba``.
+
+A scorer is a callable ``scorer(estimator, X, y, sample_weight=None) -> float``, greater is
+better, which is what ``GridSearchCV``, ``cross_validate`` and ``permutation_importance`` take
+as ``scoring``. Ours call ``predict_proba`` and hand the metric the estimator's ``classes_`` as
+``labels``, so a test fold that lacks a class is scored correctly.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+from sklearn.metrics import get_scorer as _sklearn_get_scorer
+from sklearn.metrics import get_scorer_names as _sklearn_get_scorer_names
+
+from ._classification import brier_score, expected_calibration_error, maximum_calibration_error
+from ._uncertainty import expected_utility_score
+
+__all__ = ["ProbaScorer", "make_proba_scorer", "get_scorer", "get_scorer_names"]
+
+
+class ProbaScorer:
+    """Score an estimator with a metric of ``(y_true, y_prob, labels=...)``.
+
+    Build it with :func:`make_proba_scorer` or :func:`get_scorer`.
+
+    Parameters
+    ----------
+    score_func : callable
+        ``score_func(y_true, y_prob, *, labels=None, sample_weight=None, **kwargs)``.
+    sign : {1, -1}
+        -1 turns a loss into a score (greater is better).
+    kwargs : dict
+        Extra keyword arguments for ``score_func``.
+    """
+
+    def __init__(self, score_func, sign: int, kwargs: dict):
+        self._score_func = score_func
+        self._sign = sign
+        self._kwargs = kwargs
+
+    def __call__(self, estimator, X, y_true, sample_weight=None) -> float:
+        y_prob = estimator.predict_proba(X)
+        labels = getattr(estimator, "classes_", None)
+        kwargs = dict(self._kwargs)
+        if sample_weight is not None:
+            kwargs["sample_weight"] = sample_weight
+        return self._sign * self._score_func(y_true, y_prob, labels=labels, **kwargs)
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {k}={_short(v)}" for k, v in self._kwargs.items())
+        sign = "" if self._sign > 0 else ", greater_is_better=False"
+        return f"make_proba_scorer({self._score_func.__name__}{sign}{extra})"
+
+
+def _short(value) -> str:
+    if isinstance(value, np.ndarray):
+        return f"array(shape={value.shape})"
+    return repr(value)
+
+
+def make_proba_scorer(score_func, *, greater_is_better: bool = True, **kwargs) -> ProbaScorer:
+    """Turn a probabilistic metric into a scorer.
+
+    Parameters
+    ----------
+    score_func : callable
+        ``score_func(y_true, y_prob, *, labels=None, sample_weight=None, **kwargs)``, for
+        example :func:`expected_calibration_error`.
+    greater_is_better : bool, default=True
+        False for losses: the scorer then returns the negated value.
+    **kwargs
+        Fixed keyword arguments of ``score_func`` (checked against its signature now).
+
+    Examples
+    --------
+    >>> from sklearn_bnn.metrics import expected_calibration_error, make_proba_scorer
+    >>> make_proba_scorer(expected_calibration_error, greater_is_better=False, n_bins=10)
+    make_proba_scorer(expected_calibration_error, greater_is_better=False, n_bins=10)
+    """
+    try:
+        inspect.signature(score_func).bind_partial(None, None, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"invalid arguments for {score_func.__name__}: {exc}") from None
+    return ProbaScorer(score_func, 1 if greater_is_better else -1, kwargs)
+
+
+_SCORERS = {
+    "neg_expected_calibration_error": (expected_calibration_error, False),
+    "neg_maximum_calibration_error": (maximum_calibration_error, False),
+    "neg_brier_score": (brier_score, False),
+    "expected_utility": (expected_utility_score, True),
+}
+
+
+def get_scorer(scoring, **kwargs):
+    """A scorer by name: this package's names first, then scikit-learn's.
+
+    Our names: ``"neg_expected_calibration_error"``, ``"neg_maximum_calibration_error"``
+    (keyword arguments ``n_bins``, ``strategy``), ``"neg_brier_score"`` (multi-class, summed
+    over classes) and ``"expected_utility"`` (requires ``utility=``, a matrix with one row per
+    class in the order of ``classes_`` and one column per decision; the score is the average
+    utility of the Bayes actions). Any other name is looked up with
+    :func:`sklearn.metrics.get_scorer`; a callable is returned as it is.
+
+    Examples
+    --------
+    >>> from sklearn_bnn.metrics import get_scorer
+    >>> get_scorer("expected_utility", utility=[[1, 0], [0.3, 1]])
+    make_proba_scorer(expected_utility_score, utility=[[1, 0], [0.3, 1]])
+    >>> get_scorer("accuracy")
+    make_scorer(accuracy_score, response_method='predict')
+    """
+    if callable(scoring):
+        return scoring
+    if scoring in _SCORERS:
+        func, greater_is_better = _SCORERS[scoring]
+        if func is expected_utility_score and "utility" not in kwargs:
+            raise ValueError('get_scorer("expected_utility") needs utility=<matrix>.')
+        return make_proba_scorer(func, greater_is_better=greater_is_better, **kwargs)
+    if kwargs:
+        raise ValueError(
+            f"keyword arguments {sorted(kwargs)} are only accepted for this package's scorers "
+            f"{sorted(_SCORERS)}; scikit-learn's {scoring!r} takes none (see make_scorer)."
+        )
+    try:
+        return _sklearn_get_scorer(scoring)
+    except ValueError:
+        raise ValueError(
+            f"{scoring!r} is not a valid scoring value; use sklearn_bnn.metrics.get_scorer_names()"
+            " for the list."
+        ) from None
+
+
+def get_scorer_names() -> list[str]:
+    """All names :func:`get_scorer` accepts: this package's and scikit-learn's, sorted."""
+    return sorted(set(_SCORERS) | set(_sklearn_get_scorer_names()))

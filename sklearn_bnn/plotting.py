@@ -1,0 +1,225 @@
+"""Uncertainty plots (optional: needs matplotlib, ``pip install "sklearn-bnn[plot]"``).
+
+Every function draws on ``ax`` (a new figure's axes when None) and returns it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .metrics import (
+    cumulative_accuracy,
+    expected_calibration_error,
+    mutual_information_matrix,
+    predictive_entropy,
+    top_label_calibration_curve,
+)
+from .metrics._validation import check_classification
+
+__all__ = [
+    "plot_reliability_diagram",
+    "plot_entropy_cdf",
+    "plot_mutual_information_matrix",
+    "plot_cumulative_accuracy",
+]
+
+
+def _axes(ax):
+    if ax is not None:
+        return ax
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError(
+            'sklearn_bnn.plotting needs matplotlib; install it with pip install "sklearn-bnn[plot]"'
+            " (or pip install matplotlib)."
+        ) from exc
+    return plt.subplots()[1]
+
+
+def plot_reliability_diagram(
+    y_true,
+    y_prob,
+    *,
+    n_bins: int = 15,
+    strategy: str = "uniform",
+    labels=None,
+    ax=None,
+    label: str | None = None,
+):
+    """Reliability diagram: accuracy against confidence of the top-label prediction.
+
+    Points on the diagonal are calibrated; below it the model is over-confident. The legend
+    gives the ECE (:func:`~sklearn_bnn.metrics.expected_calibration_error`).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    y_prob : array-like of shape (n_samples, n_classes)
+    n_bins, strategy, labels
+        As in :func:`~sklearn_bnn.metrics.top_label_calibration_curve`.
+    ax : matplotlib Axes, optional
+    label : str, optional
+        Legend entry (the ECE is appended).
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    accuracy, confidence, _ = top_label_calibration_curve(
+        y_true, y_prob, n_bins=n_bins, strategy=strategy, labels=labels
+    )
+    ece = expected_calibration_error(
+        y_true, y_prob, n_bins=n_bins, strategy=strategy, labels=labels
+    )
+    ax = _axes(ax)
+    ax.plot([0, 1], [0, 1], linestyle=":", color="gray", label="perfectly calibrated")
+    name = f"{label} " if label else ""
+    ax.plot(confidence, accuracy, marker="o", label=f"{name}(ECE = {ece:.3f})")
+    ax.set(
+        xlabel="confidence (top-label probability)",
+        ylabel="accuracy",
+        xlim=(0, 1),
+        ylim=(0, 1),
+        title="Reliability diagram",
+    )
+    ax.legend(loc="upper left")
+    return ax
+
+
+def plot_entropy_cdf(y_true, y_prob, *, labels=None, ax=None, label: str | None = None):
+    """Empirical CDF of the predictive entropy over the misclassified points.
+
+    seeds/000 Fig. 2: a model that warns of its errors has high entropy where it is wrong, so
+    its curve stays low and rises late (close to the bottom-right corner). Call it once per
+    model on the same axes to compare models.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    y_prob : array-like of shape (n_samples, n_classes) or (n_draws, n_samples, n_classes)
+        Predictive probabilities, or per-draw probabilities (averaged first).
+    labels : array-like, optional
+        Class labels of the columns.
+    ax : matplotlib Axes, optional
+    label : str, optional
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    p = np.asarray(y_prob)
+    mean = p.mean(axis=0) if p.ndim == 3 else p
+    y_index, mean, _, _ = check_classification(y_true, mean, labels)
+    wrong = np.argmax(mean, axis=1) != y_index
+    entropy = np.sort(predictive_entropy(mean)[wrong])
+    ax = _axes(ax)
+    ax.step(
+        np.concatenate([[0.0], entropy]),
+        np.arange(len(entropy) + 1) / max(len(entropy), 1),
+        where="post",
+        label=label,
+    )
+    ax.set(
+        xlabel="predictive entropy (nats)",
+        ylabel="fraction of misclassified points",
+        xlim=(0, np.log(mean.shape[1])),
+        ylim=(0, 1.02),
+        title="Entropy of misclassified points (lower curve is better)",
+    )
+    if label:
+        ax.legend(loc="upper left")
+    return ax
+
+
+def plot_mutual_information_matrix(
+    y_true,
+    y_prob_samples,
+    *,
+    labels=None,
+    display_labels=None,
+    ax=None,
+    cmap: str = "viridis",
+):
+    """Average mutual information per (true, predicted) cell, as a confusion-style matrix.
+
+    seeds/000 Fig. 3: cells with no points are blank, the diagonal (correct predictions) is
+    outlined in red. Low values on the diagonal and high values off it are desirable.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    y_prob_samples : array-like of shape (n_draws, n_samples, n_classes)
+    labels : array-like, optional
+        Class labels of the columns.
+    display_labels : array-like of str, optional
+        Tick labels; by default the class labels.
+    ax : matplotlib Axes, optional
+    cmap : str, default="viridis"
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    matrix, _ = mutual_information_matrix(y_true, y_prob_samples, labels=labels)
+    n_classes = matrix.shape[0]
+    if display_labels is None:
+        display_labels = np.unique(y_true if labels is None else labels)
+    ax = _axes(ax)
+    image = ax.imshow(np.ma.masked_invalid(matrix), cmap=cmap)
+    ax.figure.colorbar(image, ax=ax, label="mean mutual information (nats)")
+    middle = np.nanmean([np.nanmin(matrix), np.nanmax(matrix)])
+    for i, j in zip(*np.nonzero(np.isfinite(matrix)), strict=True):
+        color = "white" if matrix[i, j] < middle else "black"
+        ax.text(
+            j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize="small", color=color
+        )
+    for k in range(n_classes):
+        ax.add_patch(_square(k, edgecolor="red"))
+    ticks = np.arange(n_classes)
+    ax.set(
+        xticks=ticks,
+        yticks=ticks,
+        xticklabels=display_labels,
+        yticklabels=display_labels,
+        xlabel="predicted class",
+        ylabel="true class",
+        title="Mean mutual information",
+    )
+    return ax
+
+
+def _square(k: int, **style):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((k - 0.5, k - 0.5), 1, 1, fill=False, linewidth=2, **style)
+
+
+def plot_cumulative_accuracy(
+    y_true, y_prob_samples, *, labels=None, ax=None, label: str | None = None
+):
+    """Accuracy of the ensemble of the first ``s`` draws against ``s`` (seeds/000 App. B.4).
+
+    A curve still rising at the last draw suggests more draws would help; a plateau that more
+    draws do not lift is what the ensemble can reach (see also
+    :class:`~sklearn_bnn.ensemble.EnsembleReducer`).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    y_prob_samples : array-like of shape (n_draws, n_samples, n_classes)
+    labels : array-like, optional
+    ax : matplotlib Axes, optional
+    label : str, optional
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    accuracy = cumulative_accuracy(y_true, y_prob_samples, labels=labels)
+    ax = _axes(ax)
+    ax.plot(np.arange(1, len(accuracy) + 1), accuracy, label=label)
+    ax.set(xlabel="number of draws", ylabel="accuracy", title="Cumulative accuracy")
+    if label:
+        ax.legend(loc="lower right")
+    return ax
