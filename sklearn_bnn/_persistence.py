@@ -50,7 +50,9 @@ def encode(obj, where: str = "value"):
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind in "biuf":
             return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(obj)).clone()}
-        if obj.dtype.kind in "UO" and all(isinstance(v, str | int | float | bool) for v in obj.flat):
+        if obj.dtype.kind in "UO" and all(
+            isinstance(v, str | int | float | bool) for v in obj.flat
+        ):
             return {"__objarray__": [encode(v) for v in obj.tolist()], "kind": obj.dtype.kind}
         raise _Unsaveable(f"{where}: numpy array of dtype {obj.dtype}")
     if isinstance(obj, tuple):
@@ -92,14 +94,10 @@ def decode(obj):
 
 
 class WeightsOnlyMixin:
-    """Default ``_get_state``/``_set_state``: every public fitted attribute (name ending in ``_``)."""
+    """Default ``_get_state``/``_set_state``: every public fitted attribute (ending in ``_``)."""
 
     def _get_state(self) -> dict:
-        return {
-            k: v
-            for k, v in vars(self).items()
-            if k.endswith("_") and not k.startswith("_")
-        }
+        return {k: v for k, v in vars(self).items() if k.endswith("_") and not k.startswith("_")}
 
     def _set_state(self, state: dict) -> None:
         for k, v in state.items():

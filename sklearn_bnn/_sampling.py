@@ -39,9 +39,21 @@ class ChainRun:
     stats: dict = field(default_factory=dict)
 
 
-def run_chains(kernel, state: State, generator: torch.Generator, *, n_warmup: int, n_samples: int,
-               thin: int = 1, step_size="auto", target_accept: float = 0.8, inv_mass=None,
-               adapt_mass: bool = False, verbose: bool = False, desc: str = "sampling") -> ChainRun:
+def run_chains(
+    kernel,
+    state: State,
+    generator: torch.Generator,
+    *,
+    n_warmup: int,
+    n_samples: int,
+    thin: int = 1,
+    step_size="auto",
+    target_accept: float = 0.8,
+    inv_mass=None,
+    adapt_mass: bool = False,
+    verbose: bool = False,
+    desc: str = "sampling",
+) -> ChainRun:
     """Run ``n_warmup`` adaptation transitions, then ``n_samples`` transitions keeping every
     ``thin``-th.
 
@@ -76,8 +88,14 @@ def run_chains(kernel, state: State, generator: torch.Generator, *, n_warmup: in
     welford = None
     n_grad, n_done, n_kept, interrupted = 0, 0, 0, False
 
-    bar = tqdm(total=n_warmup + n_samples, desc=desc, disable=not verbose, leave=True,
-               unit="draw", dynamic_ncols=True)
+    bar = tqdm(
+        total=n_warmup + n_samples,
+        desc=desc,
+        disable=not verbose,
+        leave=True,
+        unit="draw",
+        dynamic_ncols=True,
+    )
     try:
         for i in range(n_warmup):
             state, info = kernel.step(state, generator, step_size=eps, inv_mass=inv_mass)
@@ -130,12 +148,18 @@ def run_chains(kernel, state: State, generator: torch.Generator, *, n_warmup: in
     finally:
         bar.close()
     return ChainRun(
-        draws=draws[:, :n_kept], log_prob=log_probs[:, :n_kept],
-        accept_prob=accept_prob[:, :n_done], accepted=accepted[:, :n_done],
-        divergent=divergent[:, :n_done], energy_error=energy_error[:, :n_done],
-        warmup_divergent=warmup_divergent, step_size=eps.detach().cpu(), state=state,
+        draws=draws[:, :n_kept],
+        log_prob=log_probs[:, :n_kept],
+        accept_prob=accept_prob[:, :n_done],
+        accepted=accepted[:, :n_done],
+        divergent=divergent[:, :n_done],
+        energy_error=energy_error[:, :n_done],
+        warmup_divergent=warmup_divergent,
+        step_size=eps.detach().cpu(),
+        state=state,
         inv_mass=inv_mass.detach().cpu(),
-        n_grad=n_grad, interrupted=interrupted,
+        n_grad=n_grad,
+        interrupted=interrupted,
     )
 
 

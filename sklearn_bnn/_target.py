@@ -78,7 +78,9 @@ class FunctionalNetwork:
         """Network output at one parameter vector ``theta`` (D,)."""
         return functional_call(self.module, {**self.unflatten(theta), **self._constants}, (X,))
 
-    def forward_batched(self, thetas: torch.Tensor, X, chunk_size: int | None = None) -> torch.Tensor:
+    def forward_batched(
+        self, thetas: torch.Tensor, X, chunk_size: int | None = None
+    ) -> torch.Tensor:
         """Outputs of every draw in ``thetas`` (S, D) on ``X``: shape (S, n, n_out).
 
         Draws are evaluated together with :func:`torch.func.vmap`, in chunks of draws sized so
@@ -91,10 +93,12 @@ class FunctionalNetwork:
             chunk_size = max(1, min(S, int(5e7 // max(1, X.shape[0] * widest))))
         f = vmap(self.forward, in_dims=(0, None))
         with torch.no_grad():
-            return torch.cat([
-                f(thetas[i:i + chunk_size].to(self.device, self.dtype), X)
-                for i in range(0, S, chunk_size)
-            ])
+            return torch.cat(
+                [
+                    f(thetas[i : i + chunk_size].to(self.device, self.dtype), X)
+                    for i in range(0, S, chunk_size)
+                ]
+            )
 
 
 class Target:
@@ -139,7 +143,7 @@ class Target:
             self.y = self.y.to(self.dtype)
         self.n_data = self.X.shape[0]
 
-    # -- densities -------------------------------------------------------------------------------
+    # -- densities ----------------------------------------------------------------
     def _log_prob_one(self, theta, X, y, prior_weight: float = 1.0) -> torch.Tensor:
         out = self.network.forward(theta, X)
         log_prior = GaussianPrior.log_prob(theta, self.prior_precision)

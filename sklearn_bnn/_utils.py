@@ -105,21 +105,25 @@ def check_scalar_param(
     allow : tuple
         Extra values accepted as they are (e.g. ``("auto",)``).
     """
+    message = (
+        f"{name} must be "
+        f"{_describe(kind, low, high, low_inclusive, high_inclusive, allow)}, got {value!r}."
+    )
     if isinstance(value, str) or value is None:
         if value in allow:
             return value
-        raise ValueError(f"{name} must be {_describe(kind, low, high, low_inclusive, high_inclusive, allow)}, got {value!r}.")
+        raise ValueError(message)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be {_describe(kind, low, high, low_inclusive, high_inclusive, allow)}, got {value!r}.")
+        raise ValueError(message)
     if kind == "int" and not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be {_describe(kind, low, high, low_inclusive, high_inclusive, allow)}, got {value!r}.")
+        raise ValueError(message)
     ok = np.isfinite(value)
     if low is not None:
         ok = ok and (value >= low if low_inclusive else value > low)
     if high is not None:
         ok = ok and (value <= high if high_inclusive else value < high)
     if not ok:
-        raise ValueError(f"{name} must be {_describe(kind, low, high, low_inclusive, high_inclusive, allow)}, got {value!r}.")
+        raise ValueError(message)
     return value
 
 

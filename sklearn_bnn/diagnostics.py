@@ -60,7 +60,7 @@ def ess(x) -> float:
 
 def _split(x: np.ndarray) -> np.ndarray:
     half = x.shape[1] // 2
-    return np.concatenate([x[:, :half], x[:, x.shape[1] - half:]], axis=0)
+    return np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)
 
 
 def _rank_normalise(x: np.ndarray) -> np.ndarray:

@@ -31,11 +31,16 @@ class GaussianPrior:
         self.precision = precision
         self.default = default
 
-    def precision_vector(self, names: Sequence[str], sizes: Sequence[int], *, dtype, device) -> torch.Tensor:
+    def precision_vector(
+        self, names: Sequence[str], sizes: Sequence[int], *, dtype, device
+    ) -> torch.Tensor:
         """The diagonal precision as a flat vector matching the flattened parameters."""
         per_tensor = self._per_tensor(names)
         return torch.cat(
-            [torch.full((n,), float(t), dtype=dtype, device=device) for t, n in zip(per_tensor, sizes, strict=True)]
+            [
+                torch.full((n,), float(t), dtype=dtype, device=device)
+                for t, n in zip(per_tensor, sizes, strict=True)
+            ]
         )
 
     def _per_tensor(self, names: Sequence[str]) -> list[float]:

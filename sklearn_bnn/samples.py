@@ -64,7 +64,9 @@ class PosteriorSamples:
             size = 1
             for s in shape:
                 size *= s
-            out[name] = self.draws[..., start:start + size].reshape(self.n_chains, self.n_draws, *shape)
+            out[name] = self.draws[..., start : start + size].reshape(
+                self.n_chains, self.n_draws, *shape
+            )
             start += size
         return out
 
@@ -78,8 +80,12 @@ class PosteriorSamples:
         )
 
     def to_state(self) -> dict:
-        return {"draws": self.draws, "log_prob": self.log_prob, "names": self.names,
-                "shapes": [list(s) for s in self.shapes]}
+        return {
+            "draws": self.draws,
+            "log_prob": self.log_prob,
+            "names": self.names,
+            "shapes": [list(s) for s in self.shapes],
+        }
 
     @classmethod
     def from_state(cls, state: dict) -> PosteriorSamples:

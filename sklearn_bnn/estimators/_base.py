@@ -84,11 +84,13 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
     def _likelihood(self):
         raise NotImplementedError
 
-    # -- validation ----------------------------------------------------------------------------------
+    # -- validation ----------------------------------------------------------------
     def _validate_params(self) -> None:
         check_hidden_layer_sizes(self.hidden_layer_sizes)
         if self.module is None and self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}.")
+            raise ValueError(
+                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}."
+            )
         check_scalar_param(self.n_samples, "n_samples", kind="int", low=1)
         check_scalar_param(self.n_warmup, "n_warmup", kind="int", low=0)
         check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
@@ -97,15 +99,21 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         check_scalar_param(self.n_init_steps, "n_init_steps", kind="int", low=0)
         if self.init not in ("map", "random"):
             raise ValueError(f"init must be 'map' or 'random', got {self.init!r}.")
-        check_scalar_param(self.target_accept, "target_accept", low=0, high=1,
-                           low_inclusive=False, high_inclusive=False)
+        check_scalar_param(
+            self.target_accept,
+            "target_accept",
+            low=0,
+            high=1,
+            low_inclusive=False,
+            high_inclusive=False,
+        )
         check_scalar_param(self.step_size, "step_size", low=0, low_inclusive=False, allow=("auto",))
         if self.thin > self.n_samples:
             raise ValueError(f"thin={self.thin} must not exceed n_samples={self.n_samples}.")
         if isinstance(self.prior_precision, int | float):
             check_scalar_param(self.prior_precision, "prior_precision", low=0, low_inclusive=False)
 
-    # -- fitting -------------------------------------------------------------------------------------
+    # -- fitting ----------------------------------------------------------------
     def _build_network(self, seed: int, n_in: int, n_out: int) -> torch.nn.Module:
         with seeded_torch(seed):
             return build_module(self.module, n_in, n_out, self.hidden_layer_sizes, self.activation)
@@ -130,8 +138,15 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         """
         self._validate_params()
         continuing = self._continuing()
-        X, y = validate_data(self, X, y, reset=not continuing, dtype=[np.float64, np.float32],
-                             multi_output=self._multi_output(), y_numeric=not self._is_classifier())
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            reset=not continuing,
+            dtype=[np.float64, np.float32],
+            multi_output=self._multi_output(),
+            y_numeric=not self._is_classifier(),
+        )
         targets, n_outputs = self._prepare_targets(y, reset=not continuing)
         device, dtype = resolve_device(self.device), resolve_dtype(self.dtype)
 
@@ -144,21 +159,31 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         else:
             seed = draw_seed(self.random_state)
             generator = make_generator(seed, device)
-            nets = [self._build_network(seed + c, X.shape[1], n_outputs) for c in range(self.n_chains)]
+            nets = [
+                self._build_network(seed + c, X.shape[1], n_outputs) for c in range(self.n_chains)
+            ]
             network = FunctionalNetwork(nets[0], device=device, dtype=dtype)
-            position = torch.stack([FunctionalNetwork(n, device=device, dtype=dtype).initial_position()
-                                    for n in nets])
+            position = torch.stack(
+                [FunctionalNetwork(n, device=device, dtype=dtype).initial_position() for n in nets]
+            )
             step_size, n_warmup = self.step_size, self.n_warmup
             self.n_outputs_ = n_outputs
 
-        target = Target(network, X, targets, self._likelihood(), GaussianPrior(self.prior_precision))
+        target = self._make_target(network, X, targets)
         if not continuing and self.init == "map" and self.n_init_steps > 0:
             position = find_mode(target, position, self.n_init_steps)
-        kernel = HMC(target, n_leapfrog=self.n_leapfrog)
+        kernel = self._make_kernel(target)
         run = run_chains(
-            kernel, kernel.init(position), generator, n_warmup=n_warmup, n_samples=self.n_samples,
-            thin=self.thin, step_size=step_size, target_accept=self.target_accept,
-            verbose=self.verbose, desc=type(self).__name__,
+            kernel,
+            kernel.init(position),
+            generator,
+            n_warmup=n_warmup,
+            n_samples=self.n_samples,
+            thin=self.thin,
+            step_size=step_size,
+            target_accept=self.target_accept,
+            verbose=self.verbose,
+            desc=type(self).__name__,
         )
         samples = PosteriorSamples(run.draws, run.log_prob, network.names, network.shapes)
         if continuing:
@@ -171,6 +196,14 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         self._record_diagnostics(run, continuing)
         return self
 
+    def _make_target(self, network: FunctionalNetwork, X, targets) -> Target:
+        """The posterior density to sample (subclasses may split the data)."""
+        return Target(network, X, targets, self._likelihood(), GaussianPrior(self.prior_precision))
+
+    def _make_kernel(self, target):
+        """The transition kernel (subclasses choose the integrator or sampler)."""
+        return HMC(target, n_leapfrog=self.n_leapfrog)
+
     def _record_diagnostics(self, run, continuing: bool) -> None:
         n_transitions = run.accept_prob.shape[1]
         n_div = int(run.divergent.sum())
@@ -179,15 +212,22 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             "n_chains": run.draws.shape[0],
             "n_draws": len(self.samples_),
             "step_size": run.step_size.numpy().copy(),
-            "acceptance_rate": run.accepted.double().mean(1).numpy() if n_transitions else np.zeros(0),
-            "mean_accept_prob": run.accept_prob.double().mean(1).numpy() if n_transitions else np.zeros(0),
+            "acceptance_rate": run.accepted.double().mean(1).numpy()
+            if n_transitions
+            else np.zeros(0),
+            "mean_accept_prob": run.accept_prob.double().mean(1).numpy()
+            if n_transitions
+            else np.zeros(0),
             "n_divergent": n_div + (previous["n_divergent"] if previous else 0),
-            "n_divergent_warmup": int(run.warmup_divergent.sum()) + (previous["n_divergent_warmup"] if previous else 0),
+            "n_divergent_warmup": int(run.warmup_divergent.sum())
+            + (previous["n_divergent_warmup"] if previous else 0),
             "n_grad_evals": run.n_grad + (previous["n_grad_evals"] if previous else 0),
             "interrupted": run.interrupted,
         }
         self.diagnostics_ = diag
-        self.acceptance_rate_ = float(run.accepted.double().mean()) if n_transitions else float("nan")
+        self.acceptance_rate_ = (
+            float(run.accepted.double().mean()) if n_transitions else float("nan")
+        )
         if n_transitions and n_div > 0.05 * run.divergent.numel():
             warnings.warn(
                 f"{n_div} of {run.divergent.numel()} transitions diverged (rejected); the "
@@ -197,20 +237,24 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
                 stacklevel=3,
             )
 
-    # -- prediction ----------------------------------------------------------------------------------
+    # -- prediction ----------------------------------------------------------------
     def _network_outputs(self, X) -> torch.Tensor:
         """Per-draw network outputs on validated ``X``: (n_draws, n, n_outputs)."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        return self.network_.to(_predict_device(self.device)).forward_batched(self.samples_.flat(), X)
+        return self.network_.to(_predict_device(self.device)).forward_batched(
+            self.samples_.flat(), X
+        )
 
-    # -- persistence ---------------------------------------------------------------------------------
+    # -- persistence ----------------------------------------------------------------
     _private_state = ("_last_position", "_step_size_per_chain", "_generator_state")
 
     def _get_state(self) -> dict:
         state = super()._get_state()
-        state["network_"] = {"constants": dict(self.network_._constants),
-                             "dtype": self.network_.dtype}
+        state["network_"] = {
+            "constants": dict(self.network_._constants),
+            "dtype": self.network_.dtype,
+        }
         state.update({name: getattr(self, name) for name in self._private_state})
         return state
 
@@ -234,7 +278,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
 
 
 def _predict_device(device) -> torch.device:
-    """The fit-time device, or the CPU when a model fitted on a GPU is used on a machine without one."""
+    """The fit-time device, or the CPU for a GPU-fitted model on a machine without one."""
     if device not in ("cpu", None) and not torch.cuda.is_available():
         return torch.device("cpu")
     return resolve_device(device)

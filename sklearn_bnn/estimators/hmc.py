@@ -189,17 +189,48 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
     """
     )
 
-    def __init__(self, hidden_layer_sizes=(100,), activation="relu", module=None,
-                 prior_precision=1.0, noise_precision=1.0, normalize_y=False, n_samples=500,
-                 n_warmup=500, step_size="auto", n_leapfrog=20, target_accept=0.8, thin=1,
-                 n_chains=1, init="map", n_init_steps=500, device="cpu", dtype="float32",
-                 verbose=False, warm_start=False, random_state=None):
+    def __init__(
+        self,
+        hidden_layer_sizes=(100,),
+        activation="relu",
+        module=None,
+        prior_precision=1.0,
+        noise_precision=1.0,
+        normalize_y=False,
+        n_samples=500,
+        n_warmup=500,
+        step_size="auto",
+        n_leapfrog=20,
+        target_accept=0.8,
+        thin=1,
+        n_chains=1,
+        init="map",
+        n_init_steps=500,
+        device="cpu",
+        dtype="float32",
+        verbose=False,
+        warm_start=False,
+        random_state=None,
+    ):
         super().__init__(
-            hidden_layer_sizes=hidden_layer_sizes, activation=activation, module=module,
-            prior_precision=prior_precision, n_samples=n_samples, n_warmup=n_warmup,
-            step_size=step_size, n_leapfrog=n_leapfrog, target_accept=target_accept, thin=thin,
-            n_chains=n_chains, init=init, n_init_steps=n_init_steps, device=device, dtype=dtype, verbose=verbose,
-            warm_start=warm_start, random_state=random_state,
+            hidden_layer_sizes=hidden_layer_sizes,
+            activation=activation,
+            module=module,
+            prior_precision=prior_precision,
+            n_samples=n_samples,
+            n_warmup=n_warmup,
+            step_size=step_size,
+            n_leapfrog=n_leapfrog,
+            target_accept=target_accept,
+            thin=thin,
+            n_chains=n_chains,
+            init=init,
+            n_init_steps=n_init_steps,
+            device=device,
+            dtype=dtype,
+            verbose=verbose,
+            warm_start=warm_start,
+            random_state=random_state,
         )
         self.noise_precision = noise_precision
         self.normalize_y = normalize_y

@@ -1,4 +1,7 @@
-"""Pure sampling kernels: ``state = kernel.init(position)``, ``state, info = kernel.step(state, generator)``."""
+"""Pure sampling kernels.
+
+``state = kernel.init(position)``, then ``state, info = kernel.step(state, generator)``.
+"""
 
 from ._base import Info, State
 from .adaptation import DualAveraging, find_reasonable_step_size

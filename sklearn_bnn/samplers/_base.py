@@ -29,6 +29,7 @@ class Info(NamedTuple):
     divergent: torch.Tensor  # (C,) bool: non-finite or above the divergence threshold
     step_size: torch.Tensor  # (C,)
     n_grad: int  # gradient evaluations spent (per chain)
+    tree_depth: torch.Tensor | None = None  # (C,) for NUTS
 
 
 def kinetic_energy(momentum: torch.Tensor, inv_mass: torch.Tensor) -> torch.Tensor:
@@ -36,7 +37,9 @@ def kinetic_energy(momentum: torch.Tensor, inv_mass: torch.Tensor) -> torch.Tens
     return 0.5 * (momentum * momentum * inv_mass).sum(-1)
 
 
-def sample_momentum(shape, inv_mass: torch.Tensor, generator: torch.Generator, *, dtype, device) -> torch.Tensor:
+def sample_momentum(
+    shape, inv_mass: torch.Tensor, generator: torch.Generator, *, dtype, device
+) -> torch.Tensor:
     """p ~ N(0, M) for the diagonal mass M = 1 / inv_mass."""
     z = torch.randn(shape, generator=generator, dtype=dtype, device=device)
     return z / inv_mass.sqrt()

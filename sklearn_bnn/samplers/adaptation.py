@@ -28,8 +28,14 @@ class DualAveraging:
         Desired mean acceptance probability (0.8 by default).
     """
 
-    def __init__(self, initial_step_size: torch.Tensor, target_accept: float = 0.8,
-                 gamma: float = 0.05, t0: float = 10.0, kappa: float = 0.75):
+    def __init__(
+        self,
+        initial_step_size: torch.Tensor,
+        target_accept: float = 0.8,
+        gamma: float = 0.05,
+        t0: float = 10.0,
+        kappa: float = 0.75,
+    ):
         self.target_accept = target_accept
         self.gamma, self.t0, self.kappa = gamma, t0, kappa
         self.mu = torch.log(10 * initial_step_size)
@@ -62,8 +68,14 @@ class DualAveraging:
         self.log_eps_bar = eta * self.log_eps + (1 - eta) * self.log_eps_bar
 
 
-def find_reasonable_step_size(target, state: State, inv_mass: torch.Tensor, generator: torch.Generator,
-                              initial=0.1, max_iter: int = 60) -> torch.Tensor:
+def find_reasonable_step_size(
+    target,
+    state: State,
+    inv_mass: torch.Tensor,
+    generator: torch.Generator,
+    initial=0.1,
+    max_iter: int = 60,
+) -> torch.Tensor:
     """A starting step size per chain (Hoffman & Gelman 2014, Algorithm 4).
 
     Doubles or halves eps until the acceptance ratio of one leapfrog step crosses 1/2.
@@ -95,8 +107,9 @@ def find_reasonable_step_size(target, state: State, inv_mass: torch.Tensor, gene
     return eps.clamp(1e-8, 10.0)
 
 
-def warmup_windows(n_warmup: int, init_buffer: int = 75, term_buffer: int = 50,
-                   base_window: int = 25) -> list[tuple[int, int]]:
+def warmup_windows(
+    n_warmup: int, init_buffer: int = 75, term_buffer: int = 50, base_window: int = 25
+) -> list[tuple[int, int]]:
     """Stan's slow adaptation windows as (start, end) iteration ranges, end exclusive.
 
     For short warmups the buffers shrink to 15 % and 10 % of it; under 20 iterations there is no

@@ -14,9 +14,14 @@ from .integrators import leapfrog
 __all__ = ["HMC", "metropolis_hastings"]
 
 
-def metropolis_hastings(state: State, proposal: State, energy_start: torch.Tensor,
-                        energy_end: torch.Tensor, generator: torch.Generator,
-                        divergence_threshold: float):
+def metropolis_hastings(
+    state: State,
+    proposal: State,
+    energy_start: torch.Tensor,
+    energy_end: torch.Tensor,
+    generator: torch.Generator,
+    divergence_threshold: float,
+):
     """Accept or reject ``proposal`` per chain on the energy error.
 
     A proposal whose energy is not finite, or whose energy error exceeds
@@ -31,7 +36,9 @@ def metropolis_hastings(state: State, proposal: State, energy_start: torch.Tenso
     energy_error = torch.where(finite, energy_error, torch.full_like(energy_error, float("inf")))
     divergent = energy_error > divergence_threshold
     accept_prob = torch.exp(torch.clamp(-energy_error, max=0.0))
-    u = torch.rand(accept_prob.shape, generator=generator, dtype=accept_prob.dtype, device=accept_prob.device)
+    u = torch.rand(
+        accept_prob.shape, generator=generator, dtype=accept_prob.dtype, device=accept_prob.device
+    )
     accepted = (u < accept_prob) & ~divergent
     keep = accepted[:, None]
     new_state = State(
@@ -67,8 +74,15 @@ class HMC:
     >>> state, info = kernel.step(state, torch.Generator().manual_seed(0))  # doctest: +SKIP
     """
 
-    def __init__(self, target, step_size: float = 0.01, n_leapfrog: int = 20, inv_mass=None,
-                 integrator=leapfrog, divergence_threshold: float = 1000.0):
+    def __init__(
+        self,
+        target,
+        step_size: float = 0.01,
+        n_leapfrog: int = 20,
+        inv_mass=None,
+        integrator=leapfrog,
+        divergence_threshold: float = 1000.0,
+    ):
         self.target = target
         self.step_size = step_size
         self.n_leapfrog = n_leapfrog
@@ -86,14 +100,16 @@ class HMC:
     def _inv_mass(self, state: State, inv_mass):
         inv_mass = self.inv_mass if inv_mass is None else inv_mass
         if inv_mass is None:
-            return torch.ones(state.position.shape[-1], dtype=state.position.dtype, device=state.position.device)
+            return torch.ones(
+                state.position.shape[-1], dtype=state.position.dtype, device=state.position.device
+            )
         return inv_mass
 
     def _step_size(self, state: State, step_size):
         eps = self.step_size if step_size is None else step_size
-        return torch.as_tensor(eps, dtype=state.position.dtype, device=state.position.device).expand(
-            state.position.shape[0]
-        )
+        return torch.as_tensor(
+            eps, dtype=state.position.dtype, device=state.position.device
+        ).expand(state.position.shape[0])
 
     def step(self, state: State, generator: torch.Generator, step_size=None, inv_mass=None):
         """One HMC transition for every chain.
@@ -117,7 +133,9 @@ class HMC:
         inv_mass = self._inv_mass(state, inv_mass)
         q = state.position
         p0 = sample_momentum(q.shape, inv_mass, generator, dtype=q.dtype, device=q.device)
-        proposal, p1, n_grad = self.integrator(self.target, state, p0, eps, self.n_leapfrog, inv_mass, generator)
+        proposal, p1, n_grad = self.integrator(
+            self.target, state, p0, eps, self.n_leapfrog, inv_mass, generator
+        )
         h0 = -state.log_prob + kinetic_energy(p0, inv_mass)
         h1 = -proposal.log_prob + kinetic_energy(p1, inv_mass)
         new_state, accept_prob, accepted, energy_error, divergent = metropolis_hastings(

@@ -15,8 +15,15 @@ from ._base import State
 __all__ = ["leapfrog"]
 
 
-def leapfrog(target, state: State, momentum: torch.Tensor, step_size: torch.Tensor, n_steps: int,
-             inv_mass: torch.Tensor, generator: torch.Generator | None = None):
+def leapfrog(
+    target,
+    state: State,
+    momentum: torch.Tensor,
+    step_size: torch.Tensor,
+    n_steps: int,
+    inv_mass: torch.Tensor,
+    generator: torch.Generator | None = None,
+):
     """Störmer-Verlet leapfrog, ``n_steps`` steps (seeds/000 eq. 4; REFERENCE §1).
 
     p <- p + (eps/2) grad log p(w); w <- w + eps M^-1 p; p <- p + (eps/2) grad log p(w).

@@ -1,7 +1,7 @@
 import numpy as np
 import torch
-
 from conftest import GaussianTarget, correlated_gaussian
+
 from sklearn_bnn._sampling import run_chains
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.samplers import HMC
@@ -65,7 +65,9 @@ def test_dual_averaging_reaches_target_acceptance():
     kernel = HMC(target, n_leapfrog=10)
     g = torch.Generator().manual_seed(2)
     state = kernel.init(target.mean.repeat(3, 1))
-    run = run_chains(kernel, state, g, n_warmup=400, n_samples=600, step_size="auto", target_accept=0.8)
+    run = run_chains(
+        kernel, state, g, n_warmup=400, n_samples=600, step_size="auto", target_accept=0.8
+    )
     mean_accept = run.accept_prob.double().mean()
     assert abs(mean_accept - 0.8) < 0.1, mean_accept
 
@@ -76,6 +78,14 @@ def test_sampling_is_reproducible_with_the_generator():
     runs = []
     for _ in range(2):
         g = torch.Generator().manual_seed(7)
-        runs.append(run_chains(kernel, kernel.init(torch.zeros(2, 3, dtype=torch.float64)), g,
-                               n_warmup=10, n_samples=20, step_size="auto"))
+        runs.append(
+            run_chains(
+                kernel,
+                kernel.init(torch.zeros(2, 3, dtype=torch.float64)),
+                g,
+                n_warmup=10,
+                n_samples=20,
+                step_size="auto",
+            )
+        )
     assert torch.equal(runs[0].draws, runs[1].draws)

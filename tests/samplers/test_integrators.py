@@ -1,8 +1,8 @@
 import math
 
 import torch
-
 from conftest import GaussianTarget, correlated_gaussian
+
 from sklearn_bnn.samplers import State, leapfrog
 from sklearn_bnn.samplers._base import kinetic_energy
 
@@ -31,8 +31,14 @@ def test_leapfrog_costs_one_gradient_per_step():
     q = torch.zeros(1, 4, dtype=torch.float64)
     state = _state(target, q)
     target.n_evals = 0
-    leapfrog(target, state, torch.ones(1, 4, dtype=torch.float64), torch.tensor([0.1], dtype=torch.float64),
-             17, torch.ones(4, dtype=torch.float64))
+    leapfrog(
+        target,
+        state,
+        torch.ones(1, 4, dtype=torch.float64),
+        torch.tensor([0.1], dtype=torch.float64),
+        17,
+        torch.ones(4, dtype=torch.float64),
+    )
     assert target.n_evals == 17
 
 
