@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
+from tqdm.auto import tqdm
 
 from .._persistence import WeightsOnlyMixin
 from .._sampling import run_chains
@@ -171,7 +172,14 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
 
         target = self._make_target(network, X, targets)
         if not continuing and self.init == "map" and self.n_init_steps > 0:
-            position = find_mode(target, position, self.n_init_steps)
+            with tqdm(
+                total=self.n_init_steps,
+                desc=f"{type(self).__name__} init (MAP)",
+                disable=not self.verbose,
+                unit="step",
+                dynamic_ncols=True,
+            ) as bar:
+                position = find_mode(target, position, self.n_init_steps, progress=bar.update)
         kernel = self._make_kernel(target)
         run = run_chains(
             kernel,

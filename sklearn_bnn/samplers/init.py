@@ -8,34 +8,47 @@ step size and the chains to explore around distinct modes.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 __all__ = ["find_mode"]
 
 
-def find_mode(target, position: torch.Tensor, n_steps: int = 500, lr: float = 1e-2) -> torch.Tensor:
+def find_mode(
+    target, position: torch.Tensor, n_steps: int = 500, lr: float = 1e-2, progress=None
+) -> torch.Tensor:
     """Maximise ``target``'s log density from ``position`` (C, D) with full-batch Adam.
 
-    The learning rate decays along a half cosine to zero; chains are optimised together as one
-    batched computation. Non-finite steps are undone for the chains they affect.
+    Adam (Kingma & Ba 2015, beta1 = 0.9, beta2 = 0.999) with a learning rate decaying along a
+    half cosine to zero; chains are optimised together as one batched computation, one gradient
+    per step. A step that makes a chain non-finite is undone for that chain.
+
+    Parameters
+    ----------
+    progress : callable, optional
+        Called once per step (e.g. a progress bar's ``update``).
 
     Returns
     -------
     tensor (C, D)
-        The end points (detached).
+        The end points.
     """
-    theta = position.detach().clone().requires_grad_(True)
-    opt = torch.optim.Adam([theta], lr=lr)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, n_steps))
-    for _ in range(n_steps):
-        before = theta.detach().clone()
-        _, grad = target.value_and_grad(theta.detach())
-        opt.zero_grad(set_to_none=True)
-        theta.grad = -grad
-        opt.step()
-        sched.step()
-        with torch.no_grad():
-            bad = ~torch.isfinite(theta).all(-1)
-            if bad.any():
-                theta[bad] = before[bad]
-    return theta.detach()
+    beta1, beta2, tiny = 0.9, 0.999, 1e-8
+    theta = position.detach().clone()
+    m = torch.zeros_like(theta)
+    v = torch.zeros_like(theta)
+    for t in range(1, n_steps + 1):
+        _, grad = target.value_and_grad(theta)
+        grad = -grad  # minimise the potential
+        m.mul_(beta1).add_(grad, alpha=1 - beta1)
+        v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        step_lr = 0.5 * lr * (1 + math.cos(math.pi * (t - 1) / n_steps))
+        m_hat = m / (1 - beta1**t)
+        v_hat = v / (1 - beta2**t)
+        proposal = theta - step_lr * m_hat / (v_hat.sqrt() + tiny)
+        ok = torch.isfinite(proposal).all(-1, keepdim=True)
+        theta = torch.where(ok, proposal, theta)
+        if progress is not None:
+            progress()
+    return theta
