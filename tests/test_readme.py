@@ -1,0 +1,23 @@
+"""README.md opens with the two commands, and CI runs its test command."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _readme_commands():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert lines[0].startswith("```")
+    return lines[1], lines[2]
+
+
+def test_readme_starts_with_demo_and_test_commands():
+    demo, tests = _readme_commands()
+    assert demo.endswith("python -m sklearn_bnn demo")
+    assert tests.endswith("python -m pytest")
+
+
+def test_ci_runs_the_readme_test_command():
+    _, tests = _readme_commands()
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert tests in ci
