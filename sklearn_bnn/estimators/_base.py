@@ -14,15 +14,12 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
-from tqdm.auto import tqdm
 
 from .._persistence import WeightsOnlyMixin
-from .._sampling import run_chains
 from .._target import FunctionalNetwork, Target
 from .._utils import (
     check_scalar_param,
     draw_seed,
-    make_generator,
     resolve_device,
     resolve_dtype,
     seeded_torch,
@@ -30,8 +27,8 @@ from .._utils import (
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ..priors import GaussianPrior
 from ..samplers.hmc import HMC
-from ..samplers.init import find_mode
 from ..samples import PosteriorSamples
+from ._chains import CHAIN_METHODS, run_all_chains
 
 
 class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
@@ -50,6 +47,9 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         target_accept=0.8,
         thin=1,
         n_chains=1,
+        chain_method="vectorized",
+        n_jobs=None,
+        adapt_mass=False,
         init="map",
         n_init_steps=500,
         device="cpu",
@@ -69,6 +69,9 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         self.target_accept = target_accept
         self.thin = thin
         self.n_chains = n_chains
+        self.chain_method = chain_method
+        self.n_jobs = n_jobs
+        self.adapt_mass = adapt_mass
         self.init = init
         self.n_init_steps = n_init_steps
         self.device = device
@@ -98,6 +101,10 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         check_scalar_param(self.thin, "thin", kind="int", low=1)
         check_scalar_param(self.n_chains, "n_chains", kind="int", low=1)
         check_scalar_param(self.n_init_steps, "n_init_steps", kind="int", low=0)
+        if self.chain_method not in CHAIN_METHODS:
+            raise ValueError(
+                f"chain_method must be one of {CHAIN_METHODS}, got {self.chain_method!r}."
+            )
         if self.init not in ("map", "random"):
             raise ValueError(f"init must be 'map' or 'random', got {self.init!r}.")
         check_scalar_param(
@@ -153,54 +160,47 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
 
         if continuing:
             network = self.network_.to(device, dtype)
-            generator = torch.Generator(device=device)
-            generator.set_state(self._generator_state)
-            position = self._last_position.to(device, dtype)
-            step_size, n_warmup = self._step_size_per_chain.to(device, dtype), 0
+            positions = self._last_position
+            step_size, n_warmup, n_init_steps, seed = self._step_size_per_chain, 0, 0, None
+            generator_states = self._generator_states
         else:
             seed = draw_seed(self.random_state)
-            generator = make_generator(seed, device)
             nets = [
                 self._build_network(seed + c, X.shape[1], n_outputs) for c in range(self.n_chains)
             ]
             network = FunctionalNetwork(nets[0], device=device, dtype=dtype)
-            position = torch.stack(
-                [FunctionalNetwork(n, device=device, dtype=dtype).initial_position() for n in nets]
-            )
-            step_size, n_warmup = self.step_size, self.n_warmup
+            positions = torch.stack([FunctionalNetwork(n).initial_position() for n in nets])
+            step_size, n_warmup, generator_states = self.step_size, self.n_warmup, None
+            n_init_steps = self.n_init_steps if self.init == "map" else 0
             self.n_outputs_ = n_outputs
 
-        target = self._make_target(network, X, targets)
-        if not continuing and self.init == "map" and self.n_init_steps > 0:
-            with tqdm(
-                total=self.n_init_steps,
-                desc=f"{type(self).__name__} init (MAP)",
-                disable=not self.verbose,
-                unit="step",
-                dynamic_ncols=True,
-            ) as bar:
-                position = find_mode(target, position, self.n_init_steps, progress=bar.update)
-        kernel = self._make_kernel(target)
-        run = run_chains(
+        kernel = self._make_kernel(self._make_target(network, X, targets))
+        run, self._generator_states = run_all_chains(
             kernel,
-            kernel.init(position),
-            generator,
-            n_warmup=n_warmup,
-            n_samples=self.n_samples,
-            thin=self.thin,
-            step_size=step_size,
-            target_accept=self.target_accept,
-            verbose=self.verbose,
+            positions,
+            chain_method=self.chain_method,
+            n_jobs=self.n_jobs,
+            seed=seed,
+            generator_states=generator_states,
+            n_init_steps=n_init_steps,
+            run_kwargs=dict(
+                n_warmup=n_warmup,
+                n_samples=self.n_samples,
+                thin=self.thin,
+                step_size=step_size,
+                target_accept=self.target_accept,
+                adapt_mass=self.adapt_mass,
+            ),
             desc=type(self).__name__,
+            verbose=self.verbose,
         )
         samples = PosteriorSamples(run.draws, run.log_prob, network.names, network.shapes)
         if continuing:
             samples = self.samples_.concatenate(samples)
         self.network_ = network.to("cpu", dtype)
         self.samples_ = samples
-        self._last_position = run.state.position.detach().cpu()
+        self._last_position = run.state.position
         self._step_size_per_chain = run.step_size
-        self._generator_state = generator.get_state()
         self._record_diagnostics(run, continuing)
         return self
 
@@ -255,7 +255,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         )
 
     # -- persistence ----------------------------------------------------------------
-    _private_state = ("_last_position", "_step_size_per_chain", "_generator_state")
+    _private_state = ("_last_position", "_step_size_per_chain", "_generator_states")
 
     def _get_state(self) -> dict:
         state = super()._get_state()

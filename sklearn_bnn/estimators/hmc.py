@@ -41,6 +41,15 @@ _PARAMS_DOC = """
         Keep every ``thin``-th draw.
     n_chains : int, default=1
         Independent chains, run as one batched computation; their draws are pooled.
+    chain_method : {"vectorized", "parallel", "sequential"}, default="vectorized"
+        "vectorized" runs all chains as one batched computation; "parallel" runs each chain as
+        a joblib job (``n_jobs``; any joblib backend, e.g. Dask or Ray, spreads them over a
+        cluster); "sequential" runs them one after the other. "parallel" and "sequential" give
+        identical draws.
+    n_jobs : int, default=None
+        Jobs for ``chain_method="parallel"`` (joblib's convention: None is 1, -1 all cores).
+    adapt_mass : bool, default=False
+        Adapt a diagonal mass matrix per chain during warmup (Stan's windowed schedule).
     init : {"map", "random"}, default="map"
         Where chains start: at a posterior mode found by full-batch Adam from the network's
         random initialisation (each chain its own), or at that random initialisation itself.
@@ -204,6 +213,9 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         target_accept=0.8,
         thin=1,
         n_chains=1,
+        chain_method="vectorized",
+        n_jobs=None,
+        adapt_mass=False,
         init="map",
         n_init_steps=500,
         device="cpu",
@@ -224,6 +236,9 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
             target_accept=target_accept,
             thin=thin,
             n_chains=n_chains,
+            chain_method=chain_method,
+            n_jobs=n_jobs,
+            adapt_mass=adapt_mass,
             init=init,
             n_init_steps=n_init_steps,
             device=device,

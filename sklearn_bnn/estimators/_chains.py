@@ -1,0 +1,137 @@
+"""Running chains: all together on one device, or as independent joblib jobs.
+
+``chain_method="vectorized"`` runs every chain as one batched computation with one generator.
+``"sequential"`` and ``"parallel"`` run one job per chain, each with its own generator seeded
+from a :class:`numpy.random.SeedSequence` spawned from the estimator's seed, so the draws do
+not depend on where or in which order the jobs run: ``joblib.parallel_config(backend="dask")``
+(or Ray's backend) spreads them over a cluster with identical results.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from joblib import Parallel, delayed
+from tqdm.auto import tqdm
+
+from .._sampling import ChainRun, run_chains
+from ..samplers._base import State
+from ..samplers.init import find_mode
+
+CHAIN_METHODS = ("vectorized", "parallel", "sequential")
+
+
+def chain_seeds(seed: int, n_chains: int) -> list[int]:
+    """Independent per-chain seeds spawned from ``seed``."""
+    children = np.random.SeedSequence(seed).spawn(n_chains)
+    return [int(c.generate_state(1, dtype=np.uint64)[0] % (2**63 - 1)) for c in children]
+
+
+def run_chain_job(
+    kernel,
+    position: torch.Tensor,
+    generator_state: torch.Tensor | None,
+    seed: int | None,
+    n_init_steps: int,
+    run_kwargs: dict,
+    desc: str,
+    verbose: bool,
+) -> tuple[ChainRun, torch.Tensor]:
+    """Start (optionally at a mode), warm up and sample some chains; one joblib job.
+
+    Returns the run, on the CPU, and the generator's final state (for warm starts).
+    """
+    device = kernel.target.device
+    generator = torch.Generator(device=device)
+    if generator_state is not None:
+        generator.set_state(generator_state)
+    else:
+        generator.manual_seed(seed)
+    position = position.to(device, kernel.target.dtype)
+    if n_init_steps > 0:
+        with tqdm(
+            total=n_init_steps,
+            desc=f"{desc} init (MAP)",
+            disable=not verbose,
+            unit="step",
+            dynamic_ncols=True,
+        ) as bar:
+            position = find_mode(kernel.target, position, n_init_steps, progress=bar.update)
+    run = run_chains(
+        kernel, kernel.init(position), generator, verbose=verbose, desc=desc, **run_kwargs
+    )
+    run.state = State(*(t.detach().cpu() for t in run.state))
+    return run, generator.get_state()
+
+
+def run_all_chains(
+    kernel,
+    positions: torch.Tensor,
+    *,
+    chain_method: str,
+    n_jobs,
+    seed: int | None,
+    generator_states,
+    n_init_steps: int,
+    run_kwargs: dict,
+    desc: str,
+    verbose: bool,
+) -> tuple[ChainRun, list[torch.Tensor]]:
+    """Run every chain by ``chain_method``; merge the results along the chain axis.
+
+    ``generator_states`` (from a previous fit) continues the same random streams; otherwise
+    ``seed`` starts them.
+    """
+    C = positions.shape[0]
+    if chain_method == "vectorized":
+        state = generator_states[0] if generator_states else None
+        run, gen_state = run_chain_job(
+            kernel, positions, state, seed, n_init_steps, run_kwargs, desc, verbose
+        )
+        return run, [gen_state]
+    seeds = chain_seeds(seed, C) if seed is not None else [None] * C
+    states = generator_states if generator_states else [None] * C
+    step_size = run_kwargs.get("step_size")
+    jobs = []
+    for c in range(C):
+        kwargs = dict(run_kwargs)
+        if isinstance(step_size, torch.Tensor):
+            kwargs["step_size"] = step_size[c : c + 1]
+        jobs.append(
+            delayed(run_chain_job)(
+                kernel,
+                positions[c : c + 1],
+                states[c],
+                seeds[c],
+                n_init_steps,
+                kwargs,
+                f"{desc} chain {c}",
+                verbose,
+            )
+        )
+    n_jobs = 1 if chain_method == "sequential" else n_jobs
+    results = Parallel(n_jobs=n_jobs)(jobs)
+    runs = [r for r, _ in results]
+    return merge_runs(runs), [s for _, s in results]
+
+
+def merge_runs(runs: list[ChainRun]) -> ChainRun:
+    """Stack single-chain runs into one (chains along the first axis)."""
+    n_kept = min(r.draws.shape[1] for r in runs)  # equal unless a chain was interrupted
+    n_done = min(r.accept_prob.shape[1] for r in runs)
+    cat = torch.cat
+    inv_masses = [r.inv_mass if r.inv_mass.ndim == 2 else r.inv_mass[None] for r in runs]
+    return ChainRun(
+        draws=cat([r.draws[:, :n_kept] for r in runs]),
+        log_prob=cat([r.log_prob[:, :n_kept] for r in runs]),
+        accept_prob=cat([r.accept_prob[:, :n_done] for r in runs]),
+        accepted=cat([r.accepted[:, :n_done] for r in runs]),
+        divergent=cat([r.divergent[:, :n_done] for r in runs]),
+        energy_error=cat([r.energy_error[:, :n_done] for r in runs]),
+        warmup_divergent=cat([r.warmup_divergent for r in runs]),
+        step_size=cat([r.step_size for r in runs]),
+        state=State(*(cat(parts) for parts in zip(*(r.state for r in runs), strict=True))),
+        inv_mass=cat(inv_masses),
+        n_grad=sum(r.n_grad for r in runs),
+        interrupted=any(r.interrupted for r in runs),
+    )

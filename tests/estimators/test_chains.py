@@ -1,0 +1,109 @@
+"""Chains: vectorized, sequential and parallel (joblib, Dask) runs of the same sampler."""
+
+import joblib
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from sklearn_bnn import HMCClassifier, HMCRegressor
+from sklearn_bnn.diagnostics import ess
+from sklearn_bnn.estimators._chains import chain_seeds
+
+SMALL = dict(hidden_layer_sizes=(8,), n_samples=30, n_warmup=30, n_leapfrog=5, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def blobs():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    return X, y
+
+
+def test_chain_seeds_are_distinct_and_reproducible():
+    a, b = chain_seeds(0, 4), chain_seeds(0, 4)
+    assert a == b and len(set(a)) == 4
+    assert chain_seeds(1, 4) != a
+
+
+def test_parallel_and_sequential_give_identical_draws(blobs):
+    X, y = blobs
+    seq = HMCClassifier(**SMALL, n_chains=3, chain_method="sequential").fit(X, y)
+    par = HMCClassifier(**SMALL, n_chains=3, chain_method="parallel", n_jobs=2).fit(X, y)
+    assert seq.samples_.draws.shape == (3, 30, seq.samples_.dim)
+    assert torch.equal(seq.samples_.draws, par.samples_.draws)
+    np.testing.assert_array_equal(seq.predict_proba(X), par.predict_proba(X))
+
+
+def test_parallel_under_dask_gives_the_same_draws(blobs):
+    distributed = pytest.importorskip("dask.distributed")
+    X, y = blobs
+    seq = HMCClassifier(**SMALL, n_chains=2, chain_method="sequential").fit(X, y)
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        with distributed.Client(cluster), joblib.parallel_config(backend="dask"):
+            par = HMCClassifier(**SMALL, n_chains=2, chain_method="parallel", n_jobs=2).fit(X, y)
+    assert torch.equal(seq.samples_.draws, par.samples_.draws)
+
+
+def test_warm_start_continues_per_chain_streams(blobs):
+    X, y = blobs
+    once = HMCClassifier(**{**SMALL, "n_samples": 40}, n_chains=2, chain_method="sequential")
+    once.fit(X, y)
+    twice = HMCClassifier(
+        **{**SMALL, "n_samples": 20}, n_chains=2, chain_method="sequential", warm_start=True
+    )
+    twice.fit(X, y).fit(X, y)
+    assert torch.equal(once.samples_.draws, twice.samples_.draws)
+
+
+def _linear(n_in, n_out):
+    return nn.Linear(n_in, n_out)
+
+
+@pytest.mark.parametrize("chain_method", ["vectorized", "sequential", "parallel"])
+def test_every_chain_method_samples_the_linear_regression_posterior(chain_method):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(30, 2))
+    y = X @ np.array([0.7, -1.2]) + rng.normal(scale=0.5, size=30)
+    alpha, beta = 1.0, 4.0
+    reg = HMCRegressor(
+        module=_linear,
+        prior_precision=alpha,
+        noise_precision=beta,
+        n_samples=500,
+        n_warmup=200,
+        n_leapfrog=8,
+        n_chains=3,
+        dtype="float64",
+        chain_method=chain_method,
+        n_jobs=2,
+        random_state=0,
+    ).fit(X, y)
+    X1 = np.hstack([X, np.ones((30, 1))])
+    cov = np.linalg.inv(alpha * np.eye(3) + beta * X1.T @ X1)
+    mean = beta * cov @ X1.T @ y
+    draws = reg.samples_.draws.numpy()
+    for k in range(3):
+        n_eff = ess(draws[..., k])
+        assert abs(draws[..., k].mean() - mean[k]) < 4 * np.sqrt(cov[k, k] / n_eff)
+        # the variance of a Gaussian estimated from n_eff draws has relative sd sqrt(2 / n_eff)
+        rel_err = abs(draws[..., k].var() / cov[k, k] - 1)
+        assert rel_err < 4 * np.sqrt(2 / n_eff), (k, rel_err, n_eff)
+
+
+def test_a_diverging_chain_does_not_spoil_the_others(blobs):
+    X, y = blobs
+    clf = HMCClassifier(**SMALL, n_chains=2, chain_method="vectorized")
+    clf.fit(X, y)
+    # Give chain 1 an absurd step size and continue: chain 0 keeps moving, chain 1 stays put.
+    clf._step_size_per_chain = torch.tensor([float(clf._step_size_per_chain[0]), 1e3])
+    clf.set_params(warm_start=True)
+    with pytest.warns(RuntimeWarning, match="step_size"):
+        clf.fit(X, y)
+    new = clf.samples_.draws[:, 30:]
+    assert torch.isfinite(new).all()
+    assert (new[1] == new[1, :1]).all()
+    assert not (new[0] == new[0, :1]).all()
