@@ -1,0 +1,5 @@
+"""scikit-learn estimators."""
+
+from .plannet import PlanNetRegressor
+
+__all__ = ["PlanNetRegressor"]
