@@ -30,13 +30,13 @@ diagonal = PlanNetRegressor(n_estimators=1, covariance="diagonal", **small).fit(
 mean, cov = model.predict(wasp.data, return_cov=True)
 std = np.sqrt(np.diag(cov[0]))
 print("WASP-12b: retrieved mean +- std, beside seeds/003 Table 7.2")
-print(f"{'':<44}" + "".join(f"{n:>14}" for n in names))
+print(f"{'':<44}" + "".join(f"{n:>20}" for n in names))
 print(f"{'this run (2 small plan-nets)':<44}"
-      + "".join(f"{m:>8.2f} +-{s:>4.1f}" for m, s in zip(mean[0], std, strict=True)))
+      + "".join(f"{f'{m:.1f} +- {s:.1f}':>20}" for m, s in zip(mean[0], std, strict=True)))
 for source, values in wasp.published.items():
-    cells = [f"{values[n][0]:>8.2f} -{values[n][1]:.1f}/+{values[n][2]:.1f}"
-             if n in values else f"{'-':>14}" for n in names]
-    print(f"{source:<44}" + "".join(f"{c:>14}" for c in cells))
+    cells = [f"{values[n][0]:.1f} -{values[n][1]:.1f} +{values[n][2]:.1f}" if n in values else "-"
+             for n in names]
+    print(f"{source:<44}" + "".join(f"{c:>20}" for c in cells))
 
 
 def correlation(c, i, j):
