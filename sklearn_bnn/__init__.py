@@ -3,7 +3,7 @@
 from ._persistence import load, save
 from .decision import BayesDecisionClassifier
 from .ensemble import EnsembleReducer
-from .estimators import HMCClassifier, HMCRegressor
+from .estimators import HMCClassifier, HMCRegressor, PlanNetRegressor
 from .metrics import uncertainty_report
 from .samples import PosteriorSamples
 
@@ -15,6 +15,7 @@ __all__ = [
     "EnsembleReducer",
     "HMCClassifier",
     "HMCRegressor",
+    "PlanNetRegressor",
     "PosteriorSamples",
     "load",
     "save",

@@ -1,5 +1,6 @@
 """scikit-learn estimators."""
 
 from .hmc import HMCClassifier, HMCRegressor
+from .plannet import PlanNetRegressor
 
-__all__ = ["HMCClassifier", "HMCRegressor"]
+__all__ = ["HMCClassifier", "HMCRegressor", "PlanNetRegressor"]
