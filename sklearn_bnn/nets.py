@@ -106,7 +106,8 @@ def check_hidden_layer_sizes(hidden_layer_sizes) -> tuple[int, ...]:
         sizes = tuple(hidden_layer_sizes)
     except TypeError:
         raise ValueError(
-            f"hidden_layer_sizes must be a sequence of positive integers, got {hidden_layer_sizes!r}."
+            "hidden_layer_sizes must be a sequence of positive integers, "
+            f"got {hidden_layer_sizes!r}."
         ) from None
     for s in sizes:
         if isinstance(s, bool) or not float(s).is_integer() or s < 1:
@@ -141,11 +142,15 @@ def build_module(
         A fresh module; the argument is never mutated.
     """
     if module is None:
-        return make_mlp(n_in, check_hidden_layer_sizes(hidden_layer_sizes), n_out, activation, dropout)
+        return make_mlp(
+            n_in, check_hidden_layer_sizes(hidden_layer_sizes), n_out, activation, dropout
+        )
     if isinstance(module, nn.Module):
         return copy.deepcopy(module)
     if inspect.isclass(module) and not issubclass(module, nn.Module):
-        raise ValueError(f"module must be an nn.Module subclass, a factory or an instance, got {module!r}.")
+        raise ValueError(
+            f"module must be an nn.Module subclass, a factory or an instance, got {module!r}."
+        )
     if callable(module):
         net = module(n_in, n_out)
         if not isinstance(net, nn.Module):
@@ -153,7 +158,9 @@ def build_module(
                 f"module factory {module!r} returned {type(net).__name__}, expected an nn.Module."
             )
         return net
-    raise ValueError(f"module must be an nn.Module subclass, a factory or an instance, got {module!r}.")
+    raise ValueError(
+        f"module must be an nn.Module subclass, a factory or an instance, got {module!r}."
+    )
 
 
 def count_parameters(module: nn.Module) -> int:
@@ -195,8 +202,9 @@ class ConcreteDropout(nn.Module):
     (torch.Size([4, 2]), 0.1)
     """
 
-    def __init__(self, layer: nn.Module, in_features: int, temperature: float = 0.1,
-                 init_p: float = 0.1):
+    def __init__(
+        self, layer: nn.Module, in_features: int, temperature: float = 0.1, init_p: float = 0.1
+    ):
         super().__init__()
         if not 0.0 < init_p < 1.0:
             raise ValueError(f"init_p must be in (0, 1), got {init_p!r}.")
@@ -210,8 +218,9 @@ class ConcreteDropout(nn.Module):
         """The current drop probability."""
         return torch.sigmoid(self.p_logit)
 
-    def forward(self, x: torch.Tensor, generator: torch.Generator | None = None,
-                share_mask: bool = False):
+    def forward(
+        self, x: torch.Tensor, generator: torch.Generator | None = None, share_mask: bool = False
+    ):
         """Drop out ``x`` and apply the layer.
 
         With ``share_mask=True`` one mask is drawn per leading index and shared by every row
@@ -233,8 +242,10 @@ class ConcreteDropout(nn.Module):
         square = sum(w.square().sum() for w in self.layer.parameters())
         log_p, log_q = F.logsigmoid(self.p_logit), F.logsigmoid(-self.p_logit)
         neg_entropy = self.p * log_p + (1.0 - self.p) * log_q
-        return (weight_regularizer * square / (1.0 - self.p)
-                + dropout_regularizer * self.in_features * neg_entropy)
+        return (
+            weight_regularizer * square / (1.0 - self.p)
+            + dropout_regularizer * self.in_features * neg_entropy
+        )
 
 
 class CholeskyGaussianHead(nn.Module):
@@ -288,9 +299,16 @@ class PlanNet(nn.Module):
     [2, 2, 1]
     """
 
-    def __init__(self, n_in: int, hidden_layer_sizes: Sequence[int], n_targets: int,
-                 activation: str = "relu", diagonal: bool = False, temperature: float = 0.1,
-                 init_p: float = 0.1):
+    def __init__(
+        self,
+        n_in: int,
+        hidden_layer_sizes: Sequence[int],
+        n_targets: int,
+        activation: str = "relu",
+        diagonal: bool = False,
+        temperature: float = 0.1,
+        init_p: float = 0.1,
+    ):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(
@@ -306,8 +324,9 @@ class PlanNet(nn.Module):
             CholeskyGaussianHead(widths[-1], n_targets, diagonal), widths[-1], temperature, init_p
         )
 
-    def forward(self, x: torch.Tensor, generator: torch.Generator | None = None,
-                share_mask: bool = False):
+    def forward(
+        self, x: torch.Tensor, generator: torch.Generator | None = None, share_mask: bool = False
+    ):
         """``(mean, log_diag, off_diag)``; see :class:`ConcreteDropout` for ``share_mask``."""
         for layer in self.hidden:
             x = self.activation(layer(x, generator, share_mask))
@@ -315,8 +334,11 @@ class PlanNet(nn.Module):
 
     def regularizer(self, weight_regularizer: float, dropout_regularizer: float) -> torch.Tensor:
         """Sum of the :meth:`ConcreteDropout.regularizer` of every layer."""
-        return sum(m.regularizer(weight_regularizer, dropout_regularizer)
-                   for m in self.modules() if isinstance(m, ConcreteDropout))
+        return sum(
+            m.regularizer(weight_regularizer, dropout_regularizer)
+            for m in self.modules()
+            if isinstance(m, ConcreteDropout)
+        )
 
     def dropout_rates(self) -> list[float]:
         """Learned drop probability of each layer, input side first."""
