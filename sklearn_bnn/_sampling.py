@@ -34,6 +34,7 @@ class ChainRun:
     step_size: torch.Tensor  # (C,) the step size used for the draws
     state: State  # the last state, to continue from
     inv_mass: torch.Tensor  # (D,) or (C, D): the inverse mass used for the draws
+    draw_stats: dict = field(default_factory=dict)  # per kept draw: (C, n_kept) each
     n_grad: int = 0
     interrupted: bool = False
     stats: dict = field(default_factory=dict)
@@ -83,6 +84,11 @@ def run_chains(
     divergent = torch.zeros((C, n_samples), dtype=torch.bool)
     energy_error = torch.empty((C, n_samples), dtype=dtype)
     warmup_divergent = torch.zeros(C, dtype=torch.long)
+    draw_stats = {
+        "accept_prob": torch.empty((C, n_kept_max), dtype=dtype),
+        "diverging": torch.zeros((C, n_kept_max), dtype=torch.bool),
+        "energy_error": torch.empty((C, n_kept_max), dtype=dtype),
+    }
     window_ends = {end - 1 for _, end in warmup_windows(n_warmup)} if adapt_mass else set()
     window_starts = {start for start, _ in warmup_windows(n_warmup)}
     welford = None
@@ -131,6 +137,14 @@ def run_chains(
             if n_done % thin == 0 and n_kept < n_kept_max:
                 draws[:, n_kept] = state.position.cpu()
                 log_probs[:, n_kept] = state.log_prob.cpu()
+                draw_stats["accept_prob"][:, n_kept] = accept_prob[:, i]
+                draw_stats["diverging"][:, n_kept] = divergent[:, i]
+                draw_stats["energy_error"][:, n_kept] = energy_error[:, i]
+                if info.tree_depth is not None:
+                    draw_stats.setdefault(
+                        "tree_depth", torch.zeros((C, n_kept_max), dtype=torch.long)
+                    )
+                    draw_stats["tree_depth"][:, n_kept] = info.tree_depth.cpu()
                 n_kept += 1
             _progress(bar, i, "sampling", info, n_div)
     except KeyboardInterrupt:
@@ -144,6 +158,8 @@ def run_chains(
         if n_kept == 0:  # keep at least the current position so the estimator can predict
             draws[:, 0] = state.position.cpu()
             log_probs[:, 0] = state.log_prob.cpu()
+            for values in draw_stats.values():
+                values[:, 0] = 0
             n_kept = 1
     finally:
         bar.close()
@@ -158,6 +174,7 @@ def run_chains(
         step_size=eps.detach().cpu(),
         state=state,
         inv_mass=inv_mass.detach().cpu(),
+        draw_stats={k: v[:, :n_kept] for k, v in draw_stats.items()},
         n_grad=n_grad,
         interrupted=interrupted,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtri
 
-__all__ = ["ess", "ess_bulk", "ess_tail", "rhat", "mcse_mean"]
+__all__ = ["ess", "ess_bulk", "ess_tail", "rhat", "mcse_mean", "format_summary"]
 
 
 def _as_chains(x) -> np.ndarray:
@@ -103,3 +103,29 @@ def mcse_mean(x) -> float:
     """Monte Carlo standard error of the mean: sd / sqrt(ESS)."""
     x = _as_chains(x)
     return float(x.std(ddof=1) / np.sqrt(ess(x)))
+
+
+def format_summary(name: str, diag: dict) -> str:
+    """Text report of an estimator's ``diagnostics_``."""
+    lines = [
+        f"{name}: {diag['n_chains']} chain(s), {diag['n_draws']} draws in all, "
+        f"{diag['n_grad_evals']:,} gradient evaluations"
+        + (" (interrupted)" if diag.get("interrupted") else ""),
+        f"{'chain':>5} {'step size':>10} {'accept':>7}"
+        + (f" {'depth':>6}" if "mean_tree_depth" in diag else ""),
+    ]
+    for c in range(diag["n_chains"]):
+        row = f"{c:>5} {diag['step_size'][c]:>10.3g} "
+        acc = diag["acceptance_rate"]
+        row += f"{acc[c]:>7.2f}" if len(acc) else f"{'-':>7}"
+        if "mean_tree_depth" in diag:
+            row += f" {diag['mean_tree_depth'][c]:>6.1f}"
+        lines.append(row)
+    lines += [
+        f"divergences: {diag['n_divergent']} after warmup, {diag['n_divergent_warmup']} in warmup",
+        f"log density: bulk ESS {diag['ess_bulk_log_prob']:.0f}, tail ESS "
+        f"{diag['ess_tail_log_prob']:.0f}, R-hat {diag['rhat_log_prob']:.3f}",
+        f"predictions (reference rows): min bulk ESS {diag['ess_bulk_predictions_min']:.0f}, "
+        f"max R-hat {diag['rhat_predictions_max']:.3f}",
+    ]
+    return "\n".join(lines)

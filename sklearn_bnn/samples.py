@@ -20,6 +20,9 @@ class PosteriorSamples:
         Log posterior density (up to a constant) of each draw.
     names, shapes : list
         Layout of the flat vector (parameter names and shapes of the network).
+    stats : dict of tensors (n_chains, n_draws), optional
+        Sampler statistics of the transition that produced each draw (acceptance probability,
+        divergence, energy error, tree depth).
 
     Examples
     --------
@@ -28,9 +31,10 @@ class PosteriorSamples:
     (torch.Size([10, 3]), 10)
     """
 
-    def __init__(self, draws: torch.Tensor, log_prob: torch.Tensor, names, shapes):
+    def __init__(self, draws: torch.Tensor, log_prob: torch.Tensor, names, shapes, stats=None):
         self.draws = draws.detach().cpu()
         self.log_prob = log_prob.detach().cpu()
+        self.stats = {k: v.detach().cpu() for k, v in (stats or {}).items()}
         self.names = list(names)
         self.shapes = [tuple(s) for s in shapes]
 
@@ -77,6 +81,11 @@ class PosteriorSamples:
             torch.cat([self.log_prob, other.log_prob], dim=1),
             self.names,
             self.shapes,
+            {
+                k: torch.cat([v, other.stats[k]], 1)
+                for k, v in self.stats.items()
+                if k in other.stats
+            },
         )
 
     def to_state(self) -> dict:
@@ -85,8 +94,11 @@ class PosteriorSamples:
             "log_prob": self.log_prob,
             "names": self.names,
             "shapes": [list(s) for s in self.shapes],
+            "stats": self.stats,
         }
 
     @classmethod
     def from_state(cls, state: dict) -> PosteriorSamples:
-        return cls(state["draws"], state["log_prob"], state["names"], state["shapes"])
+        return cls(
+            state["draws"], state["log_prob"], state["names"], state["shapes"], state.get("stats")
+        )

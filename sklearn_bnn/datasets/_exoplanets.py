@@ -15,12 +15,18 @@ TARGET_NAMES = ["T", "log_X_H2O", "log_X_HCN", "log_X_NH3", "log_kappa_0"]
 PUBLISHED_WASP12B = {
     "Kreidberg et al. 2015": {"T": (1371, 343, 466), "log_X_H2O": (-2.7, 1.1, 1.0)},
     "nested sampling (Márquez-Neila et al. 2018)": {
-        "T": (1105, 287, 345), "log_X_H2O": (-3.0, 1.9, 2.0), "log_X_HCN": (-8.5, 2.9, 3.8),
-        "log_X_NH3": (-8.4, 2.9, 3.1), "log_kappa_0": (-2.8, 0.9, 0.9),
+        "T": (1105, 287, 345),
+        "log_X_H2O": (-3.0, 1.9, 2.0),
+        "log_X_HCN": (-8.5, 2.9, 3.8),
+        "log_X_NH3": (-8.4, 2.9, 3.1),
+        "log_kappa_0": (-2.8, 0.9, 0.9),
     },
     "ensemble of 5 plan-nets (Cobb 2019)": {
-        "T": (1123, 301, 301), "log_X_H2O": (-2.8, 1.2, 1.2), "log_X_HCN": (-8.4, 3.0, 3.0),
-        "log_X_NH3": (-9.5, 3.2, 3.2), "log_kappa_0": (-2.6, 0.8, 0.8),
+        "T": (1123, 301, 301),
+        "log_X_H2O": (-2.8, 1.2, 1.2),
+        "log_X_HCN": (-8.4, 3.0, 3.0),
+        "log_X_NH3": (-9.5, 3.2, 3.2),
+        "log_kappa_0": (-2.6, 0.8, 0.8),
     },
 }
 

@@ -23,7 +23,9 @@ from .._utils import (
     resolve_device,
     resolve_dtype,
     seeded_torch,
+    to_numpy,
 )
+from ..diagnostics import ess_bulk, ess_tail, format_summary, rhat
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ..priors import GaussianPrior
 from ..samplers.hmc import HMC
@@ -86,6 +88,10 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         raise NotImplementedError
 
     def _likelihood(self):
+        raise NotImplementedError
+
+    def _reference_quantity(self, outputs: torch.Tensor) -> torch.Tensor:
+        """One scalar per draw and point whose convergence is checked: (n_draws, n)."""
         raise NotImplementedError
 
     # -- validation ----------------------------------------------------------------
@@ -194,14 +200,16 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             desc=type(self).__name__,
             verbose=self.verbose,
         )
-        samples = PosteriorSamples(run.draws, run.log_prob, network.names, network.shapes)
+        samples = PosteriorSamples(
+            run.draws, run.log_prob, network.names, network.shapes, run.draw_stats
+        )
         if continuing:
             samples = self.samples_.concatenate(samples)
         self.network_ = network.to("cpu", dtype)
         self.samples_ = samples
         self._last_position = run.state.position
         self._step_size_per_chain = run.step_size
-        self._record_diagnostics(run, continuing)
+        self._record_diagnostics(run, continuing, X)
         return self
 
     def _make_target(self, network: FunctionalNetwork, X, targets) -> Target:
@@ -212,44 +220,96 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         """The transition kernel (subclasses choose the integrator or sampler)."""
         return HMC(target, n_leapfrog=self.n_leapfrog)
 
-    def _record_diagnostics(self, run, continuing: bool) -> None:
-        n_transitions = run.accept_prob.shape[1]
+    def _record_diagnostics(self, run, continuing: bool, X) -> None:
+        previous = self.diagnostics_ if continuing else {}
         n_div = int(run.divergent.sum())
-        previous = self.diagnostics_ if continuing else None
+        samples = self.samples_
         diag = {
-            "n_chains": run.draws.shape[0],
-            "n_draws": len(self.samples_),
-            "step_size": run.step_size.numpy().copy(),
-            "acceptance_rate": run.accepted.double().mean(1).numpy()
-            if n_transitions
-            else np.zeros(0),
-            "mean_accept_prob": run.accept_prob.double().mean(1).numpy()
-            if n_transitions
-            else np.zeros(0),
-            "n_divergent": n_div + (previous["n_divergent"] if previous else 0),
+            "n_chains": samples.n_chains,
+            "n_draws": len(samples),
+            "step_size": run.step_size.double().numpy(),
+            "acceptance_rate": run.accepted.double().mean(1).numpy(),
+            "mean_accept_prob": run.accept_prob.double().mean(1).numpy(),
+            "n_divergent": n_div + previous.get("n_divergent", 0),
             "n_divergent_warmup": int(run.warmup_divergent.sum())
-            + (previous["n_divergent_warmup"] if previous else 0),
-            "n_grad_evals": run.n_grad + (previous["n_grad_evals"] if previous else 0),
+            + previous.get("n_divergent_warmup", 0),
+            "n_grad_evals": run.n_grad + previous.get("n_grad_evals", 0),
             "interrupted": run.interrupted,
         }
-        self.diagnostics_ = diag
-        self.acceptance_rate_ = (
-            float(run.accepted.double().mean()) if n_transitions else float("nan")
+        if "tree_depth" in samples.stats:
+            diag["mean_tree_depth"] = samples.stats["tree_depth"].double().mean(1).numpy()
+        lp = samples.log_prob.double().numpy()
+        diag.update(
+            ess_bulk_log_prob=ess_bulk(lp), ess_tail_log_prob=ess_tail(lp), rhat_log_prob=rhat(lp)
         )
-        if n_transitions and n_div > 0.05 * run.divergent.numel():
+        ref = self._reference_quantity(self._network_outputs(X[:64], validate=False))
+        ref = to_numpy(ref).reshape(samples.n_chains, samples.n_draws, -1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # constant columns give NaN
+            diag["rhat_predictions_max"] = float(
+                np.nanmax([rhat(ref[..., j]) for j in range(ref.shape[-1])] + [np.nan])
+            )
+            diag["ess_bulk_predictions_min"] = float(
+                np.nanmin([ess_bulk(ref[..., j]) for j in range(ref.shape[-1])] + [np.nan])
+            )
+        self.diagnostics_ = diag
+        n_transitions = run.accepted.numel()
+        self.acceptance_rate_ = float(run.accepted.double().mean()) if n_transitions else np.nan
+        if n_transitions and n_div > 0.05 * n_transitions:
             warnings.warn(
-                f"{n_div} of {run.divergent.numel()} transitions diverged (rejected); the "
+                f"{n_div} of {n_transitions} transitions diverged (rejected); the "
                 f"step_size ({float(run.step_size.mean()):.3g}) is probably too large for this "
                 "posterior: lower step_size or use step_size='auto'.",
                 RuntimeWarning,
                 stacklevel=3,
             )
+        worst = np.nanmax([diag["rhat_log_prob"], diag["rhat_predictions_max"], 0.0])
+        if worst > 1.1:
+            warnings.warn(
+                f"R-hat {worst:.2f} > 1.1: the draws have not converged (see "
+                "diagnostics_ and summary()); increase n_warmup, n_samples or n_chains.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def summary(self) -> str:
+        """A short text report of the sampling: per-chain statistics and convergence."""
+        check_is_fitted(self)
+        return format_summary(type(self).__name__, self.diagnostics_)
+
+    def to_inference_data(self, include_weights: bool = True):
+        """The draws as an ArviZ ``InferenceData`` (needs ``pip install sklearn-bnn[arviz]``).
+
+        Parameters
+        ----------
+        include_weights : bool, default=True
+            Export every named parameter tensor (n_chains, n_draws, *shape); with False, only
+            the log density and the sampler statistics.
+        """
+        check_is_fitted(self)
+        try:
+            import arviz
+        except ImportError as exc:
+            raise ImportError(
+                "to_inference_data needs ArviZ: pip install sklearn-bnn[arviz]"
+            ) from exc
+        samples = self.samples_
+        posterior = {"log_prob": samples.log_prob.double().numpy()}
+        if include_weights:
+            posterior.update({k: v.numpy() for k, v in samples.as_dict().items()})
+        stats = {"lp": posterior["log_prob"]}
+        stats.update({k: v.numpy() for k, v in samples.stats.items()})
+        stats["step_size"] = np.broadcast_to(
+            self.diagnostics_["step_size"][:, None], posterior["log_prob"].shape
+        ).copy()
+        return arviz.from_dict(posterior=posterior, sample_stats=stats)
 
     # -- prediction ----------------------------------------------------------------
-    def _network_outputs(self, X) -> torch.Tensor:
-        """Per-draw network outputs on validated ``X``: (n_draws, n, n_outputs)."""
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+    def _network_outputs(self, X, validate: bool = True) -> torch.Tensor:
+        """Per-draw network outputs on ``X``: (n_draws, n, n_outputs)."""
+        if validate:
+            check_is_fitted(self)
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         return self.network_.to(_predict_device(self.device)).forward_batched(
             self.samples_.flat(), X
         )

@@ -132,6 +132,9 @@ def merge_runs(runs: list[ChainRun]) -> ChainRun:
         step_size=cat([r.step_size for r in runs]),
         state=State(*(cat(parts) for parts in zip(*(r.state for r in runs), strict=True))),
         inv_mass=cat(inv_masses),
+        draw_stats={
+            k: cat([r.draw_stats[k][:, :n_kept] for r in runs]) for k in runs[0].draw_stats
+        },
         n_grad=sum(r.n_grad for r in runs),
         interrupted=any(r.interrupted for r in runs),
     )

@@ -133,6 +133,12 @@ class HMCClassifier(ClassifierMixin, BaseSamplingEstimator):
     def _likelihood(self):
         return Bernoulli() if len(self.classes_) == 2 else Categorical()
 
+    def _reference_quantity(self, outputs):
+        """Probability of each point's posterior-mean class, per draw."""
+        proba = self._likelihood().predictive(outputs)
+        top = proba.mean(0).argmax(-1)
+        return proba.gather(-1, top[None, :, None].expand(proba.shape[0], -1, 1))[..., 0]
+
     def predict_samples(self, X) -> np.ndarray:
         """Class probabilities under each posterior draw.
 
@@ -282,6 +288,10 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
 
     def _likelihood(self):
         return Gaussian(float(self.noise_precision))
+
+    def _reference_quantity(self, outputs):
+        """The first output, per draw."""
+        return outputs[..., 0]
 
     def _raw_samples(self, X) -> np.ndarray:
         out = to_numpy(self._network_outputs(X)).astype(np.float64)  # (S, n, n_out)

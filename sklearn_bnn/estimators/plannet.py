@@ -206,8 +206,9 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         for name in ("temperature", "learning_rate"):
             check_scalar_param(getattr(self, name), name, low=0, low_inclusive=False)
         for name in ("init_dropout", "validation_fraction"):
-            check_scalar_param(getattr(self, name), name, low=0, high=1, low_inclusive=False,
-                               high_inclusive=False)
+            check_scalar_param(
+                getattr(self, name), name, low=0, high=1, low_inclusive=False, high_inclusive=False
+            )
         if not isinstance(self.early_stopping, bool | np.bool_):
             raise ValueError(f"early_stopping must be True or False, got {self.early_stopping!r}.")
         if not isinstance(self.verbose, numbers.Integral):
@@ -238,8 +239,9 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         self
         """
         self._check_params()
-        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True,
-                             dtype=[np.float64, np.float32])
+        X, y = validate_data(
+            self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32]
+        )
         device, dtype = resolve_device(self.device), resolve_dtype(self.dtype)
         self._single_target = y.ndim == 1
         Y = y.reshape(len(y), -1)
@@ -287,8 +289,12 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         n_train = len(train)
         weight_reg, dropout_reg = self.length_scale**2 / n_train, 2.0 / n_train
         best, best_state, stall, epochs = np.inf, None, 0, 0
-        bar = tqdm(range(self.max_iter), desc=f"plan-net {m + 1}/{self.n_estimators}",
-                   disable=not self.verbose, leave=False)
+        bar = tqdm(
+            range(self.max_iter),
+            desc=f"plan-net {m + 1}/{self.n_estimators}",
+            disable=not self.verbose,
+            leave=False,
+        )
         for _ in bar:
             epochs += 1
             total = torch.zeros((), device=device, dtype=dtype)
@@ -333,8 +339,10 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         device = resolve_device(self.device)
-        nets = [net if device.type == "cpu" else copy.deepcopy(net).to(device)
-                for net in self.estimators_]
+        nets = [
+            net if device.type == "cpu" else copy.deepcopy(net).to(device)
+            for net in self.estimators_
+        ]
         dtype = next(self.estimators_[0].parameters()).dtype
         Xs = torch.as_tensor((X - self._x_mean) / self._x_scale, dtype=dtype, device=device)
         return nets, Xs
