@@ -102,6 +102,15 @@ def test_bad_utility_and_parameters_raise_at_fit(iris, params, match):
         clf.fit(X, y)
 
 
+@pytest.fixture
+def one_thread():
+    """Small networks train fastest on one thread, above all on a busy machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="module")
 def digits():
     X, y = load_digits(return_X_y=True)
@@ -111,7 +120,7 @@ def digits():
 DIGITS = dict(hidden_layer_sizes=(50,), dropout=0.2, max_epochs=60, lr=3e-3, n_mc_samples=50)
 
 
-def test_identity_utility_behaves_like_mc_dropout(digits):
+def test_identity_utility_behaves_like_mc_dropout(digits, one_thread):
     X_train, X_test, y_train, y_test = digits
     acc = {}
     for seed in (0, 1):
@@ -124,7 +133,7 @@ def test_identity_utility_behaves_like_mc_dropout(digits):
     assert abs(np.mean(acc["lc"]) - np.mean(acc["mc"])) < 0.025
 
 
-def test_label_noise_lcbnn_utility_at_least_mc_dropout(digits):
+def test_label_noise_lcbnn_utility_at_least_mc_dropout(digits, one_thread):
     """seeds/003 section 4.3.1 at 40 % label noise: higher utility on clean test labels."""
     X_train, X_test, y_train, y_test = digits
     u = table_4_3()
