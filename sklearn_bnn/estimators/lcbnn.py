@@ -35,9 +35,9 @@ def transformed_utility(utility, utility_bound: float) -> np.ndarray:
 
     Examples
     --------
-    >>> transformed_utility([[1.0, 0.0], [0.3, 1.0]], 1e-4)
-    array([[1.0001, 0.0001],
-           [0.3001, 1.0001]])
+    >>> transformed_utility([[1.0, 0.0], [0.3, 1.0]], 0.5)
+    array([[1.5, 0.5],
+           [0.8, 1.5]])
     """
     u = np.asarray(utility, dtype=np.float64)
     return u - u.min() + utility_bound
