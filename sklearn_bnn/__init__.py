@@ -3,7 +3,14 @@
 from ._persistence import load, save
 from .decision import BayesDecisionClassifier
 from .ensemble import EnsembleReducer
-from .estimators import HMCClassifier, HMCRegressor, PlanNetRegressor
+from .estimators import (
+    HMCClassifier,
+    HMCRegressor,
+    LossCalibratedBNN,
+    MCDropoutClassifier,
+    MCDropoutRegressor,
+    PlanNetRegressor,
+)
 from .metrics import uncertainty_report
 from .samples import PosteriorSamples
 
@@ -15,6 +22,9 @@ __all__ = [
     "EnsembleReducer",
     "HMCClassifier",
     "HMCRegressor",
+    "LossCalibratedBNN",
+    "MCDropoutClassifier",
+    "MCDropoutRegressor",
     "PlanNetRegressor",
     "PosteriorSamples",
     "load",

@@ -1,6 +1,15 @@
 """scikit-learn estimators."""
 
+from .dropout import MCDropoutClassifier, MCDropoutRegressor
 from .hmc import HMCClassifier, HMCRegressor
+from .lcbnn import LossCalibratedBNN
 from .plannet import PlanNetRegressor
 
-__all__ = ["HMCClassifier", "HMCRegressor", "PlanNetRegressor"]
+__all__ = [
+    "HMCClassifier",
+    "HMCRegressor",
+    "LossCalibratedBNN",
+    "MCDropoutClassifier",
+    "MCDropoutRegressor",
+    "PlanNetRegressor",
+]
