@@ -67,9 +67,7 @@ def run(noises, hiddens, seeds, settings):
                 for name, est in models(hidden, seed, utility, settings).items():
                     est.fit(X_train, y_noisy)
                     h = bayes_decision(est.predict_proba(X_test), utility)
-                    results.setdefault((noise, hidden, name), []).append(
-                        utility[y_test, h].mean()
-                    )
+                    results.setdefault((noise, hidden, name), []).append(utility[y_test, h].mean())
     return results
 
 
@@ -90,8 +88,11 @@ def print_table(results, noises, hiddens, names):
         means = {n: np.mean([results[(noise, h, n)] for h in hiddens]) for n in names}
         lc = np.array([results[(noise, h, "LCBNN")] for h in hiddens])
         diff = (lc - np.array([results[(noise, h, "MC dropout")] for h in hiddens])).ravel()
-        print(f"| {noise:.0%} | " + " | ".join(f"{means[n]:.3f}" for n in names)
-              + f" | {diff.mean():+.3f} (wins {np.mean(diff > 0):.0%}) |")
+        print(
+            f"| {noise:.0%} | "
+            + " | ".join(f"{means[n]:.3f}" for n in names)
+            + f" | {diff.mean():+.3f} (wins {np.mean(diff > 0):.0%}) |"
+        )
 
 
 def main():
@@ -107,8 +108,10 @@ def main():
     settings = dict(dropout=0.2, max_epochs=100, batch_size=128, lr=3e-3, n_mc_samples=100)
     start = time.perf_counter()
     results = run(noises, hiddens, seeds, settings)
-    print(f"digits, Table 4.3 utility, {len(seeds)} seed(s), settings {settings}, "
-          f"{time.perf_counter() - start:.0f} s\n")
+    print(
+        f"digits, Table 4.3 utility, {len(seeds)} seed(s), settings {settings}, "
+        f"{time.perf_counter() - start:.0f} s\n"
+    )
     print_table(results, noises, hiddens, ["LCBNN", "MC dropout", "weighted CE"])
 
 

@@ -85,8 +85,11 @@ class ForestGaussian:
 
     def __init__(self, n_trees, n_jobs, random_state=0):
         self.forest = RandomForestRegressor(
-            n_estimators=n_trees, max_features="sqrt", min_impurity_decrease=0.01,
-            n_jobs=n_jobs, random_state=random_state,
+            n_estimators=n_trees,
+            max_features="sqrt",
+            min_impurity_decrease=0.01,
+            n_jobs=n_jobs,
+            random_state=random_state,
         )
 
     def fit(self, X, y):
@@ -102,8 +105,12 @@ class ForestGaussian:
             count = np.bincount(inverse).astype(float)
             first = np.stack([np.bincount(inverse, scaled[:, j]) for j in range(y.shape[1])], 1)
             second = np.stack(
-                [np.bincount(inverse, outer[:, i, j]) for i in range(y.shape[1])
-                 for j in range(y.shape[1])], 1,
+                [
+                    np.bincount(inverse, outer[:, i, j])
+                    for i in range(y.shape[1])
+                    for j in range(y.shape[1])
+                ],
+                1,
             ).reshape(len(ids), y.shape[1], y.shape[1])
             self.leaf_stats.append((ids, first / count[:, None], second / count[:, None, None]))
         return self
@@ -134,14 +141,17 @@ def main():
     torch.set_num_threads(args.threads)
     data = load_exoplanet_spectra()
     X, y = data.data.astype(np.float64), data.target.astype(np.float64)
-    X_tr, X_te, y_tr, y_te = train_test_split(X, y, train_size=15000, test_size=5001,
-                                              random_state=0)
+    X_tr, X_te, y_tr, y_te = train_test_split(
+        X, y, train_size=15000, test_size=5001, random_state=0
+    )
     wasp = load_wasp12b().data
     hidden = (args.hidden,) * args.layers
-    print(f"train {len(X_tr)}, test {len(X_te)}; plan-net {args.layers} x {args.hidden} units, "
-          f"batch {args.batch_size}, lr {args.lr}, max_iter {args.max_iter}, patience "
-          f"{args.patience}, T = {args.n_mc} passes; forest {args.n_trees} trees; "
-          f"torch threads {torch.get_num_threads()}")
+    print(
+        f"train {len(X_tr)}, test {len(X_te)}; plan-net {args.layers} x {args.hidden} units, "
+        f"batch {args.batch_size}, lr {args.lr}, max_iter {args.max_iter}, patience "
+        f"{args.patience}, T = {args.n_mc} passes; forest {args.n_trees} trees; "
+        f"torch threads {torch.get_num_threads()}"
+    )
 
     rows, retrievals = {}, {}
 
@@ -153,14 +163,24 @@ def main():
         scores["time"] = seconds_per_net
         rows[name] = scores
 
-    common = dict(hidden_layer_sizes=hidden, n_mc_samples=args.n_mc, batch_size=args.batch_size,
-                  learning_rate=args.lr, max_iter=args.max_iter, n_iter_no_change=args.patience,
-                  device=args.device, verbose=args.verbose, random_state=0)
+    common = dict(
+        hidden_layer_sizes=hidden,
+        n_mc_samples=args.n_mc,
+        batch_size=args.batch_size,
+        learning_rate=args.lr,
+        max_iter=args.max_iter,
+        n_iter_no_change=args.patience,
+        device=args.device,
+        verbose=args.verbose,
+        random_state=0,
+    )
     start = time.perf_counter()
     ens = PlanNetRegressor(n_estimators=args.n_estimators, **common).fit(X_tr, y_tr)
     per_net = (time.perf_counter() - start) / args.n_estimators
-    print(f"ensemble: epochs {ens.n_iter_.tolist()}, learned drop rates of network 1 "
-          f"{np.round(ens.dropout_rates_[0], 4).tolist()}")
+    print(
+        f"ensemble: epochs {ens.n_iter_.tolist()}, learned drop rates of network 1 "
+        f"{np.round(ens.dropout_rates_[0], 4).tolist()}"
+    )
     evaluate("plan-net x1", member(ens, 0), per_net)
     evaluate(f"plan-net ens{args.n_estimators}", ens, per_net)
     retrievals[f"plan-net ens{args.n_estimators}"] = ens.predict(wasp, return_std=True)
@@ -177,30 +197,41 @@ def main():
         seconds = time.perf_counter() - start
         mean, cov = forest.predict_gaussian(X_te)
         evaluate(f"forest {args.n_trees}", forest, seconds, mean, cov)
-        rows[f"forest {args.n_trees}"]["r2"] = r2_score(y_te, forest.predict(X_te),
-                                                        multioutput="raw_values")
+        rows[f"forest {args.n_trees}"]["r2"] = r2_score(
+            y_te, forest.predict(X_te), multioutput="raw_values"
+        )
         m, c = forest.predict_gaussian(wasp)
         retrievals[f"forest {args.n_trees}"] = (m, np.sqrt(np.diagonal(c, axis1=1, axis2=2)))
 
     names = data.target_names
-    header = (f"{'model':<16}" + "".join(f"{n:>12}" for n in names) + f"{'mean R2':>9}"
-              f"{'NLL':>8}{'cov68':>7}{'cov95':>7}{'jnt68':>7}{'jnt95':>7}{'s/fit':>8}")
-    print("\nTest R^2 per parameter; NLL of the 5-D predictive (nats/spectrum); coverage of the "
-          "marginal intervals (mean over parameters) and of the joint ellipsoids; seconds per "
-          "fitted network (forest: whole fit)")
+    header = (
+        f"{'model':<16}" + "".join(f"{n:>12}" for n in names) + f"{'mean R2':>9}"
+        f"{'NLL':>8}{'cov68':>7}{'cov95':>7}{'jnt68':>7}{'jnt95':>7}{'s/fit':>8}"
+    )
+    print(
+        "\nTest R^2 per parameter; NLL of the 5-D predictive (nats/spectrum); coverage of the "
+        "marginal intervals (mean over parameters) and of the joint ellipsoids; seconds per "
+        "fitted network (forest: whole fit)"
+    )
     print(header)
     print("-" * len(header))
     for name, s in rows.items():
-        print(f"{name:<16}" + "".join(f"{v:>12.3f}" for v in s["r2"]) + f"{s['r2'].mean():>9.3f}"
-              f"{s['nll']:>8.2f}{s['cov68']:>7.3f}{s['cov95']:>7.3f}{s['joint68']:>7.3f}"
-              f"{s['joint95']:>7.3f}{s['time']:>8.1f}")
+        print(
+            f"{name:<16}" + "".join(f"{v:>12.3f}" for v in s["r2"]) + f"{s['r2'].mean():>9.3f}"
+            f"{s['nll']:>8.2f}{s['cov68']:>7.3f}{s['cov95']:>7.3f}{s['joint68']:>7.3f}"
+            f"{s['joint95']:>7.3f}{s['time']:>8.1f}"
+        )
     print("\nWASP-12b, mean +- std")
     for name, (m, s) in retrievals.items():
-        print(f"{name:<16}" + "".join(f"{mi:>9.2f}+-{si:<6.2f}" for mi, si in zip(m[0], s[0],
-                                                                               strict=True)))
+        print(
+            f"{name:<16}"
+            + "".join(f"{mi:>9.2f}+-{si:<6.2f}" for mi, si in zip(m[0], s[0], strict=True))
+        )
     published = load_wasp12b().published["ensemble of 5 plan-nets (Cobb 2019)"]
-    print(f"{'published ens5':<16}" + "".join(f"{published[n][0]:>9.2f}+-{published[n][1]:<6.2f}"
-                                             for n in names))
+    print(
+        f"{'published ens5':<16}"
+        + "".join(f"{published[n][0]:>9.2f}+-{published[n][1]:<6.2f}" for n in names)
+    )
 
 
 if __name__ == "__main__":

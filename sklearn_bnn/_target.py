@@ -79,26 +79,51 @@ class FunctionalNetwork:
         return functional_call(self.module, {**self.unflatten(theta), **self._constants}, (X,))
 
     def forward_batched(
-        self, thetas: torch.Tensor, X, chunk_size: int | None = None
+        self,
+        thetas: torch.Tensor,
+        X,
+        transform=None,
+        mean: bool = False,
+        chunk_size: int | None = None,
     ) -> torch.Tensor:
         """Outputs of every draw in ``thetas`` (S, D) on ``X``: shape (S, n, n_out).
 
-        Draws are evaluated together with :func:`torch.func.vmap`, in chunks of draws sized so
-        that hidden activations stay within about 200 MB.
+        Draws are evaluated together with :func:`torch.func.vmap`, in chunks sized to keep the
+        widest hidden activation near 16 MB on a CPU (cache-friendly) and 1 GB on a GPU; when
+        fewer than 16 draws fit a CPU chunk, one draw at a time is faster and is used.
+
+        Parameters
+        ----------
+        transform : callable, optional
+            Applied to each chunk of outputs (e.g. softmax to probabilities).
+        mean : bool
+            Return the mean over draws (n, n_out), accumulated chunk by chunk so the per-draw
+            outputs are never all held at once.
         """
         X = self.as_tensor(X)
         S = thetas.shape[0]
         if chunk_size is None:
+            budget = 2.5e8 if self.device.type == "cuda" else 4e6
             widest = max(s[0] for s in self.shapes)
-            chunk_size = max(1, min(S, int(5e7 // max(1, X.shape[0] * widest))))
-        f = vmap(self.forward, in_dims=(0, None))
+            chunk_size = max(1, min(S, int(budget // max(1, X.shape[0] * widest))))
+        if chunk_size < 16 and self.device.type == "cpu":
+            # Large inputs on a CPU: per-draw work is compute-bound and vmap's batched-weight
+            # matmuls are slower than plain ones (benchmarks/hmc_speed.py), so go draw by draw.
+            chunk_size = 1
+            f = lambda th, x: self.forward(th[0], x)[None]  # noqa: E731
+        else:
+            f = vmap(self.forward, in_dims=(0, None))
+        total, chunks = None, []
         with torch.no_grad():
-            return torch.cat(
-                [
-                    f(thetas[i : i + chunk_size].to(self.device, self.dtype), X)
-                    for i in range(0, S, chunk_size)
-                ]
-            )
+            for i in range(0, S, chunk_size):
+                out = f(thetas[i : i + chunk_size].to(self.device, self.dtype), X)
+                if transform is not None:
+                    out = transform(out)
+                if mean:
+                    total = out.sum(0) if total is None else total + out.sum(0)
+                else:
+                    chunks.append(out)
+        return total / S if mean else torch.cat(chunks)
 
 
 class Target:
@@ -144,20 +169,30 @@ class Target:
         self.n_data = self.X.shape[0]
 
     # -- densities ----------------------------------------------------------------
-    def _log_prob_one(self, theta, X, y, prior_weight: float = 1.0) -> torch.Tensor:
-        out = self.network.forward(theta, X)
-        log_prior = GaussianPrior.log_prob(theta, self.prior_precision)
-        return self.likelihood.log_prob(out, y) + prior_weight * log_prior
+    def _log_likelihood(self, theta, X, y) -> torch.Tensor:
+        return self.likelihood.log_prob(self.network.forward(theta, X), y)
+
+    def _log_prior_and_grad(self, theta: torch.Tensor, prior_weight: float):
+        """The Gaussian prior in closed form: -w tau theta^2 / 2 and its gradient -w tau theta."""
+        scaled = self.prior_precision * theta
+        if prior_weight != 1.0:
+            scaled = prior_weight * scaled
+        return -0.5 * (scaled * theta).sum(-1), -scaled
 
     def log_prob(self, theta: torch.Tensor) -> torch.Tensor:
         """Log posterior density (up to a constant) at ``theta`` of shape (D,) or (C, D)."""
         with torch.no_grad():
             if theta.ndim == 1:
-                return self._log_prob_one(theta, self.X, self.y)
-            return vmap(lambda t: self._log_prob_one(t, self.X, self.y))(theta)
+                log_lik = self._log_likelihood(theta, self.X, self.y)
+            else:
+                log_lik = vmap(lambda t: self._log_likelihood(t, self.X, self.y))(theta)
+            return log_lik + self._log_prior_and_grad(theta, 1.0)[0]
 
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
-        """Log density and its gradient in one forward/backward pass.
+        """Log density and its gradient: one forward/backward pass of the likelihood.
+
+        The likelihood goes through autograd; the Gaussian prior's value and gradient are added
+        in closed form, which keeps the graph as small as the network's own.
 
         Parameters
         ----------
@@ -176,11 +211,14 @@ class Target:
         """
         X = self.X if X is None else X
         y = self.y if y is None else y
+        theta = theta.detach()
         with torch.enable_grad():
-            theta = theta.detach().requires_grad_(True)
+            leaf = theta.requires_grad_(True)
             if theta.shape[0] == 1:
-                value = self._log_prob_one(theta[0], X, y, prior_weight)[None]
+                log_lik = self._log_likelihood(leaf[0], X, y)[None]
             else:
-                value = vmap(lambda t: self._log_prob_one(t, X, y, prior_weight))(theta)
-            (grad,) = torch.autograd.grad(value.sum(), theta)
-        return value.detach(), grad
+                log_lik = vmap(lambda t: self._log_likelihood(t, X, y))(leaf)
+            (grad,) = torch.autograd.grad(log_lik.sum(), leaf)
+        theta = theta.detach()
+        log_prior, prior_grad = self._log_prior_and_grad(theta, prior_weight)
+        return log_lik.detach() + log_prior, grad.add_(prior_grad)

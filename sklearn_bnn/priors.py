@@ -71,8 +71,3 @@ class GaussianPrior:
             if not (v > 0 and v < float("inf")):
                 raise ValueError(f"prior_precision values must be finite and > 0, got {p!r}.")
         return values
-
-    @staticmethod
-    def log_prob(theta: torch.Tensor, precision: torch.Tensor) -> torch.Tensor:
-        """log N(theta | 0, diag(1/precision)) up to an additive constant, over the last axis."""
-        return -0.5 * (precision * theta * theta).sum(-1)

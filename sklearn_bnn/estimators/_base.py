@@ -305,14 +305,14 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         return arviz.from_dict(posterior=posterior, sample_stats=stats)
 
     # -- prediction ----------------------------------------------------------------
-    def _network_outputs(self, X, validate: bool = True) -> torch.Tensor:
-        """Per-draw network outputs on ``X``: (n_draws, n, n_outputs)."""
+    def _network_outputs(self, X, validate: bool = True, transform=None, mean=False):
+        """Per-draw network outputs on ``X``: (n_draws, n, n_outputs), or their mean over draws
+        (n, n_outputs) when ``mean``; ``transform`` maps outputs first (see forward_batched)."""
         if validate:
             check_is_fitted(self)
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        return self.network_.to(_predict_device(self.device)).forward_batched(
-            self.samples_.flat(), X
-        )
+        network = self.network_.to(_predict_device(self.device))
+        return network.forward_batched(self.samples_.flat(), X, transform=transform, mean=mean)
 
     # -- persistence ----------------------------------------------------------------
     _private_state = ("_last_position", "_step_size_per_chain", "_generator_states")

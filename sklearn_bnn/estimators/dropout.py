@@ -142,8 +142,12 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         check_scalar_param(self.batch_size, "batch_size", kind="int", low=1)
         check_scalar_param(self.lr, "lr", low=0, low_inclusive=False)
         check_scalar_param(
-            self.validation_fraction, "validation_fraction", low=0, high=1,
-            low_inclusive=False, high_inclusive=False,
+            self.validation_fraction,
+            "validation_fraction",
+            low=0,
+            high=1,
+            low_inclusive=False,
+            high_inclusive=False,
         )
         check_scalar_param(self.n_iter_no_change, "n_iter_no_change", kind="int", low=1)
 
@@ -151,11 +155,18 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         check_scalar_param(self.n_mc_samples, "n_mc_samples", kind="int", low=1)
 
     def _build_net(self, dtype) -> nn.Sequential:
-        return build_module(
-            None, self.n_features_in_, self._n_net_outputs(),
-            hidden_layer_sizes=self.hidden_layer_sizes, activation=self.activation,
-            dropout=self.dropout,
-        ).to(dtype).eval()
+        return (
+            build_module(
+                None,
+                self.n_features_in_,
+                self._n_net_outputs(),
+                hidden_layer_sizes=self.hidden_layer_sizes,
+                activation=self.activation,
+                dropout=self.dropout,
+            )
+            .to(dtype)
+            .eval()
+        )
 
     def _weight_decay_terms(self, net, n_train: int) -> list[tuple[torch.Tensor, float]]:
         """(parameter, coefficient) pairs of the KL term, eq. 3.21 (see the module docstring)."""
@@ -199,7 +210,9 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         if self.early_stopping:
             stratify = targets if isinstance(self, ClassifierMixin) else None
             idx_train, idx_val = train_test_split(
-                idx_train, test_size=self.validation_fraction, stratify=stratify,
+                idx_train,
+                test_size=self.validation_fraction,
+                stratify=stratify,
                 random_state=rng,
             )
         Xt = torch.tensor(X, dtype=dtype, device=device)
@@ -275,8 +288,10 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
             sizes = check_hidden_layer_sizes(self.hidden_layer_sizes)
             width = max([self.n_features_in_, self._n_net_outputs(), *sizes])
             rows = max(1, _PREDICT_CHUNK_ELEMENTS // (T * width))
-            out = [forward_with_masks(net, chunk, masks).expand(T, len(chunk), -1)
-                   for chunk in Xt.split(rows)]
+            out = [
+                forward_with_masks(net, chunk, masks).expand(T, len(chunk), -1)
+                for chunk in Xt.split(rows)
+            ]
         return torch.cat(out, dim=1).cpu()
 
     # ----------------------------------------------------------- persistence
@@ -582,8 +597,11 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
 
     def _init_extra(self, device, dtype):
         if self.noise_precision is None:
-            return {"log_tau": torch.zeros(self.n_outputs_, dtype=dtype, device=device,
-                                           requires_grad=True)}
+            return {
+                "log_tau": torch.zeros(
+                    self.n_outputs_, dtype=dtype, device=device, requires_grad=True
+                )
+            }
         tau = float(self.noise_precision) * self.y_scale_**2  # in standardised units
         return {"log_tau": torch.as_tensor(np.log(tau), dtype=dtype, device=device)}
 

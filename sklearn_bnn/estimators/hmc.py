@@ -156,7 +156,8 @@ class HMCClassifier(ClassifierMixin, BaseSamplingEstimator):
         -------
         ndarray of shape (n_samples, n_classes)
         """
-        return self.predict_samples(X).mean(axis=0)
+        mean = self._network_outputs(X, transform=self._likelihood().predictive, mean=True)
+        return to_numpy(mean).astype(np.float64)
 
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""

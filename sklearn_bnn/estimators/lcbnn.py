@@ -180,8 +180,9 @@ class LossCalibratedBNN(MCDropoutClassifier):
         super()._check_params()
         check_scalar_param(self.utility_bound, "utility_bound", low=0, low_inclusive=False)
         check_scalar_param(self.n_decision_samples, "n_decision_samples", kind="int", low=1)
-        check_scalar_param(self.warmup_fraction, "warmup_fraction", low=0, high=1,
-                           high_inclusive=False)
+        check_scalar_param(
+            self.warmup_fraction, "warmup_fraction", low=0, high=1, high_inclusive=False
+        )
 
     def _prepare_targets(self, y):
         encoded = super()._prepare_targets(y)
