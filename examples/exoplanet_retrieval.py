@@ -19,8 +19,14 @@ from sklearn_bnn.datasets import load_exoplanet_spectra, load_wasp12b
 spectra = load_exoplanet_spectra()
 wasp = load_wasp12b()
 names = spectra.target_names
-small = dict(hidden_layer_sizes=(128, 128, 128), max_iter=40, n_iter_no_change=10,
-             n_mc_samples=30, device="cpu", random_state=0)
+small = dict(
+    hidden_layer_sizes=(128, 128, 128),
+    max_iter=40,
+    n_iter_no_change=10,
+    n_mc_samples=30,
+    device="cpu",
+    random_state=0,
+)
 
 model = PlanNetRegressor(n_estimators=2, **small).fit(spectra.data, spectra.target)
 diagonal = PlanNetRegressor(n_estimators=1, covariance="diagonal", **small).fit(
@@ -31,11 +37,15 @@ mean, cov = model.predict(wasp.data, return_cov=True)
 std = np.sqrt(np.diag(cov[0]))
 print("WASP-12b: retrieved mean +- std, beside seeds/003 Table 7.2")
 print(f"{'':<44}" + "".join(f"{n:>20}" for n in names))
-print(f"{'this run (2 small plan-nets)':<44}"
-      + "".join(f"{f'{m:.1f} +- {s:.1f}':>20}" for m, s in zip(mean[0], std, strict=True)))
+print(
+    f"{'this run (2 small plan-nets)':<44}"
+    + "".join(f"{f'{m:.1f} +- {s:.1f}':>20}" for m, s in zip(mean[0], std, strict=True))
+)
 for source, values in wasp.published.items():
-    cells = [f"{values[n][0]:.1f} -{values[n][1]:.1f} +{values[n][2]:.1f}" if n in values else "-"
-             for n in names]
+    cells = [
+        f"{values[n][0]:.1f} -{values[n][1]:.1f} +{values[n][2]:.1f}" if n in values else "-"
+        for n in names
+    ]
     print(f"{source:<44}" + "".join(f"{c:>20}" for c in cells))
 
 

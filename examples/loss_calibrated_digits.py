@@ -19,8 +19,9 @@ utility[[3, 8]] = 0.3
 utility[3, 3] = utility[8, 8] = 1.0
 
 X, y = load_digits(return_X_y=True)
-X_train, X_test, y_train, y_test = train_test_split(X / 16.0, y, test_size=0.5, stratify=y,
-                                                    random_state=0)
+X_train, X_test, y_train, y_test = train_test_split(
+    X / 16.0, y, test_size=0.5, stratify=y, random_state=0
+)
 rng = np.random.default_rng(0)
 noisy = y_train.copy()
 flip = rng.random(len(noisy)) < 0.4
@@ -37,10 +38,14 @@ print(f"\n{'model':24s} {'mean utility':>12s} {'accuracy':>9s}")
 for name, model in models.items():
     model.fit(X_train, noisy)
     proba = model.predict_proba(X_test)
-    decisions = bayes_decision(proba, utility)   # LossCalibratedBNN.predict does the same
-    print(f"{name:24s} {utility[y_test, decisions].mean():12.3f} "
-          f"{np.mean(proba.argmax(axis=1) == y_test):9.3f}")
+    decisions = bayes_decision(proba, utility)  # LossCalibratedBNN.predict does the same
+    print(
+        f"{name:24s} {utility[y_test, decisions].mean():12.3f} "
+        f"{np.mean(proba.argmax(axis=1) == y_test):9.3f}"
+    )
 
 lcbnn = models["loss-calibrated BNN"]
-print("\nexpected utility of each decision for the first test digit "
-      f"(truth {y_test[0]}):\n{lcbnn.predict_expected_utility(X_test[:1]).round(3)}")
+print(
+    "\nexpected utility of each decision for the first test digit "
+    f"(truth {y_test[0]}):\n{lcbnn.predict_expected_utility(X_test[:1]).round(3)}"
+)

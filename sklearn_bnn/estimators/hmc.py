@@ -157,7 +157,8 @@ class HMCClassifier(ClassifierMixin, BaseSamplingEstimator):
         ndarray of shape (n_samples, n_classes)
         """
         mean = self._network_outputs(X, transform=self._likelihood().predictive, mean=True)
-        return to_numpy(mean).astype(np.float64)
+        proba = to_numpy(mean).astype(np.float64)
+        return proba / proba.sum(axis=1, keepdims=True)  # exact in float64
 
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""
