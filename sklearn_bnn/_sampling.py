@@ -184,8 +184,9 @@ def _progress(bar, i: int, phase: str, info, n_div) -> None:
     bar.update(1)
     if bar.disable or (i % 10 and i > 0):
         return
+    acc = info.accept_prob.double()
+    per_chain = "/".join(f"{a:.2f}" for a in acc.tolist()) if len(acc) <= 8 else f"{acc.mean():.2f}"
     bar.set_postfix_str(
-        f"{phase} acc={info.accept_prob.mean().item():.2f} "
-        f"eps={info.step_size.mean().item():.2e} div={int(n_div.sum())}",
+        f"{phase} acc={per_chain} eps={info.step_size.mean().item():.2e} div={int(n_div.sum())}",
         refresh=False,
     )
