@@ -68,13 +68,14 @@ def run_chains(
     dtype, device = state.position.dtype, state.position.device
     if inv_mass is None:
         inv_mass = torch.ones(D, dtype=dtype, device=device)
+    inv_mass = inv_mass.to(device, dtype)
     adapt = isinstance(step_size, str)
     if adapt:
         eps0 = find_reasonable_step_size(kernel.target, state, inv_mass, generator)
         averager = DualAveraging(eps0, target_accept)
         eps = averager.step_size
     else:
-        eps = torch.as_tensor(step_size, dtype=dtype, device=device).expand(C).clone()
+        eps = torch.as_tensor(step_size).to(device, dtype).expand(C).clone()
 
     n_kept_max = n_samples // thin
     draws = torch.empty((C, n_kept_max, D), dtype=dtype)

@@ -168,7 +168,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             network = self.network_.to(device, dtype)
             positions = self._last_position
             step_size, n_warmup, n_init_steps, seed = self._step_size_per_chain, 0, 0, None
-            generator_states = self._generator_states
+            generator_states, inv_mass = self._generator_states, self._inv_mass
         else:
             seed = draw_seed(self.random_state)
             nets = [
@@ -176,7 +176,12 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             ]
             network = FunctionalNetwork(nets[0], device=device, dtype=dtype)
             positions = torch.stack([FunctionalNetwork(n).initial_position() for n in nets])
-            step_size, n_warmup, generator_states = self.step_size, self.n_warmup, None
+            step_size, n_warmup, generator_states, inv_mass = (
+                self.step_size,
+                self.n_warmup,
+                None,
+                None,
+            )
             n_init_steps = self.n_init_steps if self.init == "map" else 0
             self.n_outputs_ = n_outputs
 
@@ -195,7 +200,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
                 thin=self.thin,
                 step_size=step_size,
                 target_accept=self.target_accept,
-                adapt_mass=self.adapt_mass,
+                adapt_mass=self.adapt_mass and not continuing,
+                inv_mass=inv_mass,
             ),
             desc=type(self).__name__,
             verbose=self.verbose,
@@ -209,6 +215,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         self.samples_ = samples
         self._last_position = run.state.position
         self._step_size_per_chain = run.step_size
+        self._inv_mass = run.inv_mass
         self._record_diagnostics(run, continuing, X)
         return self
 
@@ -236,6 +243,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             "n_grad_evals": run.n_grad + previous.get("n_grad_evals", 0),
             "interrupted": run.interrupted,
         }
+        if self.adapt_mass:
+            diag["inv_mass"] = run.inv_mass.double().numpy()  # (n_chains, D): adapted M^-1
         if "tree_depth" in samples.stats:
             diag["mean_tree_depth"] = samples.stats["tree_depth"].double().mean(1).numpy()
         lp = samples.log_prob.double().numpy()
@@ -315,7 +324,12 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         return network.forward_batched(self.samples_.flat(), X, transform=transform, mean=mean)
 
     # -- persistence ----------------------------------------------------------------
-    _private_state = ("_last_position", "_step_size_per_chain", "_generator_states")
+    _private_state = (
+        "_last_position",
+        "_step_size_per_chain",
+        "_inv_mass",
+        "_generator_states",
+    )
 
     def _get_state(self) -> dict:
         state = super()._get_state()

@@ -91,12 +91,13 @@ def run_all_chains(
         return run, [gen_state]
     seeds = chain_seeds(seed, C) if seed is not None else [None] * C
     states = generator_states if generator_states else [None] * C
-    step_size = run_kwargs.get("step_size")
     jobs = []
     for c in range(C):
         kwargs = dict(run_kwargs)
-        if isinstance(step_size, torch.Tensor):
-            kwargs["step_size"] = step_size[c : c + 1]
+        for name in ("step_size", "inv_mass"):  # per-chain values from a previous fit
+            value = run_kwargs.get(name)
+            if isinstance(value, torch.Tensor) and value.ndim >= 1 and value.shape[0] == C:
+                kwargs[name] = value[c : c + 1]
         jobs.append(
             delayed(run_chain_job)(
                 kernel,

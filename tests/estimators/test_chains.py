@@ -107,3 +107,22 @@ def test_a_diverging_chain_does_not_spoil_the_others(blobs):
     assert torch.isfinite(new).all()
     assert (new[1] == new[1, :1]).all()
     assert not (new[0] == new[0, :1]).all()
+
+
+@pytest.mark.parametrize("chain_method", ["vectorized", "sequential"])
+def test_warm_start_keeps_the_adapted_mass_matrix(blobs, chain_method):
+    X, y = blobs
+    params = {
+        **SMALL,
+        "n_warmup": 60,
+        "adapt_mass": True,
+        "n_chains": 2,
+        "chain_method": chain_method,
+    }
+    once = HMCClassifier(**{**params, "n_samples": 40}).fit(X, y)
+    twice = HMCClassifier(**{**params, "n_samples": 20}, warm_start=True).fit(X, y)
+    inv_mass = twice.diagnostics_["inv_mass"]
+    assert inv_mass.shape == (2, twice.samples_.dim) and not np.allclose(inv_mass, 1.0)
+    twice.fit(X, y)
+    np.testing.assert_array_equal(twice.diagnostics_["inv_mass"], inv_mass)
+    assert torch.equal(once.samples_.draws, twice.samples_.draws)  # one long run
