@@ -120,15 +120,12 @@ def _merged_keeps_going(
     """
     rho = rho_init + rho_final
     extended_init, extended_final = rho_init + final_first, rho_final + init_last
-    dot = torch.linalg.vecdot
-    return (
-        (dot(first_sharp, rho) > 0)
-        & (dot(last_sharp, rho) > 0)
-        & (dot(first_sharp, extended_init) > 0)
-        & (dot(final_first_sharp, extended_init) > 0)
-        & (dot(init_last_sharp, extended_final) > 0)
-        & (dot(last_sharp, extended_final) > 0)
+    # the six projections of the three checks, as one batched product
+    sharps = torch.stack(
+        [first_sharp, last_sharp, first_sharp, final_first_sharp, init_last_sharp, last_sharp], -2
     )
+    rhos = torch.stack([rho, rho, extended_init, extended_init, extended_final, extended_final], -2)
+    return (torch.linalg.vecdot(sharps, rhos) > 0).all(-1)
 
 
 class NUTS(HMC):
