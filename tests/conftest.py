@@ -45,3 +45,19 @@ def correlated_gaussian(dim=10, seed=0):
     cov = q @ torch.diag(scales**2) @ q.T
     mean = torch.randn(dim, generator=g, dtype=torch.float64)
     return GaussianTarget(mean, cov)
+
+
+class Funnel:
+    """Neal's funnel (REFERENCE §4): v ~ N(0, 3^2), x_i | v ~ N(0, e^v); theta = [v, x_1..x_n]."""
+
+    def __init__(self, n=10):
+        self.dim = n + 1
+
+    def value_and_grad(self, theta):
+        v, x = theta[:, 0], theta[:, 1:]
+        n = x.shape[1]
+        sq = (x * x).sum(-1) * torch.exp(-v)
+        log_prob = -(v**2) / 18 - 0.5 * sq - 0.5 * n * v
+        grad_v = -v / 9 + 0.5 * sq - 0.5 * n
+        grad_x = -x * torch.exp(-v)[:, None]
+        return log_prob, torch.cat([grad_v[:, None], grad_x], 1)

@@ -1,0 +1,411 @@
+"""The No-U-Turn sampler: multinomial NUTS with the generalized no-U-turn criterion.
+
+Hoffman & Gelman (2014) grow a trajectory by repeated doubling until it starts to turn back on
+itself; Betancourt (2017, "A Conceptual Introduction to Hamiltonian Monte Carlo", §4.2 and
+Appendix A) replaces the slice variable by multinomial sampling of the trajectory's states with
+weights exp(-H), and the original criterion by the generalized one: a (sub)trajectory with summed
+momentum rho and end velocities M^-1 p_- and M^-1 p_+ keeps growing while both
+rho . M^-1 p_- > 0 and rho . M^-1 p_+ > 0 (REFERENCE §1).
+
+The transition follows the structure Stan uses:
+
+- each doubling builds a new subtree of 2^j leapfrog steps in a random direction, from the end
+  of the trajectory on that side;
+- inside a subtree the proposal is drawn multinomially, with probability proportional to
+  exp(-H) over its states; a subtree that diverges (energy error above the threshold, or not
+  finite) or that turns back inside any of its sub-subtrees is rejected as a whole and ends the
+  transition;
+- a valid subtree's proposal replaces the current sample with the biased progressive probability
+  min(1, w_new / w_old), w the summed weights (Betancourt 2017, Appendix A.3.2);
+- the merged trajectory, and every merged pair of subtrees, is checked with the generalized
+  criterion, plus the two extra checks across the pair that Stan adds (each half extended by the
+  nearest state of the other half), which catch U-turns the end-to-end check misses;
+- the trajectory stops after ``max_tree_depth`` doublings (at most 2^depth - 1 leapfrog steps).
+
+Chains run in lockstep: all chains double together, each in its own random direction, and one
+batched gradient evaluation per leapfrog step serves every chain still growing; a chain that has
+finished is masked out and left out of the gradient evaluation. A subtree is built without
+recursion: leaves are visited in order, and the checks of every subtree that a leaf completes are
+made at that leaf, keeping per level only the momentum and velocity of the first and last leaves
+and a running sum of momenta. The multinomial draw within a subtree is the leaf maximising
+log w + Gumbel noise (the Gumbel-max trick), followed as a running maximum, so that a leaf's state
+is copied only when it becomes the new maximum.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+
+from .._utils import check_scalar_param
+from ._base import Info, State, kinetic_energy, sample_momentum
+from .hmc import HMC
+
+__all__ = ["NUTS"]
+
+
+class _Point(NamedTuple):
+    """A point of phase space with its cached log density and gradient, per chain."""
+
+    position: torch.Tensor  # (C, D)
+    momentum: torch.Tensor  # (C, D)
+    log_prob: torch.Tensor  # (C,)
+    grad: torch.Tensor  # (C, D)
+
+
+class _Sample(NamedTuple):
+    """A candidate for the next state, with its log weight H0 - H."""
+
+    position: torch.Tensor  # (C, D)
+    log_prob: torch.Tensor  # (C,)
+    grad: torch.Tensor  # (C, D)
+    log_weight: torch.Tensor  # (C,)
+
+
+class _Subtree(NamedTuple):
+    """One doubling's new subtree, per chain (meaningful where ``valid``)."""
+
+    valid: torch.Tensor  # (C,) built to the end: no divergence, no U-turn inside
+    last: _Point  # its far end, where the next doubling on this side starts
+    last_sharp: torch.Tensor  # (C, D) M^-1 p at the far end
+    first_momentum: torch.Tensor  # (C, D) p at the leaf next to the old trajectory
+    first_sharp: torch.Tensor  # (C, D) M^-1 p there
+    rho: torch.Tensor  # (C, D) summed momenta of its leaves
+    log_weight: torch.Tensor  # (C,) log of the summed exp(H0 - H) over its leaves
+    proposal: _Sample  # its multinomial draw
+    sum_accept: torch.Tensor  # (C,) summed min(1, exp(H0 - H)) over the leaves computed
+    n_leapfrog: torch.Tensor  # (C,) leapfrog steps taken by each chain
+    divergent: torch.Tensor  # (C,)
+    n_grad: int  # gradient evaluations (batched calls)
+
+
+def _select(mask: torch.Tensor, new, old):
+    """Per chain, ``new`` where ``mask`` else ``old`` (NamedTuples of per-chain tensors).
+
+    No copy is made when all chains, or none, take the new value.
+    """
+    if mask.all():
+        return new
+    if not mask.any():
+        return old
+    return type(new)(
+        *(
+            torch.where(mask.view(-1, *([1] * (a.ndim - 1))), a, b)
+            for a, b in zip(new, old, strict=True)
+        )
+    )
+
+
+def _merged_keeps_going(
+    first_sharp,
+    init_last,
+    init_last_sharp,
+    final_first,
+    final_first_sharp,
+    last_sharp,
+    rho_init,
+    rho_final,
+):
+    """The generalized no-U-turn criterion on a tree made of an initial subtree then a final one.
+
+    A (sub)trajectory with summed momentum rho keeps growing while rho has a positive projection
+    on the velocities M^-1 p at both its ends (Betancourt 2017, Appendix A.4.2). The ends of the
+    merged tree are ``first`` (of the initial subtree) and ``last`` (of the final one);
+    ``init_last`` and ``final_first`` are the two adjacent states where the subtrees meet.
+    Besides the check over the whole tree, each subtree extended by the neighbouring state of the
+    other is checked too (as Stan does), catching U-turns that the end-to-end check misses.
+    Arguments named ``*_sharp`` are velocities M^-1 p, the others momenta or momentum sums.
+    """
+    rho = rho_init + rho_final
+    extended_init, extended_final = rho_init + final_first, rho_final + init_last
+    # the six projections of the three checks, as one batched product
+    sharps = torch.stack(
+        [first_sharp, last_sharp, first_sharp, final_first_sharp, init_last_sharp, last_sharp], -2
+    )
+    rhos = torch.stack([rho, rho, extended_init, extended_init, extended_final, extended_final], -2)
+    return (torch.linalg.vecdot(sharps, rhos) > 0).all(-1)
+
+
+class NUTS(HMC):
+    """The No-U-Turn sampler (multinomial, generalized criterion) as a transition kernel.
+
+    Same protocol as :class:`~sklearn_bnn.samplers.HMC` (``init``, ``step``, ``target``); the
+    number of leapfrog steps is chosen on the fly by tree doubling instead of being fixed.
+
+    Parameters
+    ----------
+    target : Target
+        Provides ``value_and_grad(theta (C, D)) -> ((C,), (C, D))``.
+    step_size : float
+        Integration step size (overridable per call, e.g. during adaptation).
+    max_tree_depth : int
+        Most doublings per transition (at most ``2**max_tree_depth - 1`` leapfrog steps).
+    inv_mass : tensor (D,) or (C, D), optional
+        Diagonal inverse mass matrix M^-1 (identity by default).
+    integrator : callable, optional
+        A reversible, volume-preserving integrator with the interface of :mod:`.integrators`,
+        called for one step at a time. By default the leapfrog step is done here, fused
+        (the same arithmetic as :func:`~sklearn_bnn.samplers.leapfrog`, fewer tensor operations).
+    divergence_threshold : float
+        Energy error above which a leaf counts as divergent (1000, as Stan).
+
+    Notes
+    -----
+    ``step`` returns an :class:`Info` with, per chain: ``accept_prob`` the mean of
+    min(1, exp(H0 - H)) over every leaf computed in the transition (the statistic dual averaging
+    targets); ``accepted`` whether the chain moved; ``energy_error`` H at the new state minus H at
+    the start; ``divergent``; ``step_size``; ``tree_depth`` the number of doublings kept (Stan's
+    ``treedepth__``). Its ``n_grad`` is the number of batched gradient evaluations, i.e. the
+    largest number of leapfrog steps any chain took; a chain's own count is at most that.
+
+    Each leapfrog step costs exactly one gradient: value and gradient are cached at every point.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_bnn.samplers import NUTS
+    >>> class Normal:
+    ...     def value_and_grad(self, theta):
+    ...         return -0.5 * (theta**2).sum(-1), -theta
+    >>> kernel = NUTS(Normal(), step_size=0.5)
+    >>> state = kernel.init(torch.zeros(3, 2))
+    >>> state, info = kernel.step(state, torch.Generator().manual_seed(0))
+    >>> state.position.shape, info.tree_depth.shape
+    (torch.Size([3, 2]), torch.Size([3]))
+    """
+
+    def __init__(
+        self,
+        target,
+        step_size: float = 0.01,
+        max_tree_depth: int = 10,
+        inv_mass=None,
+        integrator=None,
+        divergence_threshold: float = 1000.0,
+    ):
+        check_scalar_param(max_tree_depth, "max_tree_depth", kind="int", low=1, high=30)
+        super().__init__(
+            target,
+            step_size=step_size,
+            n_leapfrog=None,
+            inv_mass=inv_mass,
+            integrator=integrator,
+            divergence_threshold=divergence_threshold,
+        )
+        self.max_tree_depth = max_tree_depth
+
+    def step(self, state: State, generator: torch.Generator, step_size=None, inv_mass=None):
+        """One NUTS transition for every chain.
+
+        Parameters
+        ----------
+        state : State
+        generator : torch.Generator
+            The only source of randomness.
+        step_size : float or tensor (C,), optional
+            Overrides the kernel's step size for this transition.
+        inv_mass : tensor (D,) or (C, D), optional
+            Overrides the kernel's inverse mass for this transition.
+
+        Returns
+        -------
+        state : State
+        info : Info
+        """
+        eps = self._step_size(state, step_size)
+        inv_mass = self._inv_mass(state, inv_mass)
+        q = state.position
+        C = q.shape[0]
+        p0 = sample_momentum(q.shape, inv_mass, generator, dtype=q.dtype, device=q.device)
+        start = _Point(q, p0, state.log_prob, state.grad)
+        energy0 = -state.log_prob + kinetic_energy(p0, inv_mass)
+
+        left = right = start  # the trajectory's backward and forward ends
+        left_sharp = right_sharp = inv_mass * p0
+        rho = p0
+        log_weight = torch.zeros_like(energy0)  # the start's weight is exp(H0 - H0) = 1
+        sample = _Sample(q, state.log_prob, state.grad, log_weight)
+        moved = torch.zeros(C, dtype=torch.bool, device=q.device)
+        divergent = torch.zeros_like(moved)
+        active = torch.ones_like(moved)
+        depth = torch.zeros(C, dtype=torch.long, device=q.device)
+        n_leapfrog = torch.zeros_like(depth)
+        sum_accept = torch.zeros_like(energy0)
+        n_grad = 0
+
+        for j in range(self.max_tree_depth):
+            # one row for the direction, one for the top-level choice, one per leaf
+            u = torch.rand((2 + (1 << j), C), generator=generator, dtype=q.dtype, device=q.device)
+            forward = u[0] > 0.5
+            near = _select(forward, right, left)
+            fw = forward[:, None]
+            near_sharp = torch.where(fw, right_sharp, left_sharp)
+            far_sharp = torch.where(fw, left_sharp, right_sharp)
+            direction = torch.where(forward, 1.0, -1.0).to(q.dtype)
+            sub = self._build_subtree(
+                j, near, eps * direction, inv_mass, energy0, active, u[2:], generator
+            )
+            n_grad += sub.n_grad
+            n_leapfrog += sub.n_leapfrog
+            sum_accept += sub.sum_accept
+            divergent |= sub.divergent
+            valid = sub.valid
+            depth += valid.long()
+
+            # biased progressive sampling between the old trajectory and the new subtree
+            take = valid & (
+                (sub.log_weight > log_weight) | (u[1] < torch.exp(sub.log_weight - log_weight))
+            )
+            sample = _select(take, sub.proposal, sample)
+            moved |= take
+            log_weight = torch.where(valid, torch.logaddexp(log_weight, sub.log_weight), log_weight)
+
+            keeps_going = _merged_keeps_going(
+                far_sharp,
+                near.momentum,
+                near_sharp,
+                sub.first_momentum,
+                sub.first_sharp,
+                sub.last_sharp,
+                rho,
+                sub.rho,
+            )
+            rho = rho + sub.rho
+            grow_right, grow_left = valid & forward, valid & ~forward
+            right = _select(grow_right, sub.last, right)
+            left = _select(grow_left, sub.last, left)
+            right_sharp = torch.where(grow_right[:, None], sub.last_sharp, right_sharp)
+            left_sharp = torch.where(grow_left[:, None], sub.last_sharp, left_sharp)
+            active = valid & keeps_going
+            if not active.any():
+                break
+
+        info = Info(
+            accept_prob=sum_accept / n_leapfrog.clamp(min=1).to(sum_accept.dtype),
+            accepted=moved,
+            energy_error=-sample.log_weight,
+            divergent=divergent,
+            step_size=eps,
+            n_grad=n_grad,
+            tree_depth=depth,
+        )
+        return State(sample.position, sample.log_prob, sample.grad), info
+
+    def _build_subtree(
+        self, depth, start, signed_eps, inv_mass, energy0, alive, u, generator
+    ) -> _Subtree:
+        """Build 2**depth leaves from ``start`` for the ``alive`` chains, leaf by leaf.
+
+        Leaf n completes the subtrees of size 2^k for k up to the number of trailing ones of n;
+        their criteria are checked there. Per level k the first leaf of the open subtree and the
+        last leaf of the previous completed one are kept (momentum and velocity), and the running
+        momentum sum ``csum`` before the open subtree began, so any subtree's rho is a
+        difference of running sums. A chain that diverges or turns back stops at once: its
+        subtree is invalid, so nothing else about it matters except the per-leaf statistics,
+        kept with the mask of the chains alive at each leaf.
+        """
+        n_leaves = 1 << depth
+        unit_metric = bool((inv_mass == 1).all())  # then velocities are the momenta
+        step = signed_eps[:, None]
+        half, drift = 0.5 * step, (step if unit_metric else step * inv_mass)
+        gumbel = (-torch.log(-torch.log1p(-u))).unbind(0)  # Gumbel noise per leaf and chain
+        point = start
+        csum = torch.zeros_like(start.momentum)
+        csum_before = [csum] * (depth + 1)
+        first = [None] * (depth + 1)  # (p, M^-1 p) of the open level-k subtree's first leaf
+        last = [None] * depth  # (p, M^-1 p) of the last completed level-k subtree's last leaf
+        best = torch.full_like(energy0, -math.inf)
+        proposal = _Sample(start.position, start.log_prob, start.grad, best)
+        leaf_log_w = torch.empty((n_leaves,) + energy0.shape, dtype=energy0.dtype, device=u.device)
+        leaf_alive = torch.ones(leaf_log_w.shape, dtype=torch.bool, device=u.device)
+        n_grad = n_built = 0
+        sharp = None
+        for n in range(n_leaves):
+            all_alive = bool(alive.all())
+            if not all_alive:
+                if not alive.any():
+                    break
+                leaf_alive[n] = alive
+            idx = None if all_alive else alive.nonzero().squeeze(1)
+            point, cost = self._advance(point, half, drift, signed_eps, inv_mass, idx, generator)
+            n_grad += cost
+            n_built += 1
+            p = point.momentum
+            sharp = p if unit_metric else inv_mass * p
+            # log weight H0 - H of the leaf; a non-finite energy counts as a divergence
+            log_w = torch.add(energy0, torch.linalg.vecdot(p, sharp), alpha=-0.5)
+            log_w = torch.nan_to_num_(log_w.add_(point.log_prob), nan=-math.inf, posinf=-math.inf)
+            leaf_log_w[n] = log_w
+
+            # multinomial draw within the subtree: the running argmax of log w + Gumbel
+            key = log_w + gumbel[n]
+            take = key > best
+            best = torch.fmax(best, key)
+            proposal = _select(
+                take, _Sample(point.position, point.log_prob, point.grad, log_w), proposal
+            )
+
+            k = 0
+            while k <= depth and n % (1 << k) == 0:  # subtrees starting at this leaf
+                first[k], csum_before[k] = (p, sharp), csum
+                k += 1
+            csum = csum + p
+            alive = alive & (log_w >= -self.divergence_threshold)
+            k = 1
+            while (n + 1) % (1 << k) == 0:  # subtrees of size 2^k ending at this leaf
+                alive &= _merged_keeps_going(
+                    first[k][1],
+                    *last[k - 1],
+                    *first[k - 1],
+                    sharp,
+                    csum_before[k - 1] - csum_before[k],
+                    csum - csum_before[k - 1],
+                )
+                k += 1
+            for level in range(min(k, depth)):
+                last[level] = (p, sharp)
+
+        leaf_log_w, leaf_alive = leaf_log_w[:n_built], leaf_alive[:n_built]
+        return _Subtree(
+            valid=alive,
+            last=point,
+            last_sharp=sharp,
+            first_momentum=first[depth][0],
+            first_sharp=first[depth][1],
+            rho=csum,
+            log_weight=torch.logsumexp(leaf_log_w, 0),
+            proposal=proposal,
+            sum_accept=(leaf_log_w.clamp(max=0.0).exp() * leaf_alive).sum(0),
+            n_leapfrog=leaf_alive.sum(0),
+            divergent=(leaf_alive & (leaf_log_w < -self.divergence_threshold)).any(0),
+            n_grad=n_grad,
+        )
+
+    def _advance(self, point: _Point, half, drift, signed_eps, inv_mass, idx, generator):
+        """One integration step for the chains ``idx`` (all when None; the others keep their
+        point). Returns the new point and the gradient evaluations spent."""
+        if idx is not None:
+            point, full = _Point(*(x[idx] for x in point)), point
+            half, drift, signed_eps = half[idx], drift[idx], signed_eps[idx]
+            inv_mass = inv_mass[idx] if inv_mass.ndim == 2 else inv_mass
+        if self.integrator is None:  # leapfrog (seeds/000 eq. 4), one gradient
+            p = torch.addcmul(point.momentum, half, point.grad)
+            q = torch.addcmul(point.position, drift, p)
+            log_prob, grad = self.target.value_and_grad(q)
+            new, cost = _Point(q, torch.addcmul(p, half, grad), log_prob, grad), 1
+        else:
+            end, momentum, cost = self.integrator(
+                self.target,
+                State(point.position, point.log_prob, point.grad),
+                point.momentum,
+                signed_eps,
+                1,
+                inv_mass,
+                generator,
+            )
+            new = _Point(end.position, momentum, end.log_prob, end.grad)
+        if idx is None:
+            return new, cost
+        return _Point(*(x.index_copy(0, idx, y) for x, y in zip(full, new, strict=True))), cost
