@@ -18,8 +18,9 @@ def test_exoplanet_spectra_bunch():
     assert "Nature Astronomy 2, 719-724 (2018)" in b.DESCR
     # first row of HELA's testing.npy
     np.testing.assert_allclose(b.data[0, :2], [1.52140996, 1.53528974], rtol=1e-7)
-    np.testing.assert_allclose(b.target[0], [1954.14733, -1.31941125, -0.419111213, -13.0,
-                                             -8.29968442], rtol=1e-6)
+    np.testing.assert_allclose(
+        b.target[0], [1954.14733, -1.31941125, -0.419111213, -13.0, -8.29968442], rtol=1e-6
+    )
     # the priors of the data set
     assert 500 <= b.target[:, 0].min() and b.target[:, 0].max() <= 2900
     assert np.all(b.target[:, 1:4] >= -13) and np.all(b.target[:, 1:4] <= 0)

@@ -116,8 +116,15 @@ def test_combine_gaussians_two_members_by_hand():
 
 
 def _small(**kw):
-    params = dict(hidden_layer_sizes=(16,), n_estimators=2, n_mc_samples=8, max_iter=40,
-                  batch_size=64, learning_rate=3e-3, random_state=0)
+    params = dict(
+        hidden_layer_sizes=(16,),
+        n_estimators=2,
+        n_mc_samples=8,
+        max_iter=40,
+        batch_size=64,
+        learning_rate=3e-3,
+        random_state=0,
+    )
     params.update(kw)
     return PlanNetRegressor(**params)
 
@@ -180,8 +187,9 @@ def test_predict_combines_members_by_total_variance(fitted, data):
     np.testing.assert_allclose(got_mean, expected_mean)
     np.testing.assert_allclose(got_cov, expected_cov)
     # the ensemble is wider than the average member: the spread of the means adds to it
-    assert np.all(np.linalg.eigvalsh(got_cov - fitted._to_original_units(mean, covs.mean(0))[1])
-                  > -1e-9)
+    assert np.all(
+        np.linalg.eigvalsh(got_cov - fitted._to_original_units(mean, covs.mean(0))[1]) > -1e-9
+    )
 
 
 def _assert_moments(draws, mean, cov, tol):
@@ -190,8 +198,9 @@ def _assert_moments(draws, mean, cov, tol):
     for x in range(len(draws)):
         sd = np.sqrt(np.diag(cov[x]))
         np.testing.assert_allclose(draws[x].mean(-1) / sd, mean[x] / sd, atol=tol)
-        np.testing.assert_allclose(np.cov(draws[x]) / np.outer(sd, sd),
-                                   cov[x] / np.outer(sd, sd), atol=tol)
+        np.testing.assert_allclose(
+            np.cov(draws[x]) / np.outer(sd, sd), cov[x] / np.outer(sd, sd), atol=tol
+        )
 
 
 def test_expectation_versus_sampling(fitted, data):
@@ -301,8 +310,15 @@ def _correlated(n, seed):
 @pytest.fixture(scope="module")
 def correlated_fits():
     X, Y = _correlated(3000, 0)
-    kw = dict(hidden_layer_sizes=(64, 64), n_estimators=1, batch_size=256, max_iter=100,
-              learning_rate=3e-3, n_mc_samples=20, random_state=0)
+    kw = dict(
+        hidden_layer_sizes=(64, 64),
+        n_estimators=1,
+        batch_size=256,
+        max_iter=100,
+        learning_rate=3e-3,
+        n_mc_samples=20,
+        random_state=0,
+    )
     full = PlanNetRegressor(**kw).fit(X, Y)
     diagonal = PlanNetRegressor(covariance="diagonal", **kw).fit(X, Y)
     return full, diagonal
@@ -331,8 +347,12 @@ def test_coverage_and_likelihood_on_fresh_data(correlated_fits):
         for level in (0.68, 0.95):
             coverage = (z < stats.norm.ppf(0.5 + level / 2)).mean(0)
             np.testing.assert_allclose(coverage, level, atol=0.05)
-        nll[name] = -np.mean([stats.multivariate_normal(m, c).logpdf(y)
-                              for m, c, y in zip(mean, cov, Y, strict=True)])
+        nll[name] = -np.mean(
+            [
+                stats.multivariate_normal(m, c).logpdf(y)
+                for m, c, y in zip(mean, cov, Y, strict=True)
+            ]
+        )
         if name == "full":
             r = Y - mean
             maha = np.einsum("ni,nij,nj->n", r, np.linalg.inv(cov), r)

@@ -29,6 +29,7 @@ from ..diagnostics import ess_bulk, ess_tail, format_summary, rhat
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ..priors import GaussianPrior
 from ..samplers.hmc import HMC
+from ..samplers.nuts import NUTS
 from ..samples import PosteriorSamples
 from ._chains import CHAIN_METHODS, run_all_chains
 
@@ -44,8 +45,10 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         prior_precision=1.0,
         n_samples=500,
         n_warmup=500,
+        sampler="hmc",
         step_size="auto",
         n_leapfrog=20,
+        max_tree_depth=10,
         target_accept=0.8,
         thin=1,
         n_chains=1,
@@ -66,8 +69,10 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         self.prior_precision = prior_precision
         self.n_samples = n_samples
         self.n_warmup = n_warmup
+        self.sampler = sampler
         self.step_size = step_size
         self.n_leapfrog = n_leapfrog
+        self.max_tree_depth = max_tree_depth
         self.target_accept = target_accept
         self.thin = thin
         self.n_chains = n_chains
@@ -104,6 +109,9 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         check_scalar_param(self.n_samples, "n_samples", kind="int", low=1)
         check_scalar_param(self.n_warmup, "n_warmup", kind="int", low=0)
         check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
+        check_scalar_param(self.max_tree_depth, "max_tree_depth", kind="int", low=1, high=30)
+        if self.sampler not in ("hmc", "nuts"):
+            raise ValueError(f"sampler must be 'hmc' or 'nuts', got {self.sampler!r}.")
         check_scalar_param(self.thin, "thin", kind="int", low=1)
         check_scalar_param(self.n_chains, "n_chains", kind="int", low=1)
         check_scalar_param(self.n_init_steps, "n_init_steps", kind="int", low=0)
@@ -224,7 +232,9 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         return Target(network, X, targets, self._likelihood(), GaussianPrior(self.prior_precision))
 
     def _make_kernel(self, target):
-        """The transition kernel (subclasses choose the integrator or sampler)."""
+        """The transition kernel: HMC with ``n_leapfrog`` steps, or NUTS."""
+        if self.sampler == "nuts":
+            return NUTS(target, max_tree_depth=self.max_tree_depth)
         return HMC(target, n_leapfrog=self.n_leapfrog)
 
     def _record_diagnostics(self, run, continuing: bool, X) -> None:
@@ -235,7 +245,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             "n_chains": samples.n_chains,
             "n_draws": len(samples),
             "step_size": run.step_size.double().numpy(),
-            "acceptance_rate": run.accepted.double().mean(1).numpy(),
+            "acceptance_rate": self._acceptance(run).mean(1).numpy(),
             "mean_accept_prob": run.accept_prob.double().mean(1).numpy(),
             "n_divergent": n_div + previous.get("n_divergent", 0),
             "n_divergent_warmup": int(run.warmup_divergent.sum())
@@ -246,7 +256,11 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         if self.adapt_mass:
             diag["inv_mass"] = run.inv_mass.double().numpy()  # (n_chains, D): adapted M^-1
         if "tree_depth" in samples.stats:
-            diag["mean_tree_depth"] = samples.stats["tree_depth"].double().mean(1).numpy()
+            depth = samples.stats["tree_depth"].double()
+            diag["mean_tree_depth"] = depth.mean(1).numpy()
+            diag["fraction_at_max_tree_depth"] = float(
+                (depth >= self.max_tree_depth).double().mean()
+            )
         lp = samples.log_prob.double().numpy()
         diag.update(
             ess_bulk_log_prob=ess_bulk(lp), ess_tail_log_prob=ess_tail(lp), rhat_log_prob=rhat(lp)
@@ -263,7 +277,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             )
         self.diagnostics_ = diag
         n_transitions = run.accepted.numel()
-        self.acceptance_rate_ = float(run.accepted.double().mean()) if n_transitions else np.nan
+        self.acceptance_rate_ = float(self._acceptance(run).mean()) if n_transitions else np.nan
         if n_transitions and n_div > 0.05 * n_transitions:
             warnings.warn(
                 f"{n_div} of {n_transitions} transitions diverged (rejected); the "
@@ -280,6 +294,11 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
                 RuntimeWarning,
                 stacklevel=3,
             )
+
+    def _acceptance(self, run) -> torch.Tensor:
+        """Per-transition acceptance: accepted or not (HMC), the tree's mean Metropolis
+        acceptance statistic (NUTS, which almost always moves)."""
+        return (run.accept_prob if self.sampler == "nuts" else run.accepted).double()
 
     def summary(self) -> str:
         """A short text report of the sampling: per-chain statistics and convergence."""

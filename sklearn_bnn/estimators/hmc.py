@@ -31,10 +31,15 @@ _PARAMS_DOC = """
         Transitions after warmup (draws kept per chain: ``n_samples // thin``).
     n_warmup : int, default=500
         Transitions of warmup (step-size adaptation), discarded.
+    sampler : {"hmc", "nuts"}, default="hmc"
+        HMC with a fixed number of leapfrog steps, or the No-U-Turn sampler (multinomial, with
+        the generalized U-turn criterion), which chooses the trajectory length itself.
     step_size : float or "auto", default="auto"
         Leapfrog step size; "auto" adapts it by dual averaging during warmup.
     n_leapfrog : int, default=20
         Leapfrog steps per trajectory.
+    max_tree_depth : int, default=10
+        NUTS only: at most 2**max_tree_depth - 1 leapfrog steps per transition.
     target_accept : float, default=0.8
         Acceptance probability the adaptation aims for.
     thin : int, default=1
@@ -216,8 +221,10 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         normalize_y=False,
         n_samples=500,
         n_warmup=500,
+        sampler="hmc",
         step_size="auto",
         n_leapfrog=20,
+        max_tree_depth=10,
         target_accept=0.8,
         thin=1,
         n_chains=1,
@@ -239,8 +246,10 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
             prior_precision=prior_precision,
             n_samples=n_samples,
             n_warmup=n_warmup,
+            sampler=sampler,
             step_size=step_size,
             n_leapfrog=n_leapfrog,
+            max_tree_depth=max_tree_depth,
             target_accept=target_accept,
             thin=thin,
             n_chains=n_chains,

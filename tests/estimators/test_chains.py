@@ -126,3 +126,33 @@ def test_warm_start_keeps_the_adapted_mass_matrix(blobs, chain_method):
     twice.fit(X, y)
     np.testing.assert_array_equal(twice.diagnostics_["inv_mass"], inv_mass)
     assert torch.equal(once.samples_.draws, twice.samples_.draws)  # one long run
+
+
+def test_nuts_estimator_samples_the_linear_regression_posterior():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(30, 2))
+    y = X @ np.array([-0.4, 1.5]) + rng.normal(scale=0.5, size=30)
+    alpha, beta = 1.0, 4.0
+    reg = HMCRegressor(
+        module=_linear,
+        prior_precision=alpha,
+        noise_precision=beta,
+        sampler="nuts",
+        n_samples=400,
+        n_warmup=200,
+        n_chains=3,
+        dtype="float64",
+        random_state=0,
+    ).fit(X, y)
+    X1 = np.hstack([X, np.ones((30, 1))])
+    cov = np.linalg.inv(alpha * np.eye(3) + beta * X1.T @ X1)
+    mean = beta * cov @ X1.T @ y
+    draws = reg.samples_.draws.numpy()
+    for k in range(3):
+        n_eff = ess(draws[..., k])
+        assert abs(draws[..., k].mean() - mean[k]) < 4 * np.sqrt(cov[k, k] / n_eff)
+        assert abs(draws[..., k].var() / cov[k, k] - 1) < 4 * np.sqrt(2 / n_eff)
+    d = reg.diagnostics_
+    assert d["mean_tree_depth"].shape == (3,) and np.all(d["mean_tree_depth"] >= 1)
+    assert 0.6 < reg.acceptance_rate_ < 1.0
+    assert "depth" in reg.summary()

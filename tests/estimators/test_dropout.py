@@ -27,8 +27,9 @@ def iris():
 @pytest.fixture(scope="module")
 def iris_clf(iris):
     X, y = iris
-    return MCDropoutClassifier(hidden_layer_sizes=(32,), max_epochs=100, lr=1e-2,
-                               n_mc_samples=50, random_state=0).fit(X, y)
+    return MCDropoutClassifier(
+        hidden_layer_sizes=(32,), max_epochs=100, lr=1e-2, n_mc_samples=50, random_state=0
+    ).fit(X, y)
 
 
 def sine_data(n, seed, noise=0.1):
@@ -94,8 +95,9 @@ def test_class_weight_is_weighted_cross_entropy():
     expected = [3.0 * -np.log(np.e / (1 + np.e)), -np.log(np.exp(2) / (1 + np.exp(2)))]
     np.testing.assert_allclose(clf._nll(logits, y, None).numpy(), expected, rtol=1e-6)
 
-    X, y = make_classification(400, 5, n_informative=3, weights=[0.85], flip_y=0.1,
-                               class_sep=0.5, random_state=0)
+    X, y = make_classification(
+        400, 5, n_informative=3, weights=[0.85], flip_y=0.1, class_sep=0.5, random_state=0
+    )
     kw = dict(hidden_layer_sizes=(16,), max_epochs=60, lr=1e-2, n_mc_samples=20, random_state=0)
     plain = MCDropoutClassifier(**kw).fit(X, y)
     balanced = MCDropoutClassifier(class_weight="balanced", **kw).fit(X, y)
@@ -119,8 +121,9 @@ def test_reproducible_and_global_rng_untouched(iris):
 
 def test_regressor_std_combines_noise_and_draws():
     X, y = sine_data(300, 0)
-    reg = MCDropoutRegressor(hidden_layer_sizes=(50,), max_epochs=200, lr=1e-2,
-                             random_state=0).fit(X, y)
+    reg = MCDropoutRegressor(hidden_layer_sizes=(50,), max_epochs=200, lr=1e-2, random_state=0).fit(
+        X, y
+    )
     samples = reg.predict_samples(X)
     mean, std = reg.predict(X, return_std=True)
     assert samples.shape == (100, 300)
@@ -141,20 +144,23 @@ def test_learned_noise_matches_least_squares():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(500, 2))
     y = X @ [2.0, -1.0] + 0.5 * rng.normal(size=500)
-    reg = MCDropoutRegressor(hidden_layer_sizes=(), max_epochs=300, lr=2e-2,
-                             random_state=0).fit(X, y)
+    reg = MCDropoutRegressor(hidden_layer_sizes=(), max_epochs=300, lr=2e-2, random_state=0).fit(
+        X, y
+    )
     mse = np.mean((LinearRegression().fit(X, y).predict(X) - y) ** 2)
     assert reg.noise_precision_[0] == pytest.approx(1 / mse, rel=0.05)
-    fixed = MCDropoutRegressor(hidden_layer_sizes=(), max_epochs=5, noise_precision=7.0,
-                               random_state=0).fit(X, y)
+    fixed = MCDropoutRegressor(
+        hidden_layer_sizes=(), max_epochs=5, noise_precision=7.0, random_state=0
+    ).fit(X, y)
     np.testing.assert_allclose(fixed.noise_precision_, [7.0])
 
 
 def test_regressor_multi_output_shapes():
     X, y = sine_data(100, 0)
     Y = np.column_stack([y, 10 * y + 3])
-    reg = MCDropoutRegressor(hidden_layer_sizes=(16,), max_epochs=20, n_mc_samples=7,
-                             random_state=0).fit(X, Y)
+    reg = MCDropoutRegressor(
+        hidden_layer_sizes=(16,), max_epochs=20, n_mc_samples=7, random_state=0
+    ).fit(X, Y)
     mean, std = reg.predict(X[:4], return_std=True)
     assert mean.shape == std.shape == (4, 2)
     assert reg.predict_samples(X[:4]).shape == (7, 4, 2)
@@ -163,8 +169,14 @@ def test_regressor_multi_output_shapes():
 
 def test_early_stopping_keeps_best_weights():
     X, y = sine_data(300, 0, noise=0.5)
-    reg = MCDropoutRegressor(hidden_layer_sizes=(64,), max_epochs=400, lr=3e-2,
-                             early_stopping=True, n_iter_no_change=5, random_state=0).fit(X, y)
+    reg = MCDropoutRegressor(
+        hidden_layer_sizes=(64,),
+        max_epochs=400,
+        lr=3e-2,
+        early_stopping=True,
+        n_iter_no_change=5,
+        random_state=0,
+    ).fit(X, y)
     assert reg.n_iter_ < 400
     assert len(reg.validation_loss_curve_) == reg.n_iter_
     assert reg.best_validation_loss_ == min(reg.validation_loss_curve_)
@@ -173,10 +185,21 @@ def test_early_stopping_keeps_best_weights():
 
 @pytest.mark.parametrize(
     "param, value",
-    [("dropout", 1.0), ("dropout", -0.1), ("prior_length_scale", 0.0), ("weight_decay", -1.0),
-     ("n_mc_samples", 0), ("max_epochs", 1.5), ("batch_size", 0), ("lr", 0.0),
-     ("validation_fraction", 1.0), ("n_iter_no_change", 0), ("activation", "nope"),
-     ("hidden_layer_sizes", (0,)), ("dtype", "float16")],
+    [
+        ("dropout", 1.0),
+        ("dropout", -0.1),
+        ("prior_length_scale", 0.0),
+        ("weight_decay", -1.0),
+        ("n_mc_samples", 0),
+        ("max_epochs", 1.5),
+        ("batch_size", 0),
+        ("lr", 0.0),
+        ("validation_fraction", 1.0),
+        ("n_iter_no_change", 0),
+        ("activation", "nope"),
+        ("hidden_layer_sizes", (0,)),
+        ("dtype", "float16"),
+    ],
 )
 def test_bad_parameters_named_at_fit(iris, param, value):
     X, y = iris
@@ -193,8 +216,9 @@ def test_noise_precision_validated():
 
 def test_verbose_progress_bar(iris, capsys):
     X, y = iris
-    MCDropoutClassifier(hidden_layer_sizes=(4,), max_epochs=3, verbose=True,
-                        random_state=0).fit(X, y)
+    MCDropoutClassifier(hidden_layer_sizes=(4,), max_epochs=3, verbose=True, random_state=0).fit(
+        X, y
+    )
     assert "MCDropoutClassifier" in capsys.readouterr().err
 
 
@@ -220,8 +244,9 @@ def test_persistence_round_trips(tmp_path, iris, Est):
 def test_float64_and_string_labels(iris):
     X, y = iris
     labels = np.array(["setosa", "versicolor", "virginica"])[y]
-    clf = MCDropoutClassifier(hidden_layer_sizes=(8,), max_epochs=30, lr=1e-2, dtype="float64",
-                              random_state=0).fit(X, labels)
+    clf = MCDropoutClassifier(
+        hidden_layer_sizes=(8,), max_epochs=30, lr=1e-2, dtype="float64", random_state=0
+    ).fit(X, labels)
     assert next(clf.module_.parameters()).dtype == torch.float64
     assert set(clf.predict(X)) <= set(labels)
 
@@ -229,7 +254,8 @@ def test_float64_and_string_labels(iris):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_fit_predict_and_pickle_on_cpu(iris):
     X, y = iris
-    clf = MCDropoutClassifier(hidden_layer_sizes=(16,), max_epochs=50, lr=1e-2, device="cuda",
-                              random_state=0).fit(X, y)
+    clf = MCDropoutClassifier(
+        hidden_layer_sizes=(16,), max_epochs=50, lr=1e-2, device="cuda", random_state=0
+    ).fit(X, y)
     assert next(clf.module_.parameters()).device.type == "cpu"
     assert clf.score(X, y) > 0.9

@@ -11,8 +11,14 @@ from sklearn_bnn import LossCalibratedBNN, MCDropoutClassifier
 from sklearn_bnn.decision import bayes_decision
 from sklearn_bnn.estimators.lcbnn import loss_calibrated_penalty, transformed_utility
 
-FAST = dict(hidden_layer_sizes=(16,), max_epochs=30, lr=1e-2, n_mc_samples=10,
-            n_decision_samples=4, random_state=0)
+FAST = dict(
+    hidden_layer_sizes=(16,),
+    max_epochs=30,
+    lr=1e-2,
+    n_mc_samples=10,
+    n_decision_samples=4,
+    random_state=0,
+)
 
 
 def table_4_3():
@@ -68,8 +74,9 @@ def iris():
 def test_decisions_are_bayes_actions(iris):
     X, y = iris
     u = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.8], [0.0, 0.2, 1.0]])
-    clf = LossCalibratedBNN(u, hidden_layer_sizes=(16,), max_epochs=40, lr=1e-2,
-                            n_mc_samples=30, random_state=0).fit(X, y)
+    clf = LossCalibratedBNN(
+        u, hidden_layer_sizes=(16,), max_epochs=40, lr=1e-2, n_mc_samples=30, random_state=0
+    ).fit(X, y)
     proba = clf.predict_proba(X)
     np.testing.assert_allclose(clf.predict_expected_utility(X), proba @ u)
     np.testing.assert_array_equal(clf.predict(X), clf.classes_[bayes_decision(proba, u)])
@@ -88,12 +95,14 @@ def test_non_square_utility_returns_decision_indices(iris):
 
 @pytest.mark.parametrize(
     "params, match",
-    [({"utility": np.eye(4)}, "4 rows but the classifier has 3 classes"),
-     ({"utility": [[1, 0, 0], [0, np.nan, 0], [0, 0, 1]]}, "finite"),
-     ({"utility": [1, 0, 0]}, "2-D"),
-     ({"utility_bound": 0.0}, "utility_bound"),
-     ({"n_decision_samples": 0}, "n_decision_samples"),
-     ({"warmup_fraction": 1.0}, "warmup_fraction")],
+    [
+        ({"utility": np.eye(4)}, "4 rows but the classifier has 3 classes"),
+        ({"utility": [[1, 0, 0], [0, np.nan, 0], [0, 0, 1]]}, "finite"),
+        ({"utility": [1, 0, 0]}, "2-D"),
+        ({"utility_bound": 0.0}, "utility_bound"),
+        ({"n_decision_samples": 0}, "n_decision_samples"),
+        ({"warmup_fraction": 1.0}, "warmup_fraction"),
+    ],
 )
 def test_bad_utility_and_parameters_raise_at_fit(iris, params, match):
     X, y = iris
