@@ -6,6 +6,16 @@
 from ._base import Info, State
 from .adaptation import DualAveraging, find_reasonable_step_size
 from .hmc import HMC
-from .integrators import leapfrog
+from .integrators import leapfrog, naive_split, randomised_split, symmetric_split
 
-__all__ = ["HMC", "DualAveraging", "Info", "State", "find_reasonable_step_size", "leapfrog"]
+__all__ = [
+    "HMC",
+    "DualAveraging",
+    "Info",
+    "State",
+    "find_reasonable_step_size",
+    "leapfrog",
+    "naive_split",
+    "randomised_split",
+    "symmetric_split",
+]
