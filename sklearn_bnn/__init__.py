@@ -3,7 +3,7 @@
 from ._persistence import load, save
 from .decision import BayesDecisionClassifier
 from .ensemble import EnsembleReducer
-from .estimators import HMCClassifier, HMCRegressor
+from .estimators import HMCClassifier, HMCRegressor, SplitHMCClassifier, SplitHMCRegressor
 from .metrics import uncertainty_report
 from .samples import PosteriorSamples
 
@@ -16,6 +16,8 @@ __all__ = [
     "HMCClassifier",
     "HMCRegressor",
     "PosteriorSamples",
+    "SplitHMCClassifier",
+    "SplitHMCRegressor",
     "load",
     "save",
     "uncertainty_report",

@@ -1,5 +1,6 @@
 """scikit-learn estimators."""
 
 from .hmc import HMCClassifier, HMCRegressor
+from .split import SplitHMCClassifier, SplitHMCRegressor
 
-__all__ = ["HMCClassifier", "HMCRegressor"]
+__all__ = ["HMCClassifier", "HMCRegressor", "SplitHMCClassifier", "SplitHMCRegressor"]
