@@ -83,7 +83,11 @@ class SplitTarget(Target):
         self.bounds = split_bounds(self.n_data, n_splits, split_size)
         self.n_splits = len(self.bounds)
         self.n_subset_grads = 0
+        self._resident = None  # views of the subsets, when the data live on the compute device
+        if self.data_device == self.device:
+            self._resident = [self.subset(m) for m in range(self.n_splits)]
         self._flat = _FlatModule(network)
+        self._subset_prior_precision = self.prior_precision / self.n_splits
 
     def _place(self, X, y, device=None):
         X, y = super()._place(X, y, self.data_device)
@@ -93,6 +97,8 @@ class SplitTarget(Target):
 
     def subset(self, m: int):
         """Inputs and targets of subset ``m`` on the compute device."""
+        if self._resident is not None:
+            return self._resident[m]
         start, stop = self.bounds[m]
         return (
             self.X[start:stop].to(self.device, non_blocking=True),
@@ -112,10 +118,11 @@ class SplitTarget(Target):
         weight = 1.0 / self.n_splits
         if theta.shape[0] > 1:
             return super().value_and_grad(theta, X, y, weight)
-        lik, grad = self._flat.likelihood_and_grad(theta[0], X, y, self.likelihood)
-        value = lik + weight * GaussianPrior.log_prob(theta[0], self.prior_precision)
-        grad = grad - weight * self.prior_precision * theta[0]
-        return value[None], grad[None]
+        # one chain: a plain forward/backward and the Gaussian prior's gradient in closed form
+        theta = theta[0]
+        lik, grad = self._flat.likelihood_and_grad(theta, X, y, self.likelihood)
+        prior_force = self._subset_prior_precision * theta  # -grad log p(w) / M
+        return (lik - 0.5 * torch.dot(prior_force, theta))[None], (grad - prior_force)[None]
 
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
         """Full-data log density and gradient, summed over the subsets (one graph at a time).
@@ -166,5 +173,8 @@ class _FlatModule:
             self.flat.copy_(theta)
         with torch.enable_grad():
             value = likelihood.log_prob(self.module(X), y)
-            grads = torch.autograd.grad(value, self.params, materialize_grads=True)
+            grads = torch.autograd.grad(value, self.params, allow_unused=True)
+        grads = [
+            torch.zeros_like(p) if g is None else g for p, g in zip(self.params, grads, strict=True)
+        ]
         return value.detach(), torch.cat([g.reshape(-1) for g in grads])

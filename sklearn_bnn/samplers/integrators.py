@@ -95,17 +95,17 @@ def randomised_split(
         raise ValueError("randomised_split draws the order of the subsets: pass a generator.")
     n_splits = target.n_splits
     order = torch.randperm(n_splits, generator=generator, device=generator.device).tolist()
-    eps = step_size[:, None]
-    forces = _SubsetForces(target, state.position)
-    p = momentum
+    half = 0.5 * step_size[:, None]
+    drift = step_size[:, None] / n_splits * inv_mass
+    path = _SplitPath(target, state.position, momentum)
     for _ in range(n_steps):
         for m in order:
-            p = p + 0.5 * eps * forces(m)
-            forces.move(eps / n_splits * (inv_mass * p))
-            p = p + 0.5 * eps * forces(m)
-        if not torch.isfinite(p).all(-1).any():
+            path.kick(m, half)
+            path.drift(drift)
+            path.kick(m, half)
+        if path.diverged():
             break
-    return forces.end_state(), p, forces.n_evals / n_splits
+    return path.end_state(), path.momentum, path.n_evals / n_splits
 
 
 def symmetric_split(
@@ -130,34 +130,34 @@ def symmetric_split(
     n_splits = target.n_splits
     if n_splits == 1:
         return leapfrog(target, state, momentum, step_size, n_steps, inv_mass, generator)
-    eps = step_size[:, None]
-    drift = eps / (2 * (n_splits - 1))
-    forces = _SubsetForces(target, state.position)
-    p = momentum
+    half = 0.5 * step_size[:, None]
+    drift = step_size[:, None] / (2 * (n_splits - 1)) * inv_mass
+    path = _SplitPath(target, state.position, momentum)
     for _ in range(n_steps):
         for m in range(n_splits):
-            p = p + 0.5 * eps * forces(m)
+            path.kick(m, half)
             if m < n_splits - 1:
-                forces.move(drift * (inv_mass * p))
+                path.drift(drift)
         for m in reversed(range(n_splits)):
-            p = p + 0.5 * eps * forces(m)
+            path.kick(m, half)
             if m > 0:
-                forces.move(drift * (inv_mass * p))
-        if not torch.isfinite(p).all(-1).any():
+                path.drift(drift)
+        if path.diverged():
             break
-    return forces.end_state(), p, forces.n_evals / n_splits
+    return path.end_state(), path.momentum, path.n_evals / n_splits
 
 
-class _SubsetForces:
-    """The position of a split trajectory and the subset gradients known there.
+class _SplitPath:
+    """Position and momentum along a split trajectory, with the subset gradients known there.
 
     Each subset's gradient is computed at most once per position, so kicks by the same subset
     at the same position share it.
     """
 
-    def __init__(self, target, position: torch.Tensor):
+    def __init__(self, target, position: torch.Tensor, momentum: torch.Tensor):
         self.target = target
         self.position = position
+        self.momentum = momentum
         self.n_evals = 0
         self._known: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
@@ -167,13 +167,18 @@ class _SubsetForces:
             self.n_evals += 1
         return self._known[m]
 
-    def __call__(self, m: int) -> torch.Tensor:
-        """grad(-U_m) at the current position."""
-        return self._value_and_grad(m)[1]
+    def kick(self, m: int, half_step: torch.Tensor) -> None:
+        """p <- p + half_step * grad(-U_m)(w)."""
+        self.momentum = torch.addcmul(self.momentum, half_step, self._value_and_grad(m)[1])
 
-    def move(self, displacement: torch.Tensor) -> None:
-        self.position = self.position + displacement
+    def drift(self, scale: torch.Tensor) -> None:
+        """w <- w + scale * p, with ``scale`` the step times the inverse mass."""
+        self.position = torch.addcmul(self.position, scale, self.momentum)
         self._known.clear()
+
+    def diverged(self) -> bool:
+        """True when no chain's momentum is finite any more."""
+        return not torch.isfinite(self.momentum).all(-1).any()
 
     def end_state(self) -> State:
         """The current position with the full-data log density and gradient (all subsets)."""
