@@ -10,6 +10,8 @@ from .estimators import (
     MCDropoutClassifier,
     MCDropoutRegressor,
     PlanNetRegressor,
+    SplitHMCClassifier,
+    SplitHMCRegressor,
 )
 from .metrics import uncertainty_report
 from .samples import PosteriorSamples
@@ -27,6 +29,8 @@ __all__ = [
     "MCDropoutRegressor",
     "PlanNetRegressor",
     "PosteriorSamples",
+    "SplitHMCClassifier",
+    "SplitHMCRegressor",
     "load",
     "save",
     "uncertainty_report",

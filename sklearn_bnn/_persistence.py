@@ -37,10 +37,10 @@ class _Unsaveable(Exception):
 
 def encode(obj, where: str = "value"):
     """Turn ``obj`` into tensors, numbers, strings and containers only."""
+    if isinstance(obj, np.generic):  # first: np.float64 is also a float, but pickles as numpy
+        return obj.item()
     if obj is None or isinstance(obj, bool | int | float | str):
         return obj
-    if isinstance(obj, np.generic):
-        return obj.item()
     if isinstance(obj, torch.Tensor):
         return obj.detach().cpu().clone()
     if isinstance(obj, torch.dtype):

@@ -58,10 +58,11 @@ class FunctionalNetwork:
             return self
         return FunctionalNetwork(self.module, device=device, dtype=dtype)
 
-    def as_tensor(self, X) -> torch.Tensor:
-        """``X`` on this network's device, floating inputs in its dtype."""
+    def as_tensor(self, X, device=None) -> torch.Tensor:
+        """``X`` on ``device`` (this network's by default), floating inputs in its dtype."""
         X = X if isinstance(X, torch.Tensor) else torch.tensor(X)  # a copy: X may be read-only
-        return X.to(device=self.device, dtype=self.dtype if X.is_floating_point() else X.dtype)
+        device = self.device if device is None else device
+        return X.to(device=device, dtype=self.dtype if X.is_floating_point() else X.dtype)
 
     def initial_position(self) -> torch.Tensor:
         """The module's own trainable parameters as a flat vector (D,)."""
@@ -162,11 +163,17 @@ class Target:
         self.prior_precision = prior.precision_vector(
             network.names, network.sizes, dtype=self.dtype, device=self.device
         )
-        self.X = network.as_tensor(X)
-        self.y = y.to(self.device) if isinstance(y, torch.Tensor) else y
-        if isinstance(self.y, torch.Tensor) and self.y.is_floating_point():
-            self.y = self.y.to(self.dtype)
+        self.X, self.y = self._place(X, y)
         self.n_data = self.X.shape[0]
+
+    def _place(self, X, y, device=None):
+        """``X`` and ``y`` as tensors on ``device`` (the network's by default), once."""
+        X = self.network.as_tensor(X, device)
+        device = X.device
+        y = y.to(device) if isinstance(y, torch.Tensor) else y
+        if isinstance(y, torch.Tensor) and y.is_floating_point():
+            y = y.to(self.dtype)
+        return X, y
 
     # -- densities ----------------------------------------------------------------
     def _log_likelihood(self, theta, X, y) -> torch.Tensor:
@@ -179,14 +186,19 @@ class Target:
             scaled = prior_weight * scaled
         return -0.5 * (scaled * theta).sum(-1), -scaled
 
-    def log_prob(self, theta: torch.Tensor) -> torch.Tensor:
-        """Log posterior density (up to a constant) at ``theta`` of shape (D,) or (C, D)."""
+    def log_prob(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
+        """Log posterior density (up to a constant) at ``theta`` of shape (D,) or (C, D).
+
+        ``X, y`` and ``prior_weight`` as in :meth:`value_and_grad`.
+        """
+        X = self.X if X is None else X
+        y = self.y if y is None else y
         with torch.no_grad():
             if theta.ndim == 1:
-                log_lik = self._log_likelihood(theta, self.X, self.y)
+                log_lik = self._log_likelihood(theta, X, y)
             else:
-                log_lik = vmap(lambda t: self._log_likelihood(t, self.X, self.y))(theta)
-            return log_lik + self._log_prior_and_grad(theta, 1.0)[0]
+                log_lik = vmap(lambda t: self._log_likelihood(t, X, y))(theta)
+            return log_lik + self._log_prior_and_grad(theta, prior_weight)[0]
 
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
         """Log density and its gradient: one forward/backward pass of the likelihood.

@@ -4,6 +4,7 @@ from .dropout import MCDropoutClassifier, MCDropoutRegressor
 from .hmc import HMCClassifier, HMCRegressor
 from .lcbnn import LossCalibratedBNN
 from .plannet import PlanNetRegressor
+from .split import SplitHMCClassifier, SplitHMCRegressor
 
 __all__ = [
     "HMCClassifier",
@@ -12,4 +13,6 @@ __all__ = [
     "MCDropoutClassifier",
     "MCDropoutRegressor",
     "PlanNetRegressor",
+    "SplitHMCClassifier",
+    "SplitHMCRegressor",
 ]

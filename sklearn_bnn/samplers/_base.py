@@ -28,7 +28,7 @@ class Info(NamedTuple):
     energy_error: torch.Tensor  # (C,) H(end) - H(start); inf when the trajectory diverged
     divergent: torch.Tensor  # (C,) bool: non-finite or above the divergence threshold
     step_size: torch.Tensor  # (C,)
-    n_grad: int  # gradient evaluations spent (per chain)
+    n_grad: float  # full-data gradient evaluations spent (per chain; a subset counts 1/M)
     tree_depth: torch.Tensor | None = None  # (C,) for NUTS
 
 

@@ -2,8 +2,18 @@
 
 An integrator is called as ``integrator(target, state, momentum, step_size, n_steps, inv_mass,
 generator)`` and returns ``(state, momentum, n_grad)``: the end point with its cached log density
-and gradient, the end momentum, and the gradient evaluations spent. ``step_size`` is (C,),
-``inv_mass`` (D,) or (C, D). Log densities are maximised, so the force is +grad log p = -grad U.
+and gradient, the end momentum, and the gradient evaluations spent (in full-data gradients: one
+subset gradient of a split target counts 1/M). ``step_size`` is (C,), ``inv_mass`` (D,) or (C, D).
+Log densities are maximised, so the force is +grad log p = -grad U.
+
+The split integrators (seeds/000 §3.2, §4) take a :class:`~sklearn_bnn._split.SplitTarget` and
+move the momentum with one subset's force -grad U_m at a time, U_m = -log p(w)/M - l_m(w). Their
+end state carries the full-data log density and gradient (summed over subsets), so the
+Metropolis-Hastings test uses the exact full-data energy. A subset's gradient is computed once per
+position: kicks by the same subset at the same position (the two U_M half kicks in the middle of a
+symmetric step, the U_1 kicks that end one step and start the next) share it. Subset gradients per
+step for M subsets: naive M, randomised 2M, symmetric 2(M - 1) (M >= 2); per trajectory of L
+steps: LM, 2LM + M - 1 and 2L(M - 1) + M.
 """
 
 from __future__ import annotations
@@ -12,7 +22,7 @@ import torch
 
 from ._base import State
 
-__all__ = ["leapfrog"]
+__all__ = ["leapfrog", "naive_split", "randomised_split", "symmetric_split"]
 
 
 def leapfrog(
@@ -44,3 +54,136 @@ def leapfrog(
         if not torch.isfinite(log_prob).any():
             break
     return State(q, log_prob, grad), p, n_grad
+
+
+def naive_split(
+    target,
+    state: State,
+    momentum: torch.Tensor,
+    step_size: torch.Tensor,
+    n_steps: int,
+    inv_mass: torch.Tensor,
+    generator: torch.Generator | None = None,
+):
+    """Naive split leapfrog (nested leapfrog, seeds/000 eq. 8).
+
+    Half kicks by U_1, ..., U_M, a full position step, half kicks by U_M, ..., U_1. The half kicks
+    of one sequence all act at the same position and add up to the full-data force, so the scheme
+    is :func:`leapfrog` with the gradient accumulated subset by subset (M subset gradients a step):
+    its trajectory is full leapfrog's up to floating-point rounding.
+    """
+    return leapfrog(target, state, momentum, step_size, n_steps, inv_mass, generator)
+
+
+def randomised_split(
+    target,
+    state: State,
+    momentum: torch.Tensor,
+    step_size: torch.Tensor,
+    n_steps: int,
+    inv_mass: torch.Tensor,
+    generator: torch.Generator | None = None,
+):
+    """Randomised split leapfrog (Neal 1995, seeds/000 eq. 7).
+
+    For each subset m in a random order: p += (eps/2) grad(-U_m); w += (eps/M) M^-1 p;
+    p += (eps/2) grad(-U_m). The order is drawn once per trajectory from ``generator`` (shared by
+    the chains); a reversed order is as likely as the order itself, which makes the transition
+    reversible in distribution. 2M subset gradients a step.
+    """
+    if generator is None:
+        raise ValueError("randomised_split draws the order of the subsets: pass a generator.")
+    n_splits = target.n_splits
+    order = torch.randperm(n_splits, generator=generator, device=generator.device).tolist()
+    half = 0.5 * step_size[:, None]
+    drift = step_size[:, None] / n_splits * inv_mass
+    path = _SplitPath(target, state.position, momentum)
+    for _ in range(n_steps):
+        for m in order:
+            path.kick(m, half)
+            path.drift(drift)
+            path.kick(m, half)
+        if path.diverged():
+            break
+    return path.end_state(), path.momentum, path.n_evals / n_splits
+
+
+def symmetric_split(
+    target,
+    state: State,
+    momentum: torch.Tensor,
+    step_size: torch.Tensor,
+    n_steps: int,
+    inv_mass: torch.Tensor,
+    generator: torch.Generator | None = None,
+):
+    """Novel symmetric split leapfrog (seeds/000 §4, Algorithm 1, eq. 9-10).
+
+    With D = 2 (M - 1), each step runs forward over m = 1..M: p += (eps/2) grad(-U_m), then for
+    m < M, w += (eps/D) M^-1 p; and backward over m = M..1: p += (eps/2) grad(-U_m), then for
+    m > 1, w += (eps/D) M^-1 p. The composition is symmetric, hence reversible (negating the
+    momentum retraces the trajectory) and second order. The two U_M kicks in the middle share one
+    gradient and so do the U_1 kicks between steps: 2 (M - 1) subset gradients a step. With one
+    subset (D = 0, no position step in Algorithm 1) the only symmetric splitting is the plain
+    leapfrog U/2, K, U/2 (seeds/000 eq. 3), which is used.
+    """
+    n_splits = target.n_splits
+    if n_splits == 1:
+        return leapfrog(target, state, momentum, step_size, n_steps, inv_mass, generator)
+    half = 0.5 * step_size[:, None]
+    drift = step_size[:, None] / (2 * (n_splits - 1)) * inv_mass
+    path = _SplitPath(target, state.position, momentum)
+    for _ in range(n_steps):
+        for m in range(n_splits):
+            path.kick(m, half)
+            if m < n_splits - 1:
+                path.drift(drift)
+        for m in reversed(range(n_splits)):
+            path.kick(m, half)
+            if m > 0:
+                path.drift(drift)
+        if path.diverged():
+            break
+    return path.end_state(), path.momentum, path.n_evals / n_splits
+
+
+class _SplitPath:
+    """Position and momentum along a split trajectory, with the subset gradients known there.
+
+    Each subset's gradient is computed at most once per position, so kicks by the same subset
+    at the same position share it.
+    """
+
+    def __init__(self, target, position: torch.Tensor, momentum: torch.Tensor):
+        self.target = target
+        self.position = position
+        self.momentum = momentum
+        self.n_evals = 0
+        self._known: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def _value_and_grad(self, m: int):
+        if m not in self._known:
+            self._known[m] = self.target.subset_value_and_grad(self.position, m)
+            self.n_evals += 1
+        return self._known[m]
+
+    def kick(self, m: int, half_step: torch.Tensor) -> None:
+        """p <- p + half_step * grad(-U_m)(w)."""
+        self.momentum = torch.addcmul(self.momentum, half_step, self._value_and_grad(m)[1])
+
+    def drift(self, scale: torch.Tensor) -> None:
+        """w <- w + scale * p, with ``scale`` the step times the inverse mass."""
+        self.position = torch.addcmul(self.position, scale, self.momentum)
+        self._known.clear()
+
+    def diverged(self) -> bool:
+        """True when no chain's momentum is finite any more."""
+        return not torch.isfinite(self.momentum).all(-1).any()
+
+    def end_state(self) -> State:
+        """The current position with the full-data log density and gradient (all subsets)."""
+        value, grad = self._value_and_grad(0)
+        for m in range(1, self.target.n_splits):
+            v, g = self._value_and_grad(m)
+            value, grad = value + v, grad + g
+        return State(self.position, value, grad)

@@ -2,11 +2,16 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_bnn import HMCClassifier, HMCRegressor
+from sklearn_bnn import HMCClassifier, HMCRegressor, SplitHMCClassifier, SplitHMCRegressor
 
 FAST = dict(hidden_layer_sizes=(16,), n_samples=30, n_warmup=30, n_leapfrog=5, random_state=0)
 
-ESTIMATORS = [HMCClassifier(**FAST), HMCRegressor(**FAST)]
+ESTIMATORS = [
+    HMCClassifier(**FAST),
+    HMCRegressor(**FAST),
+    SplitHMCClassifier(n_splits=2, n_init_steps=100, **FAST),
+    SplitHMCRegressor(n_splits=2, n_init_steps=100, **FAST),
+]
 
 
 def _expected_failures(estimator):

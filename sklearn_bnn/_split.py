@@ -1,0 +1,180 @@
+"""The log posterior density evaluated over M data subsets, for split HMC.
+
+seeds/000 §3.2, eq. 6: with the data split into M subsets, the potential energy is
+U(w) = sum_m U_m(w) with U_m(w) = -log p(w) / M - l_m(w), l_m the log-likelihood of subset m.
+:class:`SplitTarget` gives each subset's log density -U_m and its gradient, and the full-data
+density and gradient accumulated subset by subset: no autograd graph ever spans more than one
+subset, so the memory of a gradient is bounded by one subset whatever the size of the data. The
+data may stay on the CPU and go to the compute device one subset at a time.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+
+from ._target import FunctionalNetwork, Target
+from .priors import GaussianPrior
+
+__all__ = ["SplitTarget", "split_bounds"]
+
+
+def split_bounds(n: int, n_splits: int | None = None, split_size: int | None = None):
+    """Row ranges ``[(start, stop), ...]`` of nearly equal contiguous subsets of ``n`` rows.
+
+    ``split_size`` (at most that many rows per subset) takes precedence over ``n_splits``; there
+    are never more subsets than rows.
+    """
+    if split_size is not None:
+        n_splits = math.ceil(n / split_size)
+    if n_splits is None:
+        raise ValueError("give n_splits or split_size.")
+    n_splits = max(1, min(int(n_splits), n))
+    edges = [(i * n) // n_splits for i in range(n_splits + 1)]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+class SplitTarget(Target):
+    """Log posterior density of a network's parameters, evaluated over M data subsets.
+
+    A :class:`~sklearn_bnn._target.Target` whose full-data :meth:`value_and_grad` and
+    :meth:`log_prob` are sums over subsets, plus :meth:`subset_value_and_grad` for the split
+    integrators (seeds/000 eq. 6-8, Algorithm 1).
+
+    Parameters
+    ----------
+    network, X, y, likelihood, prior
+        As for :class:`~sklearn_bnn._target.Target`. Subsets are contiguous blocks of rows in
+        the given order (shuffle the rows beforehand when they are sorted).
+    n_splits : int, optional
+        Number of subsets M (nearly equal in size).
+    split_size : int, optional
+        At most this many rows per subset (takes precedence over ``n_splits``).
+    data_device : str or torch.device, optional
+        Where the data are kept; the network's device by default. With ``"cpu"`` and a CUDA
+        network, each subset is copied to the GPU (from pinned memory) when it is needed.
+
+    Attributes
+    ----------
+    n_splits : int
+        The number of subsets M.
+    bounds : list of (int, int)
+        Row range of each subset.
+    n_subset_grads : int
+        Subset gradients evaluated so far (a counter for cost accounting).
+    """
+
+    def __init__(
+        self,
+        network: FunctionalNetwork,
+        X,
+        y,
+        likelihood,
+        prior: GaussianPrior,
+        *,
+        n_splits: int | None = None,
+        split_size: int | None = None,
+        data_device=None,
+    ):
+        self.data_device = network.device if data_device is None else torch.device(data_device)
+        super().__init__(network, X, y, likelihood, prior)
+        self.bounds = split_bounds(self.n_data, n_splits, split_size)
+        self.n_splits = len(self.bounds)
+        self.n_subset_grads = 0
+        self._resident = None  # views of the subsets, when the data live on the compute device
+        if self.data_device == self.device:
+            self._resident = [self.subset(m) for m in range(self.n_splits)]
+        self._flat = _FlatModule(network)
+        self._subset_prior_precision = self.prior_precision / self.n_splits
+
+    def _place(self, X, y, device=None):
+        X, y = super()._place(X, y, self.data_device)
+        if self.data_device.type == "cpu" and self.device.type == "cuda":
+            X, y = X.pin_memory(), y.pin_memory()
+        return X, y
+
+    def subset(self, m: int):
+        """Inputs and targets of subset ``m`` on the compute device."""
+        if self._resident is not None:
+            return self._resident[m]
+        start, stop = self.bounds[m]
+        return (
+            self.X[start:stop].to(self.device, non_blocking=True),
+            self.y[start:stop].to(self.device, non_blocking=True),
+        )
+
+    def subset_value_and_grad(self, theta: torch.Tensor, m: int):
+        """-U_m = l_m(w) + log p(w) / M and its gradient (seeds/000 eq. 6), at ``theta`` (C, D).
+
+        Returns
+        -------
+        value : tensor (C,)
+        grad : tensor (C, D)
+        """
+        self.n_subset_grads += 1
+        X, y = self.subset(m)
+        weight = 1.0 / self.n_splits
+        if theta.shape[0] > 1:
+            return super().value_and_grad(theta, X, y, weight)
+        # one chain: a plain forward/backward and the Gaussian prior's gradient in closed form
+        theta = theta[0]
+        lik, grad = self._flat.likelihood_and_grad(theta, X, y, self.likelihood)
+        prior_force = self._subset_prior_precision * theta  # -grad log p(w) / M
+        return (lik - 0.5 * torch.dot(prior_force, theta))[None], (grad - prior_force)[None]
+
+    def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
+        """Full-data log density and gradient, summed over the subsets (one graph at a time).
+
+        With ``X, y`` given, the density of that data alone, as for :class:`Target`.
+        """
+        if X is not None:
+            return super().value_and_grad(theta, X, y, prior_weight)
+        value, grad = self.subset_value_and_grad(theta, 0)
+        for m in range(1, self.n_splits):
+            v, g = self.subset_value_and_grad(theta, m)
+            value, grad = value + v, grad + g
+        return value, grad
+
+    def log_prob(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
+        """Full-data log density at ``theta`` (D,) or (C, D), summed over the subsets."""
+        if X is not None:
+            return super().log_prob(theta, X, y, prior_weight)
+        weight = 1.0 / self.n_splits
+        return sum(
+            super(SplitTarget, self).log_prob(theta, *self.subset(m), weight)
+            for m in range(self.n_splits)
+        )
+
+
+class _FlatModule:
+    """A private copy of the network whose trainable parameters are views of one flat vector.
+
+    Loading a position is one copy, and the gradient comes from a plain forward/backward of the
+    module: a single chain's subset gradient then runs at the speed of bare PyTorch, without the
+    per-call cost of :func:`torch.func.functional_call`.
+    """
+
+    def __init__(self, network: FunctionalNetwork):
+        self.module = copy.deepcopy(network.module)
+        self.flat = network.initial_position().clone()
+        self.params = []
+        for name, view, shape in zip(
+            network.names, self.flat.split(network.sizes), network.shapes, strict=True
+        ):
+            param = self.module.get_parameter(name)
+            param.data = view.view(shape)
+            self.params.append(param)
+
+    def likelihood_and_grad(self, theta: torch.Tensor, X, y, likelihood):
+        """Log-likelihood of ``(X, y)`` at ``theta`` (D,) and its gradient (D,)."""
+        with torch.no_grad():
+            self.flat.copy_(theta)
+        with torch.enable_grad():
+            value = likelihood.log_prob(self.module(X), y)
+            grads = torch.autograd.grad(value, self.params, allow_unused=True)
+        grads = [
+            torch.zeros_like(p) if g is None else g for p, g in zip(self.params, grads, strict=True)
+        ]
+        return value.detach(), torch.cat([g.reshape(-1) for g in grads])
