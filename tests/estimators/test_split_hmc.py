@@ -181,3 +181,10 @@ def test_streaming_from_cpu_gives_the_same_draws_as_data_on_the_gpu(iris_sorted)
     on_gpu = SplitHMCClassifier(**params).fit(X, y)
     streamed = SplitHMCClassifier(data_device="cpu", **params).fit(X, y)
     torch.testing.assert_close(streamed.samples_.draws, on_gpu.samples_.draws)
+
+
+def test_split_estimators_expose_every_parameter_of_their_base():
+    from sklearn_bnn import HMCClassifier, HMCRegressor
+
+    for split, base in ((SplitHMCClassifier, HMCClassifier), (SplitHMCRegressor, HMCRegressor)):
+        assert set(base().get_params()) <= set(split().get_params())
