@@ -10,7 +10,6 @@ data may stay on the CPU and go to the compute device one subset at a time.
 
 from __future__ import annotations
 
-import copy
 import math
 
 import torch
@@ -86,8 +85,6 @@ class SplitTarget(Target):
         self._resident = None  # views of the subsets, when the data live on the compute device
         if self.data_device == self.device:
             self._resident = [self.subset(m) for m in range(self.n_splits)]
-        self._flat = _FlatModule(network)
-        self._subset_prior_precision = self.prior_precision / self.n_splits
 
     def _place(self, X, y, device=None):
         X, y = super()._place(X, y, self.data_device)
@@ -115,14 +112,7 @@ class SplitTarget(Target):
         """
         self.n_subset_grads += 1
         X, y = self.subset(m)
-        weight = 1.0 / self.n_splits
-        if theta.shape[0] > 1:
-            return super().value_and_grad(theta, X, y, weight)
-        # one chain: a plain forward/backward and the Gaussian prior's gradient in closed form
-        theta = theta[0]
-        lik, grad = self._flat.likelihood_and_grad(theta, X, y, self.likelihood)
-        prior_force = self._subset_prior_precision * theta  # -grad log p(w) / M
-        return (lik - 0.5 * torch.dot(prior_force, theta))[None], (grad - prior_force)[None]
+        return super().value_and_grad(theta, X, y, 1.0 / self.n_splits)
 
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
         """Full-data log density and gradient, summed over the subsets (one graph at a time).
@@ -146,35 +136,3 @@ class SplitTarget(Target):
             super(SplitTarget, self).log_prob(theta, *self.subset(m), weight)
             for m in range(self.n_splits)
         )
-
-
-class _FlatModule:
-    """A private copy of the network whose trainable parameters are views of one flat vector.
-
-    Loading a position is one copy, and the gradient comes from a plain forward/backward of the
-    module: a single chain's subset gradient then runs at the speed of bare PyTorch, without the
-    per-call cost of :func:`torch.func.functional_call`.
-    """
-
-    def __init__(self, network: FunctionalNetwork):
-        self.module = copy.deepcopy(network.module)
-        self.flat = network.initial_position().clone()
-        self.params = []
-        for name, view, shape in zip(
-            network.names, self.flat.split(network.sizes), network.shapes, strict=True
-        ):
-            param = self.module.get_parameter(name)
-            param.data = view.view(shape)
-            self.params.append(param)
-
-    def likelihood_and_grad(self, theta: torch.Tensor, X, y, likelihood):
-        """Log-likelihood of ``(X, y)`` at ``theta`` (D,) and its gradient (D,)."""
-        with torch.no_grad():
-            self.flat.copy_(theta)
-        with torch.enable_grad():
-            value = likelihood.log_prob(self.module(X), y)
-            grads = torch.autograd.grad(value, self.params, allow_unused=True)
-        grads = [
-            torch.zeros_like(p) if g is None else g for p, g in zip(self.params, grads, strict=True)
-        ]
-        return value.detach(), torch.cat([g.reshape(-1) for g in grads])

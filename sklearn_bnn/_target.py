@@ -175,6 +175,11 @@ class Target:
             y = y.to(self.dtype)
         return X, y
 
+    def _flat_module(self) -> _FlatModule:
+        if getattr(self, "_flat", None) is None:
+            self._flat = _FlatModule(self.network)
+        return self._flat
+
     # -- densities ----------------------------------------------------------------
     def _log_likelihood(self, theta, X, y) -> torch.Tensor:
         return self.likelihood.log_prob(self.network.forward(theta, X), y)
@@ -203,8 +208,10 @@ class Target:
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
         """Log density and its gradient: one forward/backward pass of the likelihood.
 
-        The likelihood goes through autograd; the Gaussian prior's value and gradient are added
-        in closed form, which keeps the graph as small as the network's own.
+        The likelihood goes through autograd (one chain: a plain forward/backward of a private
+        copy of the module whose parameters are views of one flat vector; several chains:
+        ``vmap`` over ``functional_call``); the Gaussian prior's value and gradient are added in
+        closed form, which keeps the graph as small as the network's own.
 
         Parameters
         ----------
@@ -225,12 +232,47 @@ class Target:
         y = self.y if y is None else y
         theta = theta.detach()
         with torch.enable_grad():
-            leaf = theta.requires_grad_(True)
             if theta.shape[0] == 1:
-                log_lik = self._log_likelihood(leaf[0], X, y)[None]
+                log_lik, grad = self._flat_module().likelihood_and_grad(
+                    theta[0], X, y, self.likelihood
+                )
+                log_lik, grad = log_lik[None], grad[None]
             else:
+                leaf = theta.requires_grad_(True)
                 log_lik = vmap(lambda t: self._log_likelihood(t, X, y))(leaf)
-            (grad,) = torch.autograd.grad(log_lik.sum(), leaf)
+                (grad,) = torch.autograd.grad(log_lik.sum(), leaf)
         theta = theta.detach()
         log_prior, prior_grad = self._log_prior_and_grad(theta, prior_weight)
         return log_lik.detach() + log_prior, grad.add_(prior_grad)
+
+
+class _FlatModule:
+    """A private copy of the network whose trainable parameters are views of one flat vector.
+
+    Loading a position is one copy, and the gradient comes from a plain forward/backward of the
+    module: a single chain's subset gradient then runs at the speed of bare PyTorch, without the
+    per-call cost of :func:`torch.func.functional_call`.
+    """
+
+    def __init__(self, network: FunctionalNetwork):
+        self.module = copy.deepcopy(network.module)
+        self.flat = network.initial_position().clone()
+        self.params = []
+        for name, view, shape in zip(
+            network.names, self.flat.split(network.sizes), network.shapes, strict=True
+        ):
+            param = self.module.get_parameter(name)
+            param.data = view.view(shape)
+            self.params.append(param)
+
+    def likelihood_and_grad(self, theta: torch.Tensor, X, y, likelihood):
+        """Log-likelihood of ``(X, y)`` at ``theta`` (D,) and its gradient (D,)."""
+        with torch.no_grad():
+            self.flat.copy_(theta)
+        with torch.enable_grad():
+            value = likelihood.log_prob(self.module(X), y)
+            grads = torch.autograd.grad(value, self.params, allow_unused=True)
+        grads = [
+            torch.zeros_like(p) if g is None else g for p, g in zip(self.params, grads, strict=True)
+        ]
+        return value.detach(), torch.cat([g.reshape(-1) for g in grads])
