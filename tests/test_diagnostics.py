@@ -1,0 +1,43 @@
+"""ESS and R-hat against ArviZ on the same draws, and on chains with known behaviour."""
+
+import numpy as np
+import pytest
+
+from sklearn_bnn.diagnostics import ess, ess_bulk, ess_tail, mcse_mean, rhat
+
+
+def ar1_chains(phi, n_chains=4, n_draws=2000, seed=0, offsets=0.0):
+    rng = np.random.default_rng(seed)
+    x = np.zeros((n_chains, n_draws))
+    e = rng.normal(size=(n_chains, n_draws))
+    for t in range(1, n_draws):
+        x[:, t] = phi * x[:, t - 1] + e[:, t]
+    return x + offsets
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.5, 0.9])
+def test_agrees_with_arviz(phi):
+    az = pytest.importorskip("arviz")
+    x = ar1_chains(phi)
+    assert ess_bulk(x) == pytest.approx(float(az.ess(x, method="bulk")), rel=0.05)
+    assert ess_tail(x) == pytest.approx(float(az.ess(x, method="tail")), rel=0.05)
+    assert rhat(x) == pytest.approx(float(az.rhat(x)), rel=0.05)
+    # ArviZ's "mean" ESS is ours on split chains
+    half = x.shape[1] // 2
+    split = np.concatenate([x[:, :half], x[:, half:]])
+    assert ess(split) == pytest.approx(float(az.ess(x, method="mean")), rel=0.05)
+
+
+def test_ess_of_an_ar1_process_matches_theory():
+    # ESS / N = (1 - phi) / (1 + phi) for AR(1)
+    phi = 0.6
+    x = ar1_chains(phi, n_chains=4, n_draws=20_000)
+    assert ess(x) / x.size == pytest.approx((1 - phi) / (1 + phi), rel=0.1)
+    assert mcse_mean(x) == pytest.approx(x.std(ddof=1) / np.sqrt(ess(x)))
+
+
+def test_rhat_flags_chains_that_disagree():
+    mixed = ar1_chains(0.5)
+    stuck = ar1_chains(0.5, offsets=np.array([[0.0], [0.0], [3.0], [3.0]]))
+    assert rhat(mixed) < 1.01
+    assert rhat(stuck) > 1.2
