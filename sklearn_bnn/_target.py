@@ -120,8 +120,9 @@ class FunctionalNetwork:
                 out = f(thetas[i : i + chunk_size].to(self.device, self.dtype), X)
                 if transform is not None:
                     out = transform(out)
-                if mean:
-                    total = out.sum(0) if total is None else total + out.sum(0)
+                if mean:  # accumulated in float64: the mean must not depend on chunking
+                    part = out.double().sum(0)
+                    total = part if total is None else total + part
                 else:
                     chunks.append(out)
         return total / S if mean else torch.cat(chunks)

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
 
 from .._persistence import register
 from .._utils import check_scalar_param, to_numpy
@@ -161,6 +162,7 @@ class HMCClassifier(ClassifierMixin, BaseSamplingEstimator):
         -------
         ndarray of shape (n_samples, n_classes)
         """
+        check_is_fitted(self)
         mean = self._network_outputs(X, transform=self._likelihood().predictive, mean=True)
         proba = to_numpy(mean).astype(np.float64)
         return proba / proba.sum(axis=1, keepdims=True)  # exact in float64
