@@ -61,3 +61,27 @@ class Funnel:
         grad_v = -v / 9 + 0.5 * sq - 0.5 * n
         grad_x = -x * torch.exp(-v)[:, None]
         return log_prob, torch.cat([grad_v[:, None], grad_x], 1)
+
+
+def blr_posterior(X, y, alpha, beta):
+    """Closed-form posterior of y = [X, 1] theta + N(0, 1/beta), theta ~ N(0, I / alpha)."""
+    import numpy as np
+
+    X1 = np.hstack([X, np.ones((len(X), 1))])
+    cov = np.linalg.inv(alpha * np.eye(X1.shape[1]) + beta * X1.T @ X1)
+    return beta * cov @ X1.T @ y, cov
+
+
+def assert_draws_match_gaussian(draws, mean, cov, n_se=4.0):
+    """Each coordinate of draws (C, N, D): mean within n_se Monte Carlo standard errors, variance
+    within n_se standard deviations of its estimate (relative sd sqrt(2 / ESS))."""
+    import numpy as np
+
+    from sklearn_bnn.diagnostics import ess
+
+    for k in range(draws.shape[-1]):
+        x = draws[..., k]
+        n_eff = ess(x)
+        assert abs(x.mean() - mean[k]) < n_se * np.sqrt(cov[k, k] / n_eff), (k, x.mean(), mean[k])
+        rel_err = abs(x.var() / cov[k, k] - 1)
+        assert rel_err < n_se * np.sqrt(2 / n_eff), (k, rel_err, n_eff)

@@ -4,10 +4,10 @@ import joblib
 import numpy as np
 import pytest
 import torch
+from conftest import assert_draws_match_gaussian, blr_posterior
 from torch import nn
 
 from sklearn_bnn import HMCClassifier, HMCRegressor
-from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.estimators._chains import chain_seeds
 
 SMALL = dict(hidden_layer_sizes=(8,), n_samples=30, n_warmup=30, n_leapfrog=5, random_state=0)
@@ -82,16 +82,7 @@ def test_every_chain_method_samples_the_linear_regression_posterior(chain_method
         n_jobs=2,
         random_state=0,
     ).fit(X, y)
-    X1 = np.hstack([X, np.ones((30, 1))])
-    cov = np.linalg.inv(alpha * np.eye(3) + beta * X1.T @ X1)
-    mean = beta * cov @ X1.T @ y
-    draws = reg.samples_.draws.numpy()
-    for k in range(3):
-        n_eff = ess(draws[..., k])
-        assert abs(draws[..., k].mean() - mean[k]) < 4 * np.sqrt(cov[k, k] / n_eff)
-        # the variance of a Gaussian estimated from n_eff draws has relative sd sqrt(2 / n_eff)
-        rel_err = abs(draws[..., k].var() / cov[k, k] - 1)
-        assert rel_err < 4 * np.sqrt(2 / n_eff), (k, rel_err, n_eff)
+    assert_draws_match_gaussian(reg.samples_.draws.numpy(), *blr_posterior(X, y, alpha, beta))
 
 
 def test_a_diverging_chain_does_not_spoil_the_others(blobs):
@@ -144,14 +135,7 @@ def test_nuts_estimator_samples_the_linear_regression_posterior():
         dtype="float64",
         random_state=0,
     ).fit(X, y)
-    X1 = np.hstack([X, np.ones((30, 1))])
-    cov = np.linalg.inv(alpha * np.eye(3) + beta * X1.T @ X1)
-    mean = beta * cov @ X1.T @ y
-    draws = reg.samples_.draws.numpy()
-    for k in range(3):
-        n_eff = ess(draws[..., k])
-        assert abs(draws[..., k].mean() - mean[k]) < 4 * np.sqrt(cov[k, k] / n_eff)
-        assert abs(draws[..., k].var() / cov[k, k] - 1) < 4 * np.sqrt(2 / n_eff)
+    assert_draws_match_gaussian(reg.samples_.draws.numpy(), *blr_posterior(X, y, alpha, beta))
     d = reg.diagnostics_
     assert d["mean_tree_depth"].shape == (3,) and np.all(d["mean_tree_depth"] >= 1)
     assert 0.6 < reg.acceptance_rate_ < 1.0
