@@ -8,6 +8,15 @@ process's peak RSS during the trajectory and its increase over the RSS just befo
 memory the trajectory itself needed: activations, autograd graph, gradients). On a CUDA device
 (``--device cuda``) ``torch.cuda.max_memory_allocated`` is used instead.
 
+glibc's malloc keeps freed blocks in its heap and raises its mmap threshold as large blocks are
+freed, so by default the RSS of a process that has already freed some tensors says more about
+the allocator's history than about the memory the trajectory needs (the start state, computed
+just before, leaves a heap that the split trajectory then reuses without new pages, or not,
+depending on fragmentation). The children therefore run with a fixed mmap threshold and trim
+threshold (128 KiB): every tensor block larger than that is its own mapping, returned to the
+system when freed, and the peak RSS follows the peak of live memory. ``--glibc-default`` runs
+without these settings, for comparison.
+
 Target: split / full <= 0.25. Run: ``python benchmarks/split_memory.py [--steps 3]``.
 """
 
@@ -15,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 
@@ -86,15 +96,22 @@ def main():
     parser.add_argument("--n-splits", type=int, default=10)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--glibc-default", action="store_true", help="keep glibc's adaptive malloc thresholds"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure(args.child, args.n, args.n_splits, args.steps, args.device)))
         return
     kind = "allocated (CUDA)" if args.device == "cuda" else "RSS"
+    env = dict(os.environ)
+    if not args.glibc_default:
+        env.update(MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
     print(
         f"one trajectory of {args.steps} steps, N = {args.n}, MLP [20, 256, 256, 1], "
         f"{args.n_splits} subsets; peak {kind} in MiB, fresh process per row"
+        + ("" if args.glibc_default or args.device == "cuda" else ", malloc thresholds 128 KiB")
     )
     header = f"{'scheme':<11} {'peak':>8} {'before':>8} {'increase':>9} {'increase / full':>16}"
     print(header)
@@ -108,6 +125,7 @@ def main():
             capture_output=True,
             text=True,
             check=True,
+            env=env,
         )
         r = json.loads(out.stdout.strip().splitlines()[-1])
         full = r if full is None else full
