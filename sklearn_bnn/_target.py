@@ -185,11 +185,20 @@ class Target:
     def _log_likelihood(self, theta, X, y) -> torch.Tensor:
         return self.likelihood.log_prob(self.network.forward(theta, X), y)
 
+    def _weighted_precision(self, prior_weight: float) -> torch.Tensor:
+        """``prior_weight * tau``, cached (split integrators ask for 1/M at every subset)."""
+        if prior_weight == 1.0:
+            return self.prior_precision
+        tau = self.prior_precision
+        key = (float(prior_weight), id(tau), tau._version)
+        cached = self.__dict__.get("_weighted")
+        if cached is None or cached[0] != key or cached[1] is not tau:
+            cached = self._weighted = (key, tau, prior_weight * tau)
+        return cached[2]
+
     def _log_prior_and_grad(self, theta: torch.Tensor, prior_weight: float):
         """The Gaussian prior in closed form: -w tau theta^2 / 2 and its gradient -w tau theta."""
-        scaled = self.prior_precision * theta
-        if prior_weight != 1.0:
-            scaled = prior_weight * scaled
+        scaled = self._weighted_precision(prior_weight) * theta
         return -0.5 * (scaled * theta).sum(-1), -scaled
 
     def log_prob(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
@@ -232,19 +241,38 @@ class Target:
         X = self.X if X is None else X
         y = self.y if y is None else y
         theta = theta.detach()
-        with torch.enable_grad():
-            if theta.shape[0] == 1:
-                log_lik, grad = self._flat_module().likelihood_and_grad(
-                    theta[0], X, y, self.likelihood
+        precision = self._weighted_precision(prior_weight)
+        if theta.shape[0] == 1:
+            # One chain: the hot path of every leapfrog step, kept to a handful of tensor ops.
+            with torch.enable_grad():
+                value, grad = self._flat_module().log_density_and_grad(
+                    theta.view(-1), X, y, self.likelihood, precision
                 )
-                log_lik, grad = log_lik[None], grad[None]
-            else:
-                leaf = theta.requires_grad_(True)
-                log_lik = vmap(lambda t: self._log_likelihood(t, X, y))(leaf)
-                (grad,) = torch.autograd.grad(log_lik.sum(), leaf)
-        theta = theta.detach()
-        log_prior, prior_grad = self._log_prior_and_grad(theta, prior_weight)
-        return log_lik.detach() + log_prior, grad.add_(prior_grad)
+            return value.view(1), grad.view(1, -1)
+        with torch.enable_grad():
+            leaf = theta.detach().requires_grad_(True)
+            log_lik = vmap(lambda t: self._log_likelihood(t, X, y))(leaf)
+            (grad,) = torch.autograd.grad(log_lik.sum(), leaf)
+        # The prior in closed form: grad -= w tau theta; value -= w tau theta.theta / 2.
+        grad = grad.addcmul_(precision, theta, value=-1.0)
+        log_prior = torch.mv(theta.square(), precision)
+        return log_lik.detach().add_(log_prior, alpha=-0.5), grad
+
+
+class _Constant:
+    """A scalar tensor cached per dtype and device."""
+
+    def __init__(self, number: float):
+        self.number, self.cache = number, {}
+
+    def get(self, like: torch.Tensor) -> torch.Tensor:
+        key = (like.dtype, like.device)
+        if key not in self.cache:
+            self.cache[key] = torch.tensor(self.number, dtype=like.dtype, device=like.device)
+        return self.cache[key]
+
+
+_MINUS_ONE = _Constant(-1.0)
 
 
 class _FlatModule:
@@ -258,22 +286,32 @@ class _FlatModule:
     def __init__(self, network: FunctionalNetwork):
         self.module = copy.deepcopy(network.module)
         self.flat = network.initial_position().clone()
+        self.flat_grad = torch.zeros_like(self.flat)
         self.params = []
-        for name, view, shape in zip(
-            network.names, self.flat.split(network.sizes), network.shapes, strict=True
+        for name, view, grad_view, shape in zip(
+            network.names,
+            self.flat.split(network.sizes),
+            self.flat_grad.split(network.sizes),
+            network.shapes,
+            strict=True,
         ):
             param = self.module.get_parameter(name)
             param.data = view.view(shape)
+            # backward() accumulates into the flat gradient in place: no gathering afterwards
+            param.grad = grad_view.view(shape)
             self.params.append(param)
 
-    def likelihood_and_grad(self, theta: torch.Tensor, X, y, likelihood):
-        """Log-likelihood of ``(X, y)`` at ``theta`` (D,) and its gradient (D,)."""
-        with torch.no_grad():
-            self.flat.copy_(theta)
-        with torch.enable_grad():
-            value = likelihood.log_prob(self.module(X), y)
-            grads = torch.autograd.grad(value, self.params, allow_unused=True)
-        grads = [
-            torch.zeros_like(p) if g is None else g for p, g in zip(self.params, grads, strict=True)
-        ]
-        return value.detach(), torch.cat([g.reshape(-1) for g in grads])
+    def log_density_and_grad(self, theta: torch.Tensor, X, y, likelihood, precision):
+        """Log-likelihood of ``(X, y)`` plus the Gaussian log prior with ``precision`` at
+        ``theta`` (D,), and its gradient (D,). Called with grad mode enabled.
+
+        Few passes over the D-vector, as this runs once per subset gradient: the gradient
+        buffer starts as tau theta, backward() of minus the log-likelihood adds -grad l to it in
+        place, and the negation that copies it out gives grad l - tau theta.
+        """
+        self.flat.copy_(theta)  # neither side requires grad: nothing is recorded
+        scaled = torch.mul(precision, theta, out=self.flat_grad)
+        half_norm = 0.5 * torch.dot(scaled, theta)  # tau theta.theta / 2, before backward
+        value = likelihood.log_prob(self.module(X), y)
+        value.backward(gradient=_MINUS_ONE.get(value))
+        return value.detach() - half_norm, torch.neg(self.flat_grad)

@@ -100,6 +100,30 @@ def test_split_target_equals_full_target(n_splits, n_chains):
         torch.testing.assert_close(g, g_ref, rtol=1e-12, atol=1e-10)
 
 
+def test_subset_gradient_matches_autograd_and_follows_a_changed_prior():
+    split, full = _mlp_targets(3)
+    theta = 0.5 * torch.randn(2, full.dim, generator=torch.Generator().manual_seed(3), dtype=F64)
+
+    def reference(m):
+        X, y = split.subset(m)
+        leaf = theta.clone().requires_grad_(True)
+        lik = torch.stack([full.likelihood.log_prob(full.network.forward(t, X), y) for t in leaf])
+        value = lik - 0.5 / 3 * (split.prior_precision * leaf * leaf).sum(-1)
+        (grad,) = torch.autograd.grad(value.sum(), leaf)
+        return value.detach(), grad
+
+    for m in range(3):
+        for got, want in zip(split.subset_value_and_grad(theta, m), reference(m), strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-10)
+    # The 1/M-weighted precision is cached; changing the prior (in place or replaced) is seen.
+    split.prior_precision.mul_(4.0)
+    for got, want in zip(split.subset_value_and_grad(theta, 1), reference(1), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-10)
+    split.prior_precision = torch.full_like(split.prior_precision, 0.25)
+    for got, want in zip(split.subset_value_and_grad(theta, 2), reference(2), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-10)
+
+
 def test_split_target_classification_float32():
     g = torch.Generator().manual_seed(0)
     X = torch.randn(90, 4, generator=g)
