@@ -238,25 +238,42 @@ class Target:
         value : tensor (C,)
         grad : tensor (C, D)
         """
+        log_lik, grad = self.log_likelihood_and_grad(theta, X, y, prior_weight)
+        theta = theta.detach()
+        log_prior = torch.mv(theta.square(), self._weighted_precision(prior_weight))
+        return log_lik.add_(log_prior, alpha=-0.5), grad
+
+    def log_likelihood_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight=1.0):
+        """Log-likelihood, and the gradient of the log *density* (likelihood plus weighted prior).
+
+        The hot path of the split integrators: a kick needs only the gradient, and the prior's
+        value, wanted once per trajectory for the energy, is cheaper to add in closed form where
+        it is needed (:meth:`value_and_grad`, the split target's full-data energy) than at every
+        subset. Arguments as for :meth:`value_and_grad`.
+
+        Returns
+        -------
+        log_lik : tensor (C,)
+        grad : tensor (C, D)
+            Gradient of ``log_lik + prior_weight * log p(theta)``.
+        """
         X = self.X if X is None else X
         y = self.y if y is None else y
-        theta = theta.detach()
         precision = self._weighted_precision(prior_weight)
         if theta.shape[0] == 1:
             # One chain: the hot path of every leapfrog step, kept to a handful of tensor ops.
             with torch.enable_grad():
-                value, grad = self._flat_module().log_density_and_grad(
-                    theta.view(-1), X, y, self.likelihood, precision
+                log_lik, grad = self._flat_module().log_likelihood_and_grad(
+                    theta.detach().view(-1), X, y, self.likelihood, precision
                 )
-            return value.view(1), grad.view(1, -1)
+            return log_lik.view(1), grad.view(1, -1)
+        theta = theta.detach()
         with torch.enable_grad():
-            leaf = theta.detach().requires_grad_(True)
+            leaf = theta.detach().requires_grad_(True)  # a fresh alias: theta stays a plain tensor
             log_lik = vmap(lambda t: self._log_likelihood(t, X, y))(leaf)
             (grad,) = torch.autograd.grad(log_lik.sum(), leaf)
-        # The prior in closed form: grad -= w tau theta; value -= w tau theta.theta / 2.
-        grad = grad.addcmul_(precision, theta, value=-1.0)
-        log_prior = torch.mv(theta.square(), precision)
-        return log_lik.detach().add_(log_prior, alpha=-0.5), grad
+        # The prior's gradient in closed form: grad -= w tau theta.
+        return log_lik.detach(), grad.addcmul_(precision, theta, value=-1.0)
 
 
 class _Constant:
@@ -301,17 +318,16 @@ class _FlatModule:
             param.grad = grad_view.view(shape)
             self.params.append(param)
 
-    def log_density_and_grad(self, theta: torch.Tensor, X, y, likelihood, precision):
-        """Log-likelihood of ``(X, y)`` plus the Gaussian log prior with ``precision`` at
-        ``theta`` (D,), and its gradient (D,). Called with grad mode enabled.
+    def log_likelihood_and_grad(self, theta: torch.Tensor, X, y, likelihood, precision):
+        """Log-likelihood of ``(X, y)`` at ``theta`` (D,), and the gradient (D,) of it plus the
+        Gaussian log prior with ``precision``. Called with grad mode enabled.
 
-        Few passes over the D-vector, as this runs once per subset gradient: the gradient
-        buffer starts as tau theta, backward() of minus the log-likelihood adds -grad l to it in
-        place, and the negation that copies it out gives grad l - tau theta.
+        Few tensor operations, as this runs once per subset gradient: the gradient buffer
+        starts as tau theta, backward() of minus the log-likelihood adds -grad l to it in place,
+        and the negation that copies it out gives grad l - tau theta.
         """
         self.flat.copy_(theta)  # neither side requires grad: nothing is recorded
-        scaled = torch.mul(precision, theta, out=self.flat_grad)
-        half_norm = 0.5 * torch.dot(scaled, theta)  # tau theta.theta / 2, before backward
+        torch.mul(precision, theta, out=self.flat_grad)
         value = likelihood.log_prob(self.module(X), y)
         value.backward(gradient=_MINUS_ONE.get(value))
-        return value.detach() - half_norm, torch.neg(self.flat_grad)
+        return value.detach(), torch.neg(self.flat_grad)

@@ -151,7 +151,8 @@ class _SplitPath:
     """Position and momentum along a split trajectory, with the subset gradients known there.
 
     Each subset's gradient is computed at most once per position, so kicks by the same subset
-    at the same position share it.
+    at the same position share it. Subsets report their log-likelihood beside the gradient; the
+    prior's value enters once, in :meth:`end_state`.
     """
 
     def __init__(self, target, position: torch.Tensor, momentum: torch.Tensor):
@@ -161,15 +162,16 @@ class _SplitPath:
         self.n_evals = 0
         self._known: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
-    def _value_and_grad(self, m: int):
-        if m not in self._known:
-            self._known[m] = self.target.subset_value_and_grad(self.position, m)
+    def _log_lik_and_grad(self, m: int):
+        known = self._known.get(m)
+        if known is None:
+            known = self._known[m] = self.target.subset_log_likelihood_and_grad(self.position, m)
             self.n_evals += 1
-        return self._known[m]
+        return known
 
     def kick(self, m: int, half_step: torch.Tensor) -> None:
         """p <- p + half_step * grad(-U_m)(w)."""
-        self.momentum = torch.addcmul(self.momentum, half_step, self._value_and_grad(m)[1])
+        self.momentum = torch.addcmul(self.momentum, half_step, self._log_lik_and_grad(m)[1])
 
     def drift(self, scale: torch.Tensor) -> None:
         """w <- w + scale * p, with ``scale`` the step times the inverse mass."""
@@ -182,8 +184,6 @@ class _SplitPath:
 
     def end_state(self) -> State:
         """The current position with the full-data log density and gradient (all subsets)."""
-        value, grad = self._value_and_grad(0)
-        for m in range(1, self.target.n_splits):
-            v, g = self._value_and_grad(m)
-            value, grad = value + v, grad + g
+        parts = [self._log_lik_and_grad(m) for m in range(self.target.n_splits)]
+        value, grad = self.target.log_density_from_subsets(self.position, *zip(*parts, strict=True))
         return State(self.position, value, grad)

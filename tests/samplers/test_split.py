@@ -115,6 +115,12 @@ def test_subset_gradient_matches_autograd_and_follows_a_changed_prior():
     for m in range(3):
         for got, want in zip(split.subset_value_and_grad(theta, m), reference(m), strict=True):
             torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-10)
+        # the kick's call: the subset's log-likelihood alone, the same gradient of -U_m
+        log_lik, grad = split.subset_log_likelihood_and_grad(theta, m)
+        value, grad_ref = reference(m)
+        log_prior = -0.5 / 3 * (split.prior_precision * theta * theta).sum(-1)
+        torch.testing.assert_close(log_lik, value - log_prior, rtol=1e-12, atol=1e-10)
+        torch.testing.assert_close(grad, grad_ref, rtol=1e-12, atol=1e-10)
     # The 1/M-weighted precision is cached; changing the prior (in place or replaced) is seen.
     split.prior_precision.mul_(4.0)
     for got, want in zip(split.subset_value_and_grad(theta, 1), reference(1), strict=True):
@@ -237,13 +243,13 @@ def test_randomised_order_is_drawn_per_trajectory_from_the_generator():
     assert torch.equal(a[0].position, b[0].position) and torch.equal(a[1], b[1])
     # the first subset of each trajectory is the first of a fresh uniform permutation
     firsts = []
-    original = split.subset_value_and_grad
+    original = split.subset_log_likelihood_and_grad
 
     def recording(theta, m):
         firsts.append(m)
         return original(theta, m)
 
-    split.subset_value_and_grad = recording
+    split.subset_log_likelihood_and_grad = recording
     g = torch.Generator().manual_seed(0)
     counts = np.zeros(3)
     for _ in range(240):
