@@ -157,8 +157,9 @@ class _SplitPath:
 
     def __init__(self, target, position: torch.Tensor, momentum: torch.Tensor):
         self.target = target
-        self.position = position
-        self.momentum = momentum
+        # Private copies, updated in place: no allocation per kick or drift.
+        self.position = position.clone()
+        self.momentum = momentum.clone()
         self.n_evals = 0
         self._known: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
@@ -171,16 +172,20 @@ class _SplitPath:
 
     def kick(self, m: int, half_step: torch.Tensor) -> None:
         """p <- p + half_step * grad(-U_m)(w)."""
-        self.momentum = torch.addcmul(self.momentum, half_step, self._log_lik_and_grad(m)[1])
+        self.momentum.addcmul_(half_step, self._log_lik_and_grad(m)[1])
 
     def drift(self, scale: torch.Tensor) -> None:
         """w <- w + scale * p, with ``scale`` the step times the inverse mass."""
-        self.position = torch.addcmul(self.position, scale, self.momentum)
+        self.position.addcmul_(scale, self.momentum)
         self._known.clear()
 
     def diverged(self) -> bool:
-        """True when no chain's momentum is finite any more."""
-        return not torch.isfinite(self.momentum).all(-1).any()
+        """True when no chain's momentum is finite any more.
+
+        Tested on the sum over coordinates, which is non-finite when any coordinate is (or
+        when they overflow together, a divergence too): one reduction instead of a mask.
+        """
+        return not torch.isfinite(self.momentum.sum(-1)).any()
 
     def end_state(self) -> State:
         """The current position with the full-data log density and gradient (all subsets)."""

@@ -292,3 +292,28 @@ def test_split_hmc_samples_the_bayesian_linear_regression_posterior(integrator):
 class _Gaussian:
     def __init__(self, mean, cov):
         self.mean, self.cov = torch.as_tensor(mean), torch.as_tensor(cov)
+
+
+@pytest.mark.parametrize("integrator", SPLIT_INTEGRATORS)
+def test_far_too_large_step_is_a_counted_divergence_and_leaves_the_state_intact(integrator):
+    target, _ = _mlp_targets(n_splits=3)
+    state, _ = _start(target, C=3)
+    before = state.position.clone()
+    kernel = HMC(target, step_size=50.0, n_leapfrog=20, integrator=integrator)
+    new, info = kernel.step(state, torch.Generator().manual_seed(0))
+    assert info.divergent.all() and not info.accepted.any()
+    torch.testing.assert_close(new.position, before, rtol=0, atol=0)
+    torch.testing.assert_close(state.position, before, rtol=0, atol=0)  # the input is not updated
+    assert torch.isfinite(new.log_prob).all() and torch.isfinite(new.grad).all()
+
+
+def test_trajectory_does_not_update_the_starting_state_in_place():
+    target, _ = _mlp_targets(n_splits=4)
+    state, p = _start(target, C=2)
+    q0, p0 = state.position.clone(), p.clone()
+    eps, inv_mass = torch.full((2,), 0.01, dtype=F64), torch.ones(target.dim, dtype=F64)
+    for integrator in SPLIT_INTEGRATORS:
+        generator = torch.Generator().manual_seed(0)
+        end, p_end, _ = integrator(target, state, p, eps, 5, inv_mass, generator)
+        assert not torch.equal(end.position, q0) and not torch.equal(p_end, p0)
+        assert torch.equal(state.position, q0) and torch.equal(p, p0)
