@@ -47,7 +47,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         n_warmup=500,
         sampler="hmc",
         step_size="auto",
-        n_leapfrog=20,
+        n_leapfrog=50,
         max_tree_depth=10,
         target_accept=0.8,
         thin=1,

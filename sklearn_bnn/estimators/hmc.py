@@ -37,7 +37,7 @@ _PARAMS_DOC = """
         the generalized U-turn criterion), which chooses the trajectory length itself.
     step_size : float or "auto", default="auto"
         Leapfrog step size; "auto" adapts it by dual averaging during warmup.
-    n_leapfrog : int, default=20
+    n_leapfrog : int, default=50
         Leapfrog steps per trajectory.
     max_tree_depth : int, default=10
         NUTS only: at most 2**max_tree_depth - 1 leapfrog steps per transition.
@@ -225,7 +225,7 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         n_warmup=500,
         sampler="hmc",
         step_size="auto",
-        n_leapfrog=20,
+        n_leapfrog=50,
         max_tree_depth=10,
         target_accept=0.8,
         thin=1,
