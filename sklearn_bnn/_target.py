@@ -90,8 +90,9 @@ class FunctionalNetwork:
         """Outputs of every draw in ``thetas`` (S, D) on ``X``: shape (S, n, n_out).
 
         Draws are evaluated together with :func:`torch.func.vmap`, in chunks sized to keep the
-        widest hidden activation near 16 MB on a CPU (cache-friendly) and 1 GB on a GPU; when
-        fewer than 16 draws fit a CPU chunk, one draw at a time is faster and is used.
+        widest hidden activation near 4 MB on a CPU (about the size of a cache: larger chunks
+        measured slower than a loop over draws, ``benchmarks/hmc_speed.py``) and 1 GB on a GPU;
+        when fewer than 16 draws fit a CPU chunk, one draw at a time is faster and is used.
 
         Parameters
         ----------
@@ -104,7 +105,7 @@ class FunctionalNetwork:
         X = self.as_tensor(X)
         S = thetas.shape[0]
         if chunk_size is None:
-            budget = 2.5e8 if self.device.type == "cuda" else 4e6
+            budget = 2.5e8 if self.device.type == "cuda" else 1e6
             widest = max(s[0] for s in self.shapes)
             chunk_size = max(1, min(S, int(budget // max(1, X.shape[0] * widest))))
         if chunk_size < 16 and self.device.type == "cpu":
