@@ -399,3 +399,17 @@ def test_report_uses_predict_samples_for_mutual_information():
     assert report["mean_mutual_information"] == pytest.approx(mutual_information(draws).mean())
     assert report["mean_mutual_information"] > 0
     assert report["accuracy"] == pytest.approx(ens.score(X, labels))
+
+
+def test_report_reads_the_draws_through_a_pipeline():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = make_classification(200, n_classes=3, n_informative=4, random_state=1)
+    pipe = make_pipeline(StandardScaler(), BootstrapEnsemble(n_members=8, random_state=0))
+    pipe.fit(X, y)
+    report = uncertainty_report(pipe, X, y)
+    draws = pipe[-1].predict_samples(pipe[0].transform(X))
+    assert report["mean_mutual_information"] == pytest.approx(mutual_information(draws).mean())
+    assert report["mean_mutual_information"] > 0
+    assert report["accuracy"] == pytest.approx(pipe.score(X, y))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.metrics import accuracy_score
+from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from ._classification import (
@@ -23,8 +24,9 @@ def uncertainty_report(estimator, X, y, utility=None, *, n_bins: int = 15) -> di
     Works with any fitted classifier that has ``predict_proba``. When the estimator also has
     ``predict_samples`` (our Bayesian classifiers, :class:`~sklearn_bnn.ensemble.EnsembleReducer`)
     the per-draw probabilities are computed once: their mean is the predictive distribution
-    and they give the mutual information. Otherwise the mutual information is NaN: a single
-    predictive distribution says nothing about disagreement between posterior draws.
+    and they give the mutual information; a :class:`~sklearn.pipeline.Pipeline` ending in such
+    an estimator counts as one. Otherwise the mutual information is NaN: a single predictive
+    distribution says nothing about disagreement between posterior draws.
 
     Parameters
     ----------
@@ -54,8 +56,8 @@ def uncertainty_report(estimator, X, y, utility=None, *, n_bins: int = 15) -> di
     """
     check_is_fitted(estimator)
     labels = estimator.classes_
-    if hasattr(estimator, "predict_samples"):
-        samples = np.asarray(estimator.predict_samples(X))
+    samples = _draw_probabilities(estimator, X)
+    if samples is not None:
         y_prob = samples.mean(axis=0)
         mean_mi = float(mutual_information(samples).mean())
     else:
@@ -73,3 +75,12 @@ def uncertainty_report(estimator, X, y, utility=None, *, n_bins: int = 15) -> di
     if utility is not None:
         report["expected_utility"] = expected_utility_score(y, y_prob, utility, labels=labels)
     return report
+
+
+def _draw_probabilities(estimator, X):
+    """Per-draw class probabilities (n_draws, n, n_classes), or None when there are none."""
+    if hasattr(estimator, "predict_samples"):
+        return np.asarray(estimator.predict_samples(X))
+    if isinstance(estimator, Pipeline) and hasattr(estimator[-1], "predict_samples"):
+        return np.asarray(estimator[-1].predict_samples(estimator[:-1].transform(X)))
+    return None
