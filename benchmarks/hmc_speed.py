@@ -22,11 +22,10 @@ import torch
 from torch import nn
 
 from sklearn_bnn import HMCClassifier
-from sklearn_bnn._sampling import run_chains
-from sklearn_bnn._target import FunctionalNetwork, Target
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers import HMC
+from sklearn_bnn.samplers import HMCKernel, run_chains
+from sklearn_bnn.targets import FunctionalNetwork, Target
 
 
 def regression_data(n=400, seed=0):
@@ -116,7 +115,7 @@ def main():
     tau = 100.0
     net = mlp()
     target = Target(FunctionalNetwork(net), X, y, Gaussian(tau), GaussianPrior(1.0))
-    kernel = HMC(target, step_size=5e-4, n_leapfrog=30)
+    kernel = HMCKernel(target, step_size=5e-4, n_leapfrog=30)
     generator = torch.Generator().manual_seed(0)
     state = kernel.init(FunctionalNetwork(net).initial_position())
     n_bare = args.transitions * 30

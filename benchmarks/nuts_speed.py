@@ -20,14 +20,13 @@ import time
 
 import torch
 
-from sklearn_bnn._sampling import run_chains
-from sklearn_bnn._target import FunctionalNetwork, Target
 from sklearn_bnn._utils import seeded_torch
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.nets import make_mlp
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers import NUTS
+from sklearn_bnn.samplers import NUTSKernel, run_chains
 from sklearn_bnn.samplers.init import find_mode
+from sklearn_bnn.targets import FunctionalNetwork, Target
 
 NOISE_PRECISION = 100.0
 
@@ -71,7 +70,7 @@ def main(rounds: int = 3, seconds: float = 8.0) -> None:
         module = make_mlp(1, [100, 100], 1)
     network = FunctionalNetwork(module)
     target = Target(network, X, y, Gaussian(NOISE_PRECISION), GaussianPrior(1.0))
-    kernel = NUTS(target)
+    kernel = NUTSKernel(target)
     generator = torch.Generator().manual_seed(0)
     warm = run_chains(
         kernel,
@@ -87,7 +86,7 @@ def main(rounds: int = 3, seconds: float = 8.0) -> None:
     def nuts_transition():
         nonlocal state
         state, info = kernel.step(state, generator, step_size=eps)
-        depths.append(float(info.tree_depth.float().mean()))
+        depths.append(float(info.extra["tree_depth"].float().mean()))
         return info.n_grad
 
     def target_gradient():

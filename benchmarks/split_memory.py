@@ -31,11 +31,10 @@ import sys
 import torch
 from torch import nn
 
-from sklearn_bnn._split import SplitTarget
-from sklearn_bnn._target import FunctionalNetwork, Target
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import State, leapfrog, naive_split, randomised_split, symmetric_split
+from sklearn_bnn.targets import FunctionalNetwork, SplitTarget, Target
 
 INTEGRATORS = {
     "full": leapfrog,

@@ -25,11 +25,10 @@ import time
 import torch
 from torch import nn
 
-from sklearn_bnn._split import SplitTarget
-from sklearn_bnn._target import FunctionalNetwork
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers import HMC, naive_split, randomised_split, symmetric_split
+from sklearn_bnn.samplers import HMCKernel, naive_split, randomised_split, symmetric_split
+from sklearn_bnn.targets import FunctionalNetwork, SplitTarget
 
 SCHEMES = {"naive": naive_split, "randomised": randomised_split, "symmetric": symmetric_split}
 
@@ -74,7 +73,9 @@ def sampler_seconds(kernel, state, generator, n_transitions):
 
 def compare(name, module, target, n_leapfrog, step_size, n_transitions, rounds):
     for scheme, integrator in SCHEMES.items():
-        kernel = HMC(target, step_size=step_size, n_leapfrog=n_leapfrog, integrator=integrator)
+        kernel = HMCKernel(
+            target, step_size=step_size, n_leapfrog=n_leapfrog, integrator=integrator
+        )
         state = kernel.init(target.network.initial_position())
         generator = torch.Generator().manual_seed(0)
         sampler_seconds(kernel, state, generator, 1)  # warm up

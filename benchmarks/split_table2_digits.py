@@ -28,15 +28,20 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch import nn
 
-from sklearn_bnn._sampling import run_chains
-from sklearn_bnn._split import SplitTarget
-from sklearn_bnn._target import FunctionalNetwork, Target
 from sklearn_bnn._utils import seeded_torch
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.likelihoods import Categorical
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers import HMC, leapfrog, naive_split, randomised_split, symmetric_split
+from sklearn_bnn.samplers import (
+    HMCKernel,
+    leapfrog,
+    naive_split,
+    randomised_split,
+    run_chains,
+    symmetric_split,
+)
 from sklearn_bnn.samplers.init import find_mode
+from sklearn_bnn.targets import FunctionalNetwork, SplitTarget, Target
 
 INTEGRATORS = {
     "full": leapfrog,
@@ -70,7 +75,7 @@ class DigitsCNN(nn.Module):
 def run(scheme, targets, start, data, args):
     Xte, yte = data[1], data[3]
     target = targets["full" if scheme == "full" else "split"]
-    kernel = HMC(target, step_size=args.step_size, n_leapfrog=args.n_leapfrog)
+    kernel = HMCKernel(target, step_size=args.step_size, n_leapfrog=args.n_leapfrog)
     kernel.integrator = INTEGRATORS[scheme]
     begin = time.perf_counter()
     chains = run_chains(

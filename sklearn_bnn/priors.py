@@ -11,10 +11,25 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-__all__ = ["GaussianPrior"]
+__all__ = ["BoundGaussianPrior", "GaussianPrior", "Prior"]
 
 
-class GaussianPrior:
+class Prior:
+    """Base class of the priors over a network's weights.
+
+    A prior is a configuration (like a sampler object); :meth:`bind` lays it over a network's
+    flattened parameters and returns the object the targets evaluate, with
+    ``log_prob(theta, weight)`` (C,), ``grad(theta, weight)`` (C, D) and the in-place forms the
+    hot paths use. ``weight`` multiplies the log density (1/M for one of M data subsets,
+    seeds/000 eq. 6).
+    """
+
+    def bind(self, names: Sequence[str], sizes: Sequence[int], *, dtype, device):
+        """The prior laid over parameters ``names`` of ``sizes`` (flattened in that order)."""
+        raise NotImplementedError
+
+
+class GaussianPrior(Prior):
     """Zero-mean Gaussian prior with per-tensor precisions.
 
     Parameters
@@ -42,6 +57,9 @@ class GaussianPrior:
                 for t, n in zip(per_tensor, sizes, strict=True)
             ]
         )
+
+    def bind(self, names, sizes, *, dtype, device) -> BoundGaussianPrior:
+        return BoundGaussianPrior(self.precision_vector(names, sizes, dtype=dtype, device=device))
 
     def _per_tensor(self, names: Sequence[str]) -> list[float]:
         p = self.precision
@@ -71,3 +89,48 @@ class GaussianPrior:
             if not (v > 0 and v < float("inf")):
                 raise ValueError(f"prior_precision values must be finite and > 0, got {p!r}.")
         return values
+
+
+class BoundGaussianPrior:
+    """log N(theta | 0, diag(1/tau)) = -tau . theta^2 / 2 (+ const), in closed form.
+
+    The one place the Gaussian prior's value and gradient are written (seeds/000 §3.1).
+    ``precision`` (D,) may be replaced or updated in place (e.g. by a Gibbs step on a
+    hyperprior); the weighted copies are cached against its version.
+
+    Parameters
+    ----------
+    precision : tensor (D,)
+        tau, one precision per flattened parameter.
+    """
+
+    def __init__(self, precision: torch.Tensor):
+        self.precision = precision
+        self._weighted = None
+
+    def weighted_precision(self, weight: float = 1.0) -> torch.Tensor:
+        """``weight * tau`` (cached: split integrators ask for 1/M at every subset)."""
+        tau = self.precision
+        if weight == 1.0:
+            return tau
+        key = (float(weight), id(tau), tau._version)
+        if self._weighted is None or self._weighted[0] != key or self._weighted[1] is not tau:
+            self._weighted = (key, tau, weight * tau)
+        return self._weighted[2]
+
+    def log_prob(self, theta: torch.Tensor, weight: float = 1.0) -> torch.Tensor:
+        """``weight`` times the log density at ``theta`` (C, D) -> (C,) (or (D,) -> scalar)."""
+        return -0.5 * torch.matmul(theta.detach().square(), self.weighted_precision(weight))
+
+    def grad(self, theta: torch.Tensor, weight: float = 1.0) -> torch.Tensor:
+        """``weight`` times the gradient of the log density, -w tau theta."""
+        return -self.weighted_precision(weight) * theta.detach()
+
+    def add_grad_(self, grad: torch.Tensor, theta: torch.Tensor, weight: float = 1.0):
+        """``grad += weight * grad log p(theta)`` in place; returns ``grad``."""
+        return grad.addcmul_(self.weighted_precision(weight), theta.detach(), value=-1.0)
+
+    def neg_grad_into(self, out: torch.Tensor, theta: torch.Tensor, weight: float = 1.0):
+        """``out = -weight * grad log p(theta)`` written into ``out`` (the hot path of one
+        chain's gradient, which then accumulates the likelihood's backward pass on top)."""
+        return torch.mul(self.weighted_precision(weight), theta, out=out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ._persistence import register
@@ -37,6 +38,7 @@ class PosteriorSamples:
         self.stats = {k: v.detach().cpu() for k, v in (stats or {}).items()}
         self.names = list(names)
         self.shapes = [tuple(s) for s in shapes]
+        self.info = {}  # per-run sampler figures (step sizes, acceptance, divergences)
 
     @property
     def n_chains(self) -> int:
@@ -73,6 +75,48 @@ class PosteriorSamples:
             )
             start += size
         return out
+
+    def summary(self) -> dict:
+        """Convergence of each coordinate and of the log density: mean, sd, bulk and tail ESS,
+        split R-hat, as a dict of arrays (one entry per coordinate of the flat vector, then
+        ``"log_prob"``)."""
+        from .diagnostics import ess_bulk, ess_tail, rhat
+
+        draws = self.draws.double().numpy()
+        columns = [draws[..., j] for j in range(self.dim)] + [self.log_prob.double().numpy()]
+        return {
+            "mean": np.array([c.mean() for c in columns]),
+            "sd": np.array([c.std(ddof=1) if c.size > 1 else np.nan for c in columns]),
+            "ess_bulk": np.array([ess_bulk(c) for c in columns]),
+            "ess_tail": np.array([ess_tail(c) for c in columns]),
+            "rhat": np.array([rhat(c) for c in columns]),
+        }
+
+    def to_inference_data(self, include_draws: bool = True):
+        """The draws as an ArviZ ``InferenceData`` (needs ``pip install sklearn-bnn[arviz]``).
+
+        Parameters
+        ----------
+        include_draws : bool, default=True
+            Export every named parameter (n_chains, n_draws, *shape); with False, only the log
+            density and the sampler statistics.
+        """
+        try:
+            import arviz
+        except ImportError as exc:
+            raise ImportError(
+                "to_inference_data needs ArviZ: pip install sklearn-bnn[arviz]"
+            ) from exc
+        posterior = {"log_prob": self.log_prob.double().numpy()}
+        if include_draws:
+            posterior.update({k: v.numpy() for k, v in self.as_dict().items()})
+        stats = {"lp": posterior["log_prob"]}
+        stats.update({k: v.numpy() for k, v in self.stats.items()})
+        if "step_size" in self.info:
+            stats["step_size"] = np.broadcast_to(
+                np.asarray(self.info["step_size"])[:, None], posterior["log_prob"].shape
+            ).copy()
+        return arviz.from_dict(posterior=posterior, sample_stats=stats)
 
     def concatenate(self, other: PosteriorSamples) -> PosteriorSamples:
         """These draws followed by ``other``'s (same chains, continued)."""

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from sklearn_bnn._target import FunctionalNetwork
+from sklearn_bnn.targets import FunctionalNetwork
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._persistence import WeightsOnlyMixin
-from .._target import FunctionalNetwork, Target
 from .._utils import (
     check_scalar_param,
     draw_seed,
@@ -28,10 +27,10 @@ from .._utils import (
 from ..diagnostics import ess_bulk, ess_tail, format_summary, rhat
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ..priors import GaussianPrior
-from ..samplers.hmc import HMC
-from ..samplers.nuts import NUTS
+from ..samplers import CHAIN_METHODS, resolve_sampler, run_sampler
+from ..samplers._summary import run_summary
 from ..samples import PosteriorSamples
-from ._chains import CHAIN_METHODS, run_all_chains
+from ..targets import FunctionalNetwork, Target
 
 
 class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
@@ -110,8 +109,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         check_scalar_param(self.n_warmup, "n_warmup", kind="int", low=0)
         check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
         check_scalar_param(self.max_tree_depth, "max_tree_depth", kind="int", low=1, high=30)
-        if self.sampler not in ("hmc", "nuts"):
-            raise ValueError(f"sampler must be 'hmc' or 'nuts', got {self.sampler!r}.")
+        self._sampler_object()  # a ValueError naming `sampler` if it is not one
         check_scalar_param(self.thin, "thin", kind="int", low=1)
         check_scalar_param(self.n_chains, "n_chains", kind="int", low=1)
         check_scalar_param(self.n_init_steps, "n_init_steps", kind="int", low=0)
@@ -193,9 +191,9 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             n_init_steps = self.n_init_steps if self.init == "map" else 0
             self.n_outputs_ = n_outputs
 
-        kernel = self._make_kernel(self._make_target(network, X, targets))
-        run, self._generator_states = run_all_chains(
-            kernel,
+        run, self._generator_states = run_sampler(
+            self._sampler_object(),
+            self._make_target(network, X, targets),
             positions,
             chain_method=self.chain_method,
             n_jobs=self.n_jobs,
@@ -231,36 +229,25 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         """The posterior density to sample (subclasses may split the data)."""
         return Target(network, X, targets, self._likelihood(), GaussianPrior(self.prior_precision))
 
-    def _make_kernel(self, target):
-        """The transition kernel: HMC with ``n_leapfrog`` steps, or NUTS."""
-        if self.sampler == "nuts":
-            return NUTS(target, max_tree_depth=self.max_tree_depth)
-        return HMC(target, n_leapfrog=self.n_leapfrog)
+    def _sampler_defaults(self) -> dict:
+        """The flat parameters that configure a sampler given by name."""
+        return {"n_leapfrog": self.n_leapfrog, "max_tree_depth": self.max_tree_depth}
+
+    def _sampler_object(self):
+        """The configured sampler: ``sampler`` itself when it is an object, or the registered
+        sampler of that name built with the estimator's flat parameters."""
+        return resolve_sampler(self.sampler, **self._sampler_defaults())
 
     def _record_diagnostics(self, run, continuing: bool, X) -> None:
         previous = self.diagnostics_ if continuing else {}
-        n_div = int(run.divergent.sum())
         samples = self.samples_
-        diag = {
-            "n_chains": samples.n_chains,
-            "n_draws": len(samples),
-            "step_size": run.step_size.double().numpy(),
-            "acceptance_rate": self._acceptance(run).mean(1).numpy(),
-            "mean_accept_prob": run.accept_prob.double().mean(1).numpy(),
-            "n_divergent": n_div + previous.get("n_divergent", 0),
-            "n_divergent_warmup": int(run.warmup_divergent.sum())
-            + previous.get("n_divergent_warmup", 0),
-            "n_grad_evals": run.n_grad + previous.get("n_grad_evals", 0),
-            "interrupted": run.interrupted,
-        }
-        if self.adapt_mass:
-            diag["inv_mass"] = run.inv_mass.double().numpy()  # (n_chains, D): adapted M^-1
-        if "tree_depth" in samples.stats:
-            depth = samples.stats["tree_depth"].double()
-            diag["mean_tree_depth"] = depth.mean(1).numpy()
-            diag["fraction_at_max_tree_depth"] = float(
-                (depth >= self.max_tree_depth).double().mean()
-            )
+        diag = run_summary(run)
+        diag["n_chains"], diag["n_draws"] = samples.n_chains, len(samples)
+        for key in ("n_divergent", "n_divergent_warmup", "n_grad_evals"):
+            diag[key] += previous.get(key, 0)
+        if not self.adapt_mass:
+            del diag["inv_mass"]
+        n_div = int(run.divergent.sum())
         lp = samples.log_prob.double().numpy()
         diag.update(
             ess_bulk_log_prob=ess_bulk(lp), ess_tail_log_prob=ess_tail(lp), rhat_log_prob=rhat(lp)
@@ -277,7 +264,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             )
         self.diagnostics_ = diag
         n_transitions = run.accepted.numel()
-        self.acceptance_rate_ = float(self._acceptance(run).mean()) if n_transitions else np.nan
+        self.acceptance_rate_ = float(run.acceptance.mean()) if n_transitions else np.nan
         if n_transitions and n_div > 0.05 * n_transitions:
             warnings.warn(
                 f"{n_div} of {n_transitions} transitions diverged (rejected); the "
@@ -295,11 +282,6 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
                 stacklevel=3,
             )
 
-    def _acceptance(self, run) -> torch.Tensor:
-        """Per-transition acceptance: accepted or not (HMC), the tree's mean Metropolis
-        acceptance statistic (NUTS, which almost always moves)."""
-        return (run.accept_prob if self.sampler == "nuts" else run.accepted).double()
-
     def summary(self) -> str:
         """A short text report of the sampling: per-chain statistics and convergence."""
         check_is_fitted(self)
@@ -315,22 +297,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             the log density and the sampler statistics.
         """
         check_is_fitted(self)
-        try:
-            import arviz
-        except ImportError as exc:
-            raise ImportError(
-                "to_inference_data needs ArviZ: pip install sklearn-bnn[arviz]"
-            ) from exc
-        samples = self.samples_
-        posterior = {"log_prob": samples.log_prob.double().numpy()}
-        if include_weights:
-            posterior.update({k: v.numpy() for k, v in samples.as_dict().items()})
-        stats = {"lp": posterior["log_prob"]}
-        stats.update({k: v.numpy() for k, v in samples.stats.items()})
-        stats["step_size"] = np.broadcast_to(
-            self.diagnostics_["step_size"][:, None], posterior["log_prob"].shape
-        ).copy()
-        return arviz.from_dict(posterior=posterior, sample_stats=stats)
+        self.samples_.info = {"step_size": self.diagnostics_["step_size"]}
+        return self.samples_.to_inference_data(include_draws=include_weights)
 
     # -- prediction ----------------------------------------------------------------
     def _network_outputs(self, X, validate: bool = True, transform=None, mean=False):

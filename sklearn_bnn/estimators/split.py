@@ -1,6 +1,6 @@
 """SplitHMCClassifier and SplitHMCRegressor: exact HMC walking the data in subsets.
 
-seeds/000 §3.2 and §4, REFERENCE §2. The HMC estimators with a :class:`~sklearn_bnn._split.
+seeds/000 §3.2 and §4, REFERENCE §2. The HMC estimators with a :class:`~sklearn_bnn.targets.
 SplitTarget` and a split integrator: every gradient is taken over one data subset at a time, so
 memory is bounded by a subset, while the Metropolis-Hastings test uses the full-data energy.
 """
@@ -11,19 +11,14 @@ import numpy as np
 import torch
 
 from .._persistence import register
-from .._split import SplitTarget
 from .._utils import check_scalar_param, draw_seed, resolve_device
 from ..priors import GaussianPrior
-from ..samplers.integrators import naive_split, randomised_split, symmetric_split
+from ..targets import SplitTarget
 from .hmc import HMCClassifier, HMCRegressor
 
 __all__ = ["SplitHMCClassifier", "SplitHMCRegressor"]
 
-INTEGRATORS = {
-    "symmetric": symmetric_split,
-    "randomised": randomised_split,
-    "naive": naive_split,
-}
+SPLIT_INTEGRATORS = ("symmetric", "randomised", "naive")
 
 _SPLIT_PARAMS_DOC = """
     Parameters
@@ -56,9 +51,9 @@ class _SplitSampling:
         check_scalar_param(self.n_splits, "n_splits", kind="int", low=1)
         if self.split_size is not None:
             check_scalar_param(self.split_size, "split_size", kind="int", low=1)
-        if self.integrator not in INTEGRATORS:
+        if self.integrator not in SPLIT_INTEGRATORS:
             raise ValueError(
-                f"integrator must be one of {sorted(INTEGRATORS)}, got {self.integrator!r}."
+                f"integrator must be one of {sorted(SPLIT_INTEGRATORS)}, got {self.integrator!r}."
             )
         if self.data_device is not None:
             try:
@@ -82,10 +77,8 @@ class _SplitSampling:
         self.n_splits_ = target.n_splits
         return target
 
-    def _make_kernel(self, target):
-        kernel = super()._make_kernel(target)
-        kernel.integrator = INTEGRATORS[self.integrator]
-        return kernel
+    def _sampler_defaults(self) -> dict:
+        return {**super()._sampler_defaults(), "integrator": self.integrator}
 
 
 @register

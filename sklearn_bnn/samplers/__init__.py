@@ -1,23 +1,56 @@
-"""Pure sampling kernels.
+"""Sampling: sampler objects, their kernels, the one sampling loop and the public driver.
 
+``sample(logdensity, initial_position, sampler)`` draws from any log density (a torch function
+or a target object). A sampler object (``HMC(n_leapfrog=50)``, ``NUTS(max_tree_depth=8)``) is a
+configuration; ``sampler.build(target)`` gives the kernel the loop drives:
 ``state = kernel.init(position)``, then ``state, info = kernel.step(state, generator)``.
 """
 
-from ._base import Info, State
+from ._base import Info, Kernel, Sampler, State, kinetic_energy, sample_momentum
+from ._chains import CHAIN_METHODS, chain_seeds, run_all_chains, run_sampler
+from ._driver import sample
+from ._loop import ChainRun, run_chains
+from ._registry import SAMPLERS, register_sampler, resolve_sampler
 from .adaptation import DualAveraging, find_reasonable_step_size
-from .hmc import HMC
-from .integrators import leapfrog, naive_split, randomised_split, symmetric_split
-from .nuts import NUTS
+from .hmc import HMC, HMCKernel, metropolis_hastings
+from .integrators import (
+    INTEGRATORS,
+    leapfrog,
+    naive_split,
+    randomised_split,
+    resolve_integrator,
+    symmetric_split,
+)
+from .nuts import NUTS, NUTSKernel
 
 __all__ = [
+    "CHAIN_METHODS",
     "HMC",
+    "INTEGRATORS",
     "NUTS",
+    "SAMPLERS",
+    "ChainRun",
     "DualAveraging",
+    "HMCKernel",
     "Info",
+    "Kernel",
+    "NUTSKernel",
+    "Sampler",
     "State",
+    "chain_seeds",
     "find_reasonable_step_size",
+    "kinetic_energy",
     "leapfrog",
+    "metropolis_hastings",
     "naive_split",
     "randomised_split",
+    "register_sampler",
+    "resolve_integrator",
+    "resolve_sampler",
+    "run_all_chains",
+    "run_chains",
+    "run_sampler",
+    "sample",
+    "sample_momentum",
     "symmetric_split",
 ]

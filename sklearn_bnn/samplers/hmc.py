@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import torch
 
-from ._base import Info, State, kinetic_energy, sample_momentum
-from .integrators import leapfrog
+from .._utils import check_scalar_param
+from ._base import Info, Kernel, Sampler, State, kinetic_energy, sample_momentum
+from ._registry import register_sampler
+from .integrators import leapfrog, resolve_integrator
 
-__all__ = ["HMC", "metropolis_hastings"]
+__all__ = ["HMC", "HMCKernel", "metropolis_hastings"]
 
 
 def metropolis_hastings(
@@ -49,8 +51,65 @@ def metropolis_hastings(
     return new_state, accept_prob, accepted, energy_error, divergent
 
 
-class HMC:
-    """The HMC transition kernel.
+@register_sampler("hmc")
+class HMC(Sampler):
+    """Hamiltonian Monte Carlo with a fixed number of integration steps (a sampler object).
+
+    seeds/000 §3.1, eq. 2-4: momentum p ~ N(0, M), ``n_leapfrog`` steps of the integrator, one
+    Metropolis-Hastings test on the energy error.
+
+    Parameters
+    ----------
+    n_leapfrog : int, default=50
+        Integration steps per trajectory L.
+    integrator : {"leapfrog", "naive", "randomised", "symmetric"} or callable, default="leapfrog"
+        The integrator (see :mod:`sklearn_bnn.samplers.integrators`). The three split schemes
+        (seeds/000 §3.2 and §4) need a target evaluated over data subsets, as the split
+        estimators make.
+    divergence_threshold : float, default=1000
+        Energy error above which a trajectory counts as divergent (as Stan).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_bnn.samplers import HMC, sample
+    >>> result = sample(lambda x: -0.5 * (x**2).sum(), torch.zeros(2), HMC(n_leapfrog=10),
+    ...                 n_warmup=100, n_samples=100, n_chains=2, random_state=0)
+    >>> result.draws.shape
+    torch.Size([2, 100, 2])
+    """
+
+    def __init__(self, n_leapfrog=50, integrator="leapfrog", divergence_threshold=1000.0):
+        self.n_leapfrog = n_leapfrog
+        self.integrator = integrator
+        self.divergence_threshold = divergence_threshold
+
+    def _check_params(self) -> None:
+        check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
+        check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
+        resolve_integrator(self.integrator)
+
+    def check_target(self, target) -> None:
+        self._check_params()
+        if self.integrator in ("randomised", "symmetric") and not hasattr(target, "n_splits"):
+            raise ValueError(
+                f"integrator={self.integrator!r} integrates over data subsets: it needs a split "
+                "target (use SplitHMCClassifier / SplitHMCRegressor), got "
+                f"{type(target).__name__}."
+            )
+
+    def build(self, target) -> HMCKernel:
+        self.check_target(target)
+        return HMCKernel(
+            target,
+            n_leapfrog=self.n_leapfrog,
+            integrator=resolve_integrator(self.integrator),
+            divergence_threshold=self.divergence_threshold,
+        )
+
+
+class HMCKernel(Kernel):
+    """The HMC transition kernel, bound to a target (built by :class:`HMC`).
 
     Parameters
     ----------
@@ -69,7 +128,7 @@ class HMC:
 
     Examples
     --------
-    >>> kernel = HMC(target, step_size=0.1, n_leapfrog=10)  # doctest: +SKIP
+    >>> kernel = HMCKernel(target, step_size=0.1, n_leapfrog=10)  # doctest: +SKIP
     >>> state = kernel.init(target.initial_position())  # doctest: +SKIP
     >>> state, info = kernel.step(state, torch.Generator().manual_seed(0))  # doctest: +SKIP
     """
@@ -89,13 +148,6 @@ class HMC:
         self.inv_mass = inv_mass
         self.integrator = integrator
         self.divergence_threshold = divergence_threshold
-
-    def init(self, position: torch.Tensor) -> State:
-        """State at ``position`` (D,) or (C, D), with its log density and gradient."""
-        if position.ndim == 1:
-            position = position[None]
-        log_prob, grad = self.target.value_and_grad(position)
-        return State(position.detach(), log_prob, grad)
 
     def _inv_mass(self, state: State, inv_mass):
         inv_mass = self.inv_mass if inv_mass is None else inv_mass

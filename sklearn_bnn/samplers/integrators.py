@@ -22,7 +22,14 @@ import torch
 
 from ._base import State
 
-__all__ = ["leapfrog", "naive_split", "randomised_split", "symmetric_split"]
+__all__ = [
+    "INTEGRATORS",
+    "leapfrog",
+    "naive_split",
+    "randomised_split",
+    "resolve_integrator",
+    "symmetric_split",
+]
 
 
 def leapfrog(
@@ -192,3 +199,23 @@ class _SplitPath:
         parts = [self._log_lik_and_grad(m) for m in range(self.target.n_splits)]
         value, grad = self.target.log_density_from_subsets(self.position, *zip(*parts, strict=True))
         return State(self.position, value, grad)
+
+
+INTEGRATORS = {
+    "leapfrog": leapfrog,
+    "naive": naive_split,
+    "randomised": randomised_split,
+    "symmetric": symmetric_split,
+}
+
+
+def resolve_integrator(integrator):
+    """The integrator function named by ``integrator`` (a key of :data:`INTEGRATORS`), or
+    ``integrator`` itself when it is a callable with the integrator interface."""
+    if callable(integrator):
+        return integrator
+    if integrator not in INTEGRATORS:
+        raise ValueError(
+            f"integrator must be one of {sorted(INTEGRATORS)} or a callable, got {integrator!r}."
+        )
+    return INTEGRATORS[integrator]

@@ -40,10 +40,12 @@ from typing import NamedTuple
 import torch
 
 from .._utils import check_scalar_param
-from ._base import Info, State, kinetic_energy, sample_momentum
-from .hmc import HMC
+from ._base import Info, Sampler, State, kinetic_energy, sample_momentum
+from ._registry import register_sampler
+from .hmc import HMC, HMCKernel
+from .integrators import resolve_integrator
 
-__all__ = ["NUTS"]
+__all__ = ["NUTS", "NUTSKernel"]
 
 
 class _Point(NamedTuple):
@@ -128,10 +130,55 @@ def _merged_keeps_going(
     return (torch.linalg.vecdot(sharps, rhos) > 0).all(-1)
 
 
-class NUTS(HMC):
-    """The No-U-Turn sampler (multinomial, generalized criterion) as a transition kernel.
+@register_sampler("nuts")
+class NUTS(Sampler):
+    """The No-U-Turn sampler (multinomial, generalized criterion), as a sampler object.
 
-    Same protocol as :class:`~sklearn_bnn.samplers.HMC` (``init``, ``step``, ``target``); the
+    Parameters
+    ----------
+    max_tree_depth : int, default=10
+        Most doublings per transition (at most ``2**max_tree_depth - 1`` leapfrog steps).
+    divergence_threshold : float, default=1000
+        Energy error above which a leaf counts as divergent (as Stan).
+    integrator : None, str or callable, default=None
+        The one-step integrator of each leaf: None for the fused leapfrog, or a name of
+        :data:`~sklearn_bnn.samplers.INTEGRATORS` (a split scheme on a split target).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_bnn.samplers import NUTS, sample
+    >>> result = sample(lambda x: -0.5 * (x**2).sum(), torch.zeros(3), NUTS(max_tree_depth=6),
+    ...                 n_warmup=100, n_samples=100, n_chains=2, random_state=0)
+    >>> sorted(result.stats)
+    ['accept_prob', 'diverging', 'energy_error', 'tree_depth']
+    """
+
+    def __init__(self, max_tree_depth=10, divergence_threshold=1000.0, integrator=None):
+        self.max_tree_depth = max_tree_depth
+        self.divergence_threshold = divergence_threshold
+        self.integrator = integrator
+
+    def check_target(self, target) -> None:
+        check_scalar_param(self.max_tree_depth, "max_tree_depth", kind="int", low=1, high=30)
+        check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
+        if self.integrator is not None:
+            HMC(integrator=self.integrator).check_target(target)
+
+    def build(self, target) -> NUTSKernel:
+        self.check_target(target)
+        return NUTSKernel(
+            target,
+            max_tree_depth=self.max_tree_depth,
+            divergence_threshold=self.divergence_threshold,
+            integrator=None if self.integrator is None else resolve_integrator(self.integrator),
+        )
+
+
+class NUTSKernel(HMCKernel):
+    """The No-U-Turn transition kernel, bound to a target (built by :class:`NUTS`).
+
+    Same protocol as :class:`~sklearn_bnn.samplers.HMCKernel` (``init``, ``step``, ``target``); the
     number of leapfrog steps is chosen on the fly by tree doubling instead of being fixed.
 
     Parameters
@@ -165,14 +212,14 @@ class NUTS(HMC):
     Examples
     --------
     >>> import torch
-    >>> from sklearn_bnn.samplers import NUTS
+    >>> from sklearn_bnn.samplers import NUTSKernel
     >>> class Normal:
     ...     def value_and_grad(self, theta):
     ...         return -0.5 * (theta**2).sum(-1), -theta
-    >>> kernel = NUTS(Normal(), step_size=0.5)
+    >>> kernel = NUTSKernel(Normal(), step_size=0.5)
     >>> state = kernel.init(torch.zeros(3, 2))
     >>> state, info = kernel.step(state, torch.Generator().manual_seed(0))
-    >>> state.position.shape, info.tree_depth.shape
+    >>> state.position.shape, info.extra["tree_depth"].shape
     (torch.Size([3, 2]), torch.Size([3]))
     """
 
@@ -195,6 +242,20 @@ class NUTS(HMC):
             divergence_threshold=divergence_threshold,
         )
         self.max_tree_depth = max_tree_depth
+
+    def describe(self, stats: dict) -> dict:
+        """Mean tree depth per chain, and the fraction of draws at ``max_tree_depth``."""
+        if "tree_depth" not in stats:
+            return {}
+        depth = stats["tree_depth"].double()
+        return {
+            "mean_tree_depth": depth.mean(1).numpy(),
+            "fraction_at_max_tree_depth": float((depth >= self.max_tree_depth).double().mean()),
+        }
+
+    def acceptance(self, info: Info) -> torch.Tensor:
+        """The tree's mean Metropolis acceptance statistic: NUTS almost always moves."""
+        return info.accept_prob.double()
 
     def step(self, state: State, generator: torch.Generator, step_size=None, inv_mass=None):
         """One NUTS transition for every chain.
@@ -289,7 +350,7 @@ class NUTS(HMC):
             divergent=divergent,
             step_size=eps,
             n_grad=n_grad,
-            tree_depth=depth,
+            extra={"tree_depth": depth},
         )
         return State(sample.position, sample.log_prob, sample.grad), info
 

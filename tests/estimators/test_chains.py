@@ -8,7 +8,7 @@ from conftest import assert_draws_match_gaussian, blr_posterior
 from torch import nn
 
 from sklearn_bnn import HMCClassifier, HMCRegressor
-from sklearn_bnn.estimators._chains import chain_seeds
+from sklearn_bnn.samplers import chain_seeds
 
 SMALL = dict(hidden_layer_sizes=(8,), n_samples=30, n_warmup=30, n_leapfrog=5, random_state=0)
 

@@ -16,7 +16,7 @@ import sklearn_bnn
 from sklearn_bnn import HMCClassifier, HMCRegressor
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.metrics import expected_calibration_error, negative_log_likelihood
-from sklearn_bnn.samplers import HMC
+from sklearn_bnn.samplers import HMCKernel
 
 SMALL = dict(hidden_layer_sizes=(8,), n_samples=40, n_warmup=40, n_leapfrog=5, random_state=0)
 
@@ -255,7 +255,7 @@ def test_too_large_step_size_warns_and_never_yields_nan(iris):
 
 def test_keyboard_interrupt_keeps_draws(iris, monkeypatch):
     X, y = iris
-    original = HMC.step
+    original = HMCKernel.step
     calls = {"n": 0}
 
     def interrupting_step(self, *args, **kwargs):
@@ -264,7 +264,7 @@ def test_keyboard_interrupt_keeps_draws(iris, monkeypatch):
             raise KeyboardInterrupt
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(HMC, "step", interrupting_step)
+    monkeypatch.setattr(HMCKernel, "step", interrupting_step)
     with pytest.warns(RuntimeWarning, match="interrupted"):
         clf = HMCClassifier(**SMALL).fit(X, y)
     assert len(clf.samples_) == 14

@@ -6,20 +6,19 @@ import torch
 from test_hmc_kernel import _moments_within_mc_error
 from torch import nn
 
-from sklearn_bnn._sampling import run_chains
-from sklearn_bnn._split import SplitTarget, split_bounds
-from sklearn_bnn._target import FunctionalNetwork, Target
 from sklearn_bnn.likelihoods import Categorical, Gaussian
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import (
-    HMC,
+    HMCKernel,
     State,
     leapfrog,
     naive_split,
     randomised_split,
+    run_chains,
     symmetric_split,
 )
 from sklearn_bnn.samplers._base import kinetic_energy
+from sklearn_bnn.targets import FunctionalNetwork, SplitTarget, Target, split_bounds
 
 F64 = torch.float64
 SPLIT_INTEGRATORS = [naive_split, randomised_split, symmetric_split]
@@ -279,7 +278,7 @@ def test_symmetric_split_energy_error_is_second_order(n_splits):
 @pytest.mark.parametrize("integrator", SPLIT_INTEGRATORS)
 def test_split_hmc_samples_the_bayesian_linear_regression_posterior(integrator):
     target, mean, cov = _blr(n_splits=3)
-    kernel = HMC(target, n_leapfrog=5, integrator=integrator)
+    kernel = HMCKernel(target, n_leapfrog=5, integrator=integrator)
     state = kernel.init(torch.zeros(1, 4, dtype=F64))
     # L eps = 0.15, about a third of the posterior's shortest period: no resonance
     run = run_chains(
@@ -299,7 +298,7 @@ def test_far_too_large_step_is_a_counted_divergence_and_leaves_the_state_intact(
     target, _ = _mlp_targets(n_splits=3)
     state, _ = _start(target, C=3)
     before = state.position.clone()
-    kernel = HMC(target, step_size=50.0, n_leapfrog=20, integrator=integrator)
+    kernel = HMCKernel(target, step_size=50.0, n_leapfrog=20, integrator=integrator)
     new, info = kernel.step(state, torch.Generator().manual_seed(0))
     assert info.divergent.all() and not info.accepted.any()
     torch.testing.assert_close(new.position, before, rtol=0, atol=0)

@@ -14,9 +14,11 @@ import torch
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
-from .._sampling import ChainRun, run_chains
-from ..samplers._base import State
-from ..samplers.init import find_mode
+from ._base import State
+from ._loop import ChainRun, run_chains
+from .init import find_mode
+
+__all__ = ["CHAIN_METHODS", "chain_seeds", "merge_runs", "run_all_chains", "run_sampler"]
 
 CHAIN_METHODS = ("vectorized", "parallel", "sequential")
 
@@ -88,6 +90,7 @@ def run_all_chains(
         run, gen_state = run_chain_job(
             kernel, positions, state, seed, n_init_steps, run_kwargs, desc, verbose
         )
+        run.stats.update(kernel.describe(run.draw_stats))
         return run, [gen_state]
     seeds = chain_seeds(seed, C) if seed is not None else [None] * C
     states = generator_states if generator_states else [None] * C
@@ -112,8 +115,23 @@ def run_all_chains(
         )
     n_jobs = 1 if chain_method == "sequential" else n_jobs
     results = Parallel(n_jobs=n_jobs)(jobs)
-    runs = [r for r, _ in results]
-    return merge_runs(runs), [s for _, s in results]
+    run = merge_runs([r for r, _ in results])
+    run.stats.update(kernel.describe(run.draw_stats))
+    return run, [s for _, s in results]
+
+
+def run_sampler(sampler, target, positions: torch.Tensor, **kwargs):
+    """Run ``sampler`` on ``target`` from ``positions`` (C, D); keyword arguments as for
+    :func:`run_all_chains`.
+
+    A sampler that drives its own runs (several kernels, boxes, a custom schedule) provides
+    ``run_chains(target, positions, **kwargs)`` with the same arguments and return value;
+    any other is built into one kernel and run by :func:`run_all_chains`.
+    """
+    own = getattr(sampler, "run_chains", None)
+    if own is not None:
+        return own(target, positions, **kwargs)
+    return run_all_chains(sampler.build(target), positions, **kwargs)
 
 
 def merge_runs(runs: list[ChainRun]) -> ChainRun:
@@ -127,6 +145,7 @@ def merge_runs(runs: list[ChainRun]) -> ChainRun:
         log_prob=cat([r.log_prob[:, :n_kept] for r in runs]),
         accept_prob=cat([r.accept_prob[:, :n_done] for r in runs]),
         accepted=cat([r.accepted[:, :n_done] for r in runs]),
+        acceptance=cat([r.acceptance[:, :n_done] for r in runs]),
         divergent=cat([r.divergent[:, :n_done] for r in runs]),
         energy_error=cat([r.energy_error[:, :n_done] for r in runs]),
         warmup_divergent=cat([r.warmup_divergent for r in runs]),

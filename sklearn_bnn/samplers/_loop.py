@@ -1,6 +1,8 @@
 """The sampling loop: warmup with adaptation, then draws, with progress and interrupts.
 
-Used by the estimators; the kernels themselves stay pure (see :mod:`.samplers`).
+The one loop of the package: the estimators and the public driver (:func:`.sample`) both run
+their kernels through :func:`run_chains`. The kernels themselves stay pure; whatever a kernel
+reports in ``Info.extra`` is kept beside each draw.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
-from .samplers._base import State
-from .samplers.adaptation import (
+from ._base import State
+from .adaptation import (
     DualAveraging,
     WelfordVariance,
     find_reasonable_step_size,
@@ -28,6 +30,7 @@ class ChainRun:
     log_prob: torch.Tensor  # (C, n_kept), CPU
     accept_prob: torch.Tensor  # (C, n_transitions) of the sampling phase
     accepted: torch.Tensor  # (C, n_transitions)
+    acceptance: torch.Tensor  # (C, n_transitions) the kernel's acceptance statistic
     divergent: torch.Tensor  # (C, n_transitions)
     energy_error: torch.Tensor  # (C, n_transitions)
     warmup_divergent: torch.Tensor  # (C,) divergences during warmup
@@ -69,7 +72,9 @@ def run_chains(
     if inv_mass is None:
         inv_mass = torch.ones(D, dtype=dtype, device=device)
     inv_mass = inv_mass.to(device, dtype)
-    adapt = isinstance(step_size, str)
+    adapt = isinstance(step_size, str) and getattr(kernel, "adapts_step_size", True)
+    if isinstance(step_size, str) and not adapt:
+        step_size = getattr(kernel, "step_size", 1.0)
     if adapt:
         eps0 = find_reasonable_step_size(kernel.target, state, inv_mass, generator)
         averager = DualAveraging(eps0, target_accept)
@@ -82,6 +87,7 @@ def run_chains(
     log_probs = torch.empty((C, n_kept_max), dtype=dtype)
     accept_prob = torch.empty((C, n_samples), dtype=dtype)
     accepted = torch.zeros((C, n_samples), dtype=torch.bool)
+    acceptance = torch.empty((C, n_samples), dtype=torch.float64)
     divergent = torch.zeros((C, n_samples), dtype=torch.bool)
     energy_error = torch.empty((C, n_samples), dtype=dtype)
     warmup_divergent = torch.zeros(C, dtype=torch.long)
@@ -131,6 +137,7 @@ def run_chains(
             n_grad += info.n_grad
             accept_prob[:, i] = info.accept_prob.cpu()
             accepted[:, i] = info.accepted.cpu()
+            acceptance[:, i] = kernel.acceptance(info).cpu()
             divergent[:, i] = info.divergent.cpu()
             energy_error[:, i] = info.energy_error.cpu()
             n_div += info.divergent.cpu()
@@ -141,11 +148,10 @@ def run_chains(
                 draw_stats["accept_prob"][:, n_kept] = accept_prob[:, i]
                 draw_stats["diverging"][:, n_kept] = divergent[:, i]
                 draw_stats["energy_error"][:, n_kept] = energy_error[:, i]
-                if info.tree_depth is not None:
-                    draw_stats.setdefault(
-                        "tree_depth", torch.zeros((C, n_kept_max), dtype=torch.long)
-                    )
-                    draw_stats["tree_depth"][:, n_kept] = info.tree_depth.cpu()
+                for name, value in (info.extra or {}).items():
+                    if name not in draw_stats:
+                        draw_stats[name] = torch.zeros((C, n_kept_max), dtype=value.dtype)
+                    draw_stats[name][:, n_kept] = value.cpu()
                 n_kept += 1
             _progress(bar, i, "sampling", info, n_div)
     except KeyboardInterrupt:
@@ -169,6 +175,7 @@ def run_chains(
         log_prob=log_probs[:, :n_kept],
         accept_prob=accept_prob[:, :n_done],
         accepted=accepted[:, :n_done],
+        acceptance=acceptance[:, :n_done],
         divergent=divergent[:, :n_done],
         energy_error=energy_error[:, :n_done],
         warmup_divergent=warmup_divergent,

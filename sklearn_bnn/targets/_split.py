@@ -14,8 +14,8 @@ import math
 
 import torch
 
-from ._target import FunctionalNetwork, Target
-from .priors import GaussianPrior
+from ..priors import GaussianPrior
+from ._network import FunctionalNetwork, Target
 
 __all__ = ["SplitTarget", "split_bounds"]
 
@@ -38,14 +38,14 @@ def split_bounds(n: int, n_splits: int | None = None, split_size: int | None = N
 class SplitTarget(Target):
     """Log posterior density of a network's parameters, evaluated over M data subsets.
 
-    A :class:`~sklearn_bnn._target.Target` whose full-data :meth:`value_and_grad` and
+    A :class:`~sklearn_bnn.targets.Target` whose full-data :meth:`value_and_grad` and
     :meth:`log_prob` are sums over subsets, plus :meth:`subset_value_and_grad` for the split
     integrators (seeds/000 eq. 6-8, Algorithm 1).
 
     Parameters
     ----------
     network, X, y, likelihood, prior
-        As for :class:`~sklearn_bnn._target.Target`. Subsets are contiguous blocks of rows in
+        As for :class:`~sklearn_bnn.targets.Target`. Subsets are contiguous blocks of rows in
         the given order (shuffle the rows beforehand when they are sorted).
     n_splits : int, optional
         Number of subsets M (nearly equal in size).
@@ -130,8 +130,7 @@ class SplitTarget(Target):
         value, grad = log_liks[0], grads[0]
         for v, g in zip(log_liks[1:], grads[1:], strict=True):
             value, grad = value + v, grad + g
-        theta = theta.detach()
-        return value - 0.5 * torch.mv(theta.square(), self.prior_precision), grad
+        return value + self.prior_density.log_prob(theta), grad
 
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
         """Full-data log density and gradient, summed over the subsets (one graph at a time).

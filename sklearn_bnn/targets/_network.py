@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
-from .priors import GaussianPrior
+from ..priors import GaussianPrior
 
 __all__ = ["FunctionalNetwork", "Target"]
 
@@ -142,8 +142,9 @@ class Target:
         Targets in the form the likelihood expects.
     likelihood : object
         With ``log_prob(output, y) -> scalar`` summed over points (see :mod:`.likelihoods`).
-    prior : GaussianPrior
-        The prior over the flattened parameters.
+    prior : Prior
+        The prior over the flattened parameters (:mod:`sklearn_bnn.priors`), bound here to the
+        network's layout as ``prior_density``.
 
     Examples
     --------
@@ -162,7 +163,7 @@ class Target:
         self.device, self.dtype, self.dim = network.device, network.dtype, network.dim
         self.likelihood = likelihood
         self.prior = prior
-        self.prior_precision = prior.precision_vector(
+        self.prior_density = prior.bind(
             network.names, network.sizes, dtype=self.dtype, device=self.device
         )
         self.X, self.y = self._place(X, y)
@@ -186,21 +187,14 @@ class Target:
     def _log_likelihood(self, theta, X, y) -> torch.Tensor:
         return self.likelihood.log_prob(self.network.forward(theta, X), y)
 
-    def _weighted_precision(self, prior_weight: float) -> torch.Tensor:
-        """``prior_weight * tau``, cached (split integrators ask for 1/M at every subset)."""
-        if prior_weight == 1.0:
-            return self.prior_precision
-        tau = self.prior_precision
-        key = (float(prior_weight), id(tau), tau._version)
-        cached = self.__dict__.get("_weighted")
-        if cached is None or cached[0] != key or cached[1] is not tau:
-            cached = self._weighted = (key, tau, prior_weight * tau)
-        return cached[2]
+    @property
+    def prior_precision(self) -> torch.Tensor:
+        """The Gaussian prior's precision vector tau (D,), when the prior has one."""
+        return self.prior_density.precision
 
-    def _log_prior_and_grad(self, theta: torch.Tensor, prior_weight: float):
-        """The Gaussian prior in closed form: -w tau theta^2 / 2 and its gradient -w tau theta."""
-        scaled = self._weighted_precision(prior_weight) * theta
-        return -0.5 * (scaled * theta).sum(-1), -scaled
+    @prior_precision.setter
+    def prior_precision(self, value: torch.Tensor) -> None:
+        self.prior_density.precision = value
 
     def log_prob(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
         """Log posterior density (up to a constant) at ``theta`` of shape (D,) or (C, D).
@@ -214,7 +208,7 @@ class Target:
                 log_lik = self._log_likelihood(theta, X, y)
             else:
                 log_lik = vmap(lambda t: self._log_likelihood(t, X, y))(theta)
-            return log_lik + self._log_prior_and_grad(theta, prior_weight)[0]
+            return log_lik + self.prior_density.log_prob(theta, prior_weight)
 
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
         """Log density and its gradient: one forward/backward pass of the likelihood.
@@ -240,9 +234,7 @@ class Target:
         grad : tensor (C, D)
         """
         log_lik, grad = self.log_likelihood_and_grad(theta, X, y, prior_weight)
-        theta = theta.detach()
-        log_prior = torch.mv(theta.square(), self._weighted_precision(prior_weight))
-        return log_lik.add_(log_prior, alpha=-0.5), grad
+        return log_lik.add_(self.prior_density.log_prob(theta, prior_weight)), grad
 
     def log_likelihood_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight=1.0):
         """Log-likelihood, and the gradient of the log *density* (likelihood plus weighted prior).
@@ -260,12 +252,11 @@ class Target:
         """
         X = self.X if X is None else X
         y = self.y if y is None else y
-        precision = self._weighted_precision(prior_weight)
         if theta.shape[0] == 1:
             # One chain: the hot path of every leapfrog step, kept to a handful of tensor ops.
             with torch.enable_grad():
                 log_lik, grad = self._flat_module().log_likelihood_and_grad(
-                    theta.detach().view(-1), X, y, self.likelihood, precision
+                    theta.detach().view(-1), X, y, self.likelihood, self.prior_density, prior_weight
                 )
             return log_lik.view(1), grad.view(1, -1)
         theta = theta.detach()
@@ -273,8 +264,7 @@ class Target:
             leaf = theta.detach().requires_grad_(True)  # a fresh alias: theta stays a plain tensor
             log_lik = vmap(lambda t: self._log_likelihood(t, X, y))(leaf)
             (grad,) = torch.autograd.grad(log_lik.sum(), leaf)
-        # The prior's gradient in closed form: grad -= w tau theta.
-        return log_lik.detach(), grad.addcmul_(precision, theta, value=-1.0)
+        return log_lik.detach(), self.prior_density.add_grad_(grad, theta, prior_weight)
 
 
 class _Constant:
@@ -319,16 +309,16 @@ class _FlatModule:
             param.grad = grad_view.view(shape)
             self.params.append(param)
 
-    def log_likelihood_and_grad(self, theta: torch.Tensor, X, y, likelihood, precision):
-        """Log-likelihood of ``(X, y)`` at ``theta`` (D,), and the gradient (D,) of it plus the
-        Gaussian log prior with ``precision``. Called with grad mode enabled.
+    def log_likelihood_and_grad(self, theta: torch.Tensor, X, y, likelihood, prior, weight):
+        """Log-likelihood of ``(X, y)`` at ``theta`` (D,), and the gradient (D,) of it plus
+        ``weight`` times the bound ``prior``'s log density. Called with grad mode enabled.
 
         Few tensor operations, as this runs once per subset gradient: the gradient buffer
-        starts as tau theta, backward() of minus the log-likelihood adds -grad l to it in place,
-        and the negation that copies it out gives grad l - tau theta.
+        starts as minus the prior's gradient, backward() of minus the log-likelihood adds
+        -grad l to it in place, and the negation that copies it out gives grad l + grad log p.
         """
         self.flat.copy_(theta)  # neither side requires grad: nothing is recorded
-        torch.mul(precision, theta, out=self.flat_grad)
+        prior.neg_grad_into(self.flat_grad, theta, weight)
         value = likelihood.log_prob(self.module(X), y)
         value.backward(gradient=_MINUS_ONE.get(value))
         return value.detach(), torch.neg(self.flat_grad)

@@ -1,0 +1,202 @@
+"""The public driver: sample any log density with any sampler object.
+
+:func:`sample` is what the estimators do, without a network: build the kernel, start the chains,
+warm up (step size by dual averaging, optionally a diagonal mass), draw, with a progress bar,
+interrupts and ``chain_method`` exactly as the estimators have them (they share the loop).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .._utils import check_scalar_param, draw_seed, resolve_device, resolve_dtype
+from ..samples import PosteriorSamples
+from ._chains import CHAIN_METHODS, run_sampler
+from ._registry import resolve_sampler
+from ._summary import run_summary
+
+__all__ = ["sample"]
+
+
+def _as_target(logdensity, dim: int, device, dtype):
+    if hasattr(logdensity, "value_and_grad"):
+        return logdensity
+    if callable(logdensity):
+        from ..targets import FunctionTarget
+
+        return FunctionTarget(logdensity, dim, device=device, dtype=dtype)
+    raise ValueError(
+        "logdensity must be a callable theta -> log p(theta) or an object with "
+        f"value_and_grad(theta); got {type(logdensity).__name__}."
+    )
+
+
+def sample(
+    logdensity,
+    initial_position,
+    sampler="nuts",
+    *,
+    n_warmup: int = 500,
+    n_samples: int = 500,
+    n_chains: int = 4,
+    chain_method: str = "vectorized",
+    n_jobs=None,
+    step_size="auto",
+    target_accept: float = 0.8,
+    adapt_mass: bool = False,
+    thin: int = 1,
+    init_jitter: float = 0.5,
+    names=None,
+    random_state=None,
+    verbose: bool = False,
+    device=None,
+    dtype=None,
+) -> PosteriorSamples:
+    """Draw from a log density with MCMC.
+
+    Parameters
+    ----------
+    logdensity : callable or target
+        Either a torch function ``theta -> log p(theta)`` of one flat parameter vector (D,)
+        returning a scalar (up to a constant), differentiable by autograd; it is batched over
+        chains with :func:`torch.func.vmap` where it allows, and evaluated chain by chain where
+        it does not. Or a target object with ``value_and_grad(theta (C, D)) -> ((C,), (C, D))``
+        and ``dim``, ``device``, ``dtype`` (e.g. :class:`sklearn_bnn.targets.Target`).
+    initial_position : array-like of shape (D,) or (n_chains, D)
+        Where the chains start. A single (D,) start is given to every chain, jittered by
+        uniform noise in ``[-init_jitter, init_jitter]`` so that the chains start apart (which
+        R-hat needs); an (n_chains, D) array is used as it is.
+    sampler : str or Sampler, default="nuts"
+        ``"hmc"``, ``"nuts"``, another registered name, or a configured sampler object
+        (``HMC(n_leapfrog=30)``, ``NUTS(max_tree_depth=8)``, your own :class:`Sampler`).
+    n_warmup, n_samples : int
+        Adaptation transitions (discarded) and sampling transitions per chain.
+    n_chains : int, default=4
+        Number of chains.
+    chain_method : {"vectorized", "parallel", "sequential"}, default="vectorized"
+        All chains as one batched computation, or one joblib job per chain (any joblib backend:
+        Dask, Ray) with per-chain seeds, so the draws do not depend on where the jobs run.
+    n_jobs : int, optional
+        Workers for ``chain_method="parallel"``.
+    step_size : "auto" or float, default="auto"
+        ``"auto"``: dual averaging during warmup toward ``target_accept``.
+    target_accept : float, default=0.8
+    adapt_mass : bool, default=False
+        Estimate a diagonal inverse mass per chain in Stan's warmup windows.
+    thin : int, default=1
+        Keep every ``thin``-th draw.
+    init_jitter : float, default=0.5
+        Half-width of the uniform jitter added to a single (D,) start.
+    names : list of str, optional
+        Names of the D coordinates (``draws`` stay flat; ``as_dict()`` and the ArviZ export
+        use them). One parameter ``"theta"`` of shape (D,) by default.
+    random_state : int, RandomState or None
+        Seeds every random number (start jitter, momenta, acceptance tests).
+    verbose : bool
+        A progress bar with acceptance, step size and divergences.
+    device, dtype : optional
+        Where and in which precision to sample (by default: the target's, or those of
+        ``initial_position`` when it is a floating tensor, else the CPU and float64).
+
+    Returns
+    -------
+    PosteriorSamples
+        ``draws`` (n_chains, n_draws, D), ``log_prob``, per-draw ``stats`` (acceptance
+        probability, divergences, energy error, and whatever the kernel reports), ``info``
+        (step sizes, acceptance rates, divergences, gradient evaluations), ``summary()`` with
+        ESS and R-hat of each coordinate, and ``to_inference_data()``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_bnn.samplers import sample
+    >>> def log_p(theta):  # a correlated 2-D Gaussian
+    ...     prec = torch.tensor([[2.0, -1.0], [-1.0, 2.0]], dtype=theta.dtype)
+    ...     return -0.5 * theta @ prec @ theta
+    >>> result = sample(log_p, torch.zeros(2, dtype=torch.float64), "nuts", n_warmup=200,
+    ...                 n_samples=200, n_chains=2, random_state=0)
+    >>> result.draws.shape
+    torch.Size([2, 200, 2])
+    """
+    check_scalar_param(n_warmup, "n_warmup", kind="int", low=0)
+    check_scalar_param(n_samples, "n_samples", kind="int", low=1)
+    check_scalar_param(n_chains, "n_chains", kind="int", low=1)
+    check_scalar_param(thin, "thin", kind="int", low=1, high=n_samples)
+    check_scalar_param(init_jitter, "init_jitter", low=0)
+    check_scalar_param(step_size, "step_size", low=0, low_inclusive=False, allow=("auto",))
+    check_scalar_param(
+        target_accept, "target_accept", low=0, high=1, low_inclusive=False, high_inclusive=False
+    )
+    if chain_method not in CHAIN_METHODS:
+        raise ValueError(f"chain_method must be one of {CHAIN_METHODS}, got {chain_method!r}.")
+
+    start = initial_position
+    if isinstance(start, torch.Tensor):
+        start = start.detach()
+    else:
+        start = torch.as_tensor(np.asarray(start, dtype=np.float64))
+    if start.ndim not in (1, 2) or start.shape[-1] == 0:
+        raise ValueError(
+            f"initial_position must have shape (D,) or (n_chains, D), got {tuple(start.shape)}."
+        )
+    if start.ndim == 2 and start.shape[0] != n_chains:
+        raise ValueError(
+            f"initial_position has {start.shape[0]} rows but n_chains={n_chains}: give one "
+            "row per chain, or a single (D,) start."
+        )
+    if hasattr(logdensity, "value_and_grad"):
+        device = logdensity.device if device is None else resolve_device(device)
+        dtype = logdensity.dtype if dtype is None else resolve_dtype(dtype)
+    else:
+        device = resolve_device(device or "cpu")
+        floating = start.is_floating_point() and isinstance(initial_position, torch.Tensor)
+        dtype = (
+            resolve_dtype(dtype)
+            if dtype is not None
+            else (start.dtype if floating else torch.float64)
+        )
+    dim = start.shape[-1]
+    target = _as_target(logdensity, dim, device, dtype)
+    if getattr(target, "dim", dim) != dim:
+        raise ValueError(f"initial_position has {dim} coordinates but the target has {target.dim}.")
+
+    seed = draw_seed(random_state)
+    if start.ndim == 1:
+        jitter = torch.Generator().manual_seed(seed)
+        noise = torch.rand((n_chains, dim), generator=jitter, dtype=torch.float64)
+        start = start.to(torch.float64) + init_jitter * (2 * noise - 1)
+    positions = start.to(dtype)
+
+    sampler = resolve_sampler(sampler)
+    run, _ = run_sampler(
+        sampler,
+        target,
+        positions,
+        chain_method=chain_method,
+        n_jobs=n_jobs,
+        seed=seed,
+        generator_states=None,
+        n_init_steps=0,
+        run_kwargs=dict(
+            n_warmup=n_warmup,
+            n_samples=n_samples,
+            thin=thin,
+            step_size=step_size,
+            target_accept=target_accept,
+            adapt_mass=adapt_mass,
+            inv_mass=None,
+        ),
+        desc=type(sampler).__name__,
+        verbose=verbose,
+    )
+    if names is None:
+        names, shapes = ["theta"], [(dim,)]
+    else:
+        names = [str(n) for n in names]
+        if len(names) != dim:
+            raise ValueError(f"names has {len(names)} entries for {dim} coordinates.")
+        shapes = [()] * dim
+    samples = PosteriorSamples(run.draws, run.log_prob, names, shapes, run.draw_stats)
+    samples.info = run_summary(run)
+    return samples

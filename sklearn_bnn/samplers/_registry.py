@@ -1,0 +1,55 @@
+"""Samplers by name: ``sampler="nuts"`` on an estimator or in :func:`.sample`.
+
+A new sampler is one module defining a :class:`~._base.Sampler` subclass, registered with
+:func:`register_sampler`; nothing else in the package names it.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from ._base import Sampler
+
+__all__ = ["SAMPLERS", "register_sampler", "resolve_sampler"]
+
+SAMPLERS: dict[str, type] = {}
+
+
+def register_sampler(name: str):
+    """Class decorator: make a :class:`Sampler` subclass available as ``sampler=name``."""
+
+    def decorate(cls):
+        if not (isinstance(cls, type) and issubclass(cls, Sampler)):
+            raise TypeError(f"{cls!r} is not a Sampler subclass.")
+        SAMPLERS[name.lower()] = cls
+        return cls
+
+    return decorate
+
+
+def resolve_sampler(spec, **defaults) -> Sampler:
+    """The sampler object that ``spec`` names.
+
+    Parameters
+    ----------
+    spec : str or Sampler
+        A registered name (built with those of ``defaults`` that its class takes) or a
+        configured object with a ``build(target)`` method (returned as it is).
+    **defaults
+        Parameter values for a sampler given by name (the estimators' flat parameters, e.g.
+        ``n_leapfrog``, ``max_tree_depth``).
+    """
+    if isinstance(spec, str):
+        cls = SAMPLERS.get(spec.lower())
+        if cls is None:
+            raise ValueError(
+                f"sampler must be one of {sorted(SAMPLERS)} or a sampler object, got {spec!r}."
+            )
+        accepted = inspect.signature(cls.__init__).parameters
+        return cls(**{k: v for k, v in defaults.items() if k in accepted})
+    if callable(getattr(spec, "build", None)):
+        return spec
+    raise ValueError(
+        f"sampler must be one of {sorted(SAMPLERS)} or a sampler object with a build(target) "
+        f"method, got {spec!r}."
+    )

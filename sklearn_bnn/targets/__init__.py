@@ -1,0 +1,29 @@
+"""Targets: the log densities the samplers draw from.
+
+Every target gives ``value_and_grad(theta)`` on a (C, D) batch of positions, with ``dim``,
+``device`` and ``dtype`` attributes; that is all a kernel uses.
+
+- :class:`Target` (alias :class:`NetworkTarget`): the posterior of a network's weights given
+  the full data, prior plus likelihood summed over points;
+- :class:`SplitTarget`: the same density evaluated over M data subsets, for split HMC;
+- :class:`MinibatchTarget`: an unbiased estimate from one minibatch (likelihood scaled by
+  N/|B|, prior once), for stochastic-gradient samplers;
+- :class:`FunctionTarget`: any torch function ``theta -> log p``.
+"""
+
+from ._function import FunctionTarget
+from ._minibatch import MinibatchTarget
+from ._network import FunctionalNetwork, Target
+from ._split import SplitTarget, split_bounds
+
+NetworkTarget = Target
+
+__all__ = [
+    "FunctionTarget",
+    "FunctionalNetwork",
+    "MinibatchTarget",
+    "NetworkTarget",
+    "SplitTarget",
+    "Target",
+    "split_bounds",
+]
