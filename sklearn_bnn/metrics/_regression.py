@@ -10,7 +10,7 @@ import numpy as np
 from scipy.stats import norm
 from sklearn.utils import check_array, check_consistent_length
 
-from ._validation import check_weights
+from .._validation import check_weights
 
 __all__ = ["gaussian_nll", "interval_coverage", "regression_calibration_curve"]
 
