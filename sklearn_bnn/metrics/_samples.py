@@ -51,8 +51,9 @@ def predict_samples(estimator, X) -> np.ndarray:
     if draws is None:
         final = estimator[-1] if isinstance(estimator, Pipeline) else estimator
         raise TypeError(
-            f"{type(final).__name__} has no predict_samples: per-draw predictions need one of "
-            "this package's Bayesian estimators (or a Pipeline ending in one)."
+            f"{type(final).__name__} has no predict_samples: per-draw predictions need an "
+            "estimator that has one (HMC, split HMC, MC dropout, EnsembleReducer) or a "
+            "Pipeline ending in one."
         )
     return draws
 
