@@ -19,8 +19,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ._utils import check_scalar_param
+from ._validation import check_probabilities, encode_labels
 from .metrics import brier_score, expected_calibration_error, negative_log_likelihood
-from .metrics._validation import check_probabilities, encode_labels
 
 __all__ = ["EnsembleReducer", "greedy_member_selection"]
 

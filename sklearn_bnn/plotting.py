@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._validation import check_classification
 from .metrics import (
     cumulative_accuracy,
     expected_calibration_error,
@@ -14,7 +15,6 @@ from .metrics import (
     predictive_entropy,
     top_label_calibration_curve,
 )
-from .metrics._validation import check_classification
 
 __all__ = [
     "plot_reliability_diagram",

@@ -3,7 +3,8 @@
 Classification metrics take true labels and predictive probabilities ``(n_samples,
 n_classes)`` with columns in the order of the sorted labels (``classes_``); uncertainty
 metrics take per-draw probabilities ``(n_draws, n_samples, n_classes)`` as returned by
-``predict_samples``; regression metrics take a Gaussian mean and standard deviation. See
+``predict_samples``; regression metrics take a Gaussian mean and standard deviation.
+:func:`predict_samples` reads per-draw predictions through a ``Pipeline``. See
 ``docs/metrics.md``.
 """
 
@@ -14,9 +15,23 @@ from ._classification import (
     negative_log_likelihood,
     top_label_calibration_curve,
 )
-from ._regression import gaussian_nll, interval_coverage, regression_calibration_curve
+from ._regression import (
+    gaussian_crps,
+    gaussian_nll,
+    interval_coverage,
+    interval_coverage_error,
+    regression_calibration_curve,
+)
 from ._report import uncertainty_report
-from ._scorer import ProbaScorer, get_scorer, get_scorer_names, make_proba_scorer
+from ._samples import predict_samples
+from ._scorer import (
+    GaussianScorer,
+    ProbaScorer,
+    get_scorer,
+    get_scorer_names,
+    make_gaussian_scorer,
+    make_proba_scorer,
+)
 from ._uncertainty import (
     cumulative_accuracy,
     expected_utility_score,
@@ -27,21 +42,26 @@ from ._uncertainty import (
 )
 
 __all__ = [
+    "GaussianScorer",
     "ProbaScorer",
     "brier_score",
     "cumulative_accuracy",
     "expected_calibration_error",
     "expected_utility_score",
+    "gaussian_crps",
     "gaussian_nll",
     "get_scorer",
     "get_scorer_names",
     "interval_coverage",
+    "interval_coverage_error",
+    "make_gaussian_scorer",
     "make_proba_scorer",
     "maximum_calibration_error",
     "mean_utility",
     "mutual_information",
     "mutual_information_matrix",
     "negative_log_likelihood",
+    "predict_samples",
     "predictive_entropy",
     "regression_calibration_curve",
     "top_label_calibration_curve",

@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.metrics import brier_score_loss, log_loss
 
 from .._utils import check_scalar_param
-from ._validation import check_classification
+from .._validation import check_classification
 
 __all__ = [
     "top_label_calibration_curve",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.metrics import accuracy_score
-from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from ._classification import (
@@ -13,6 +12,7 @@ from ._classification import (
     maximum_calibration_error,
     negative_log_likelihood,
 )
+from ._samples import _predict_samples_or_none
 from ._uncertainty import expected_utility_score, mutual_information, predictive_entropy
 
 __all__ = ["uncertainty_report"]
@@ -56,7 +56,7 @@ def uncertainty_report(estimator, X, y, utility=None, *, n_bins: int = 15) -> di
     """
     check_is_fitted(estimator)
     labels = estimator.classes_
-    samples = _draw_probabilities(estimator, X)
+    samples = _predict_samples_or_none(estimator, X)
     if samples is not None:
         y_prob = samples.mean(axis=0)
         mean_mi = float(mutual_information(samples).mean())
@@ -75,12 +75,3 @@ def uncertainty_report(estimator, X, y, utility=None, *, n_bins: int = 15) -> di
     if utility is not None:
         report["expected_utility"] = expected_utility_score(y, y_prob, utility, labels=labels)
     return report
-
-
-def _draw_probabilities(estimator, X):
-    """Per-draw class probabilities (n_draws, n, n_classes), or None when there are none."""
-    if hasattr(estimator, "predict_samples"):
-        return np.asarray(estimator.predict_samples(X))
-    if isinstance(estimator, Pipeline) and hasattr(estimator[-1], "predict_samples"):
-        return np.asarray(estimator[-1].predict_samples(estimator[:-1].transform(X)))
-    return None

@@ -1,9 +1,12 @@
-"""Scorers for model selection: calibration, Brier score and utility on ``predict_proba``.
+"""Scorers for model selection: calibration, Brier score and utility on ``predict_proba``;
+log-likelihood, CRPS and interval coverage of a Gaussian predictive ``predict(X, return_std=True)``.
 
 A scorer is a callable ``scorer(estimator, X, y, sample_weight=None) -> float``, greater is
 better, which is what ``GridSearchCV``, ``cross_validate`` and ``permutation_importance`` take
-as ``scoring``. Ours call ``predict_proba`` and hand the metric the estimator's ``classes_`` as
-``labels``, so a test fold that lacks a class is scored correctly.
+as ``scoring``. Classification scorers call ``predict_proba`` and hand the metric the
+estimator's ``classes_`` as ``labels``, so a test fold that lacks a class is scored correctly.
+Regression scorers call ``predict(X, return_std=True)``, which a
+:class:`~sklearn.pipeline.Pipeline` forwards to its last step.
 """
 
 from __future__ import annotations
@@ -15,9 +18,17 @@ from sklearn.metrics import get_scorer as _sklearn_get_scorer
 from sklearn.metrics import get_scorer_names as _sklearn_get_scorer_names
 
 from ._classification import brier_score, expected_calibration_error, maximum_calibration_error
+from ._regression import gaussian_crps, gaussian_nll, interval_coverage, interval_coverage_error
 from ._uncertainty import expected_utility_score
 
-__all__ = ["ProbaScorer", "make_proba_scorer", "get_scorer", "get_scorer_names"]
+__all__ = [
+    "GaussianScorer",
+    "ProbaScorer",
+    "get_scorer",
+    "get_scorer_names",
+    "make_gaussian_scorer",
+    "make_proba_scorer",
+]
 
 
 class ProbaScorer:
@@ -86,6 +97,84 @@ def make_proba_scorer(score_func, *, greater_is_better: bool = True, **kwargs) -
     return ProbaScorer(score_func, 1 if greater_is_better else -1, kwargs)
 
 
+class GaussianScorer:
+    """Score a regressor with a metric of its Gaussian predictive ``(y_true, y_mean, y_std)``.
+
+    Calls ``estimator.predict(X, return_std=True)``: our regressors, scikit-learn's
+    :class:`~sklearn.linear_model.BayesianRidge` and
+    :class:`~sklearn.gaussian_process.GaussianProcessRegressor`, and a
+    :class:`~sklearn.pipeline.Pipeline` ending in any of them (it forwards ``return_std`` to its
+    last step). Build it with :func:`make_gaussian_scorer` or :func:`get_scorer`.
+
+    Parameters
+    ----------
+    score_func : callable
+        ``score_func(y_true, y_mean, y_std, *, sample_weight=None, **kwargs)``.
+    sign : {1, -1}
+        -1 turns a loss into a score (greater is better).
+    kwargs : dict
+        Extra keyword arguments for ``score_func``.
+    """
+
+    def __init__(self, score_func, sign: int, kwargs: dict):
+        self._score_func = score_func
+        self._sign = sign
+        self._kwargs = kwargs
+
+    def __call__(self, estimator, X, y_true, sample_weight=None) -> float:
+        try:
+            prediction = estimator.predict(X, return_std=True)
+        except TypeError as exc:
+            if "return_std" not in str(exc):
+                raise
+            raise TypeError(
+                f"{type(estimator).__name__}.predict does not take return_std=True; the "
+                f"{self._score_func.__name__} scorer needs a predictive standard deviation "
+                "(HMCRegressor, MCDropoutRegressor, BayesianRidge, GaussianProcessRegressor, "
+                "or a Pipeline ending in one)."
+            ) from exc
+        if not (isinstance(prediction, tuple) and len(prediction) == 2):
+            raise TypeError(
+                f"{type(estimator).__name__}.predict(X, return_std=True) must return (mean, std)."
+            )
+        y_mean, y_std = prediction
+        kwargs = dict(self._kwargs)
+        if sample_weight is not None:
+            kwargs["sample_weight"] = sample_weight
+        return self._sign * self._score_func(y_true, y_mean, y_std, **kwargs)
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {k}={_short(v)}" for k, v in self._kwargs.items())
+        sign = "" if self._sign > 0 else ", greater_is_better=False"
+        return f"make_gaussian_scorer({self._score_func.__name__}{sign}{extra})"
+
+
+def make_gaussian_scorer(score_func, *, greater_is_better: bool = True, **kwargs) -> GaussianScorer:
+    """Turn a metric of a Gaussian predictive distribution into a scorer.
+
+    Parameters
+    ----------
+    score_func : callable
+        ``score_func(y_true, y_mean, y_std, *, sample_weight=None, **kwargs)``, for example
+        :func:`gaussian_nll` or :func:`gaussian_crps`.
+    greater_is_better : bool, default=True
+        False for losses: the scorer then returns the negated value.
+    **kwargs
+        Fixed keyword arguments of ``score_func`` (checked against its signature now).
+
+    Examples
+    --------
+    >>> from sklearn_bnn.metrics import interval_coverage, make_gaussian_scorer
+    >>> make_gaussian_scorer(interval_coverage, level=0.9)
+    make_gaussian_scorer(interval_coverage, level=0.9)
+    """
+    try:
+        inspect.signature(score_func).bind_partial(None, None, None, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"invalid arguments for {score_func.__name__}: {exc}") from None
+    return GaussianScorer(score_func, 1 if greater_is_better else -1, kwargs)
+
+
 _SCORERS = {
     "neg_expected_calibration_error": (expected_calibration_error, False),
     "neg_maximum_calibration_error": (maximum_calibration_error, False),
@@ -93,22 +182,40 @@ _SCORERS = {
     "expected_utility": (expected_utility_score, True),
 }
 
+_GAUSSIAN_SCORERS = {
+    "neg_gaussian_nll": (gaussian_nll, False),
+    "neg_crps": (gaussian_crps, False),
+    "interval_coverage": (interval_coverage, True),
+    "neg_interval_coverage_error": (interval_coverage_error, False),
+}
+
 
 def get_scorer(scoring, **kwargs):
     """A scorer by name: this package's names first, then scikit-learn's.
 
-    Our names: ``"neg_expected_calibration_error"``, ``"neg_maximum_calibration_error"``
-    (keyword arguments ``n_bins``, ``strategy``), ``"neg_brier_score"`` (multi-class, summed
-    over classes) and ``"expected_utility"`` (requires ``utility=``, a matrix with one row per
-    class in the order of ``classes_`` and one column per decision; the score is the average
-    utility of the Bayes actions). Any other name is looked up with
-    :func:`sklearn.metrics.get_scorer`; a callable is returned as it is.
+    Classification (on ``predict_proba``): ``"neg_expected_calibration_error"``,
+    ``"neg_maximum_calibration_error"`` (keyword arguments ``n_bins``, ``strategy``),
+    ``"neg_brier_score"`` (multi-class, summed over classes) and ``"expected_utility"``
+    (requires ``utility=``, a matrix with one row per class in the order of ``classes_`` and one
+    column per decision; the score is the average utility of the Bayes actions).
+
+    Regression (on the Gaussian predictive of ``predict(X, return_std=True)``):
+    ``"neg_gaussian_nll"`` (the mean log-likelihood per point, :func:`gaussian_nll` negated),
+    ``"neg_crps"`` (:func:`gaussian_crps` negated), ``"interval_coverage"`` (fraction of targets
+    inside the central interval, keyword ``level``, default 0.95: a report, not a quantity to
+    maximise, as wide intervals cover everything) and ``"neg_interval_coverage_error"``
+    (``-|coverage - level|``, for model selection).
+
+    Any other name is looked up with :func:`sklearn.metrics.get_scorer`; a callable is
+    returned as it is.
 
     Examples
     --------
     >>> from sklearn_bnn.metrics import get_scorer
     >>> get_scorer("expected_utility", utility=[[1, 0], [0.3, 1]])
     make_proba_scorer(expected_utility_score, utility=[[1, 0], [0.3, 1]])
+    >>> get_scorer("neg_gaussian_nll")
+    make_gaussian_scorer(gaussian_nll, greater_is_better=False)
     >>> get_scorer("accuracy")
     make_scorer(accuracy_score, response_method='predict')
     """
@@ -119,10 +226,14 @@ def get_scorer(scoring, **kwargs):
         if func is expected_utility_score and "utility" not in kwargs:
             raise ValueError('get_scorer("expected_utility") needs utility=<matrix>.')
         return make_proba_scorer(func, greater_is_better=greater_is_better, **kwargs)
+    if scoring in _GAUSSIAN_SCORERS:
+        func, greater_is_better = _GAUSSIAN_SCORERS[scoring]
+        return make_gaussian_scorer(func, greater_is_better=greater_is_better, **kwargs)
     if kwargs:
         raise ValueError(
             f"keyword arguments {sorted(kwargs)} are only accepted for this package's scorers "
-            f"{sorted(_SCORERS)}; scikit-learn's {scoring!r} takes none (see make_scorer)."
+            f"{sorted(set(_SCORERS) | set(_GAUSSIAN_SCORERS))}; scikit-learn's {scoring!r} "
+            "takes none (see make_scorer)."
         )
     try:
         return _sklearn_get_scorer(scoring)
@@ -135,4 +246,4 @@ def get_scorer(scoring, **kwargs):
 
 def get_scorer_names() -> list[str]:
     """All names :func:`get_scorer` accepts: this package's and scikit-learn's, sorted."""
-    return sorted(set(_SCORERS) | set(_sklearn_get_scorer_names()))
+    return sorted(set(_SCORERS) | set(_GAUSSIAN_SCORERS) | set(_sklearn_get_scorer_names()))

@@ -1,4 +1,5 @@
-"""Input checks shared by the metrics: labels, probability matrices, per-draw stacks."""
+"""Input checks shared by the metrics, the ensemble reducer and the plots: labels, probability
+matrices, per-draw stacks, sample weights."""
 
 from __future__ import annotations
 
