@@ -43,13 +43,14 @@ def run_chain_job(
 
     Returns the run, on the CPU, and the generator's final state (for warm starts).
     """
-    device = kernel.target.device
+    # a target may leave device and dtype implicit: those of the positions then
+    device = getattr(kernel.target, "device", position.device)
     generator = torch.Generator(device=device)
     if generator_state is not None:
         generator.set_state(generator_state)
     else:
         generator.manual_seed(seed)
-    position = position.to(device, kernel.target.dtype)
+    position = position.to(device, getattr(kernel.target, "dtype", position.dtype))
     if n_init_steps > 0:
         with tqdm(
             total=n_init_steps,

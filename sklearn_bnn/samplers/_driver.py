@@ -145,17 +145,13 @@ def sample(
             f"initial_position has {start.shape[0]} rows but n_chains={n_chains}: give one "
             "row per chain, or a single (D,) start."
         )
-    if hasattr(logdensity, "value_and_grad"):
-        device = logdensity.device if device is None else resolve_device(device)
-        dtype = logdensity.dtype if dtype is None else resolve_dtype(dtype)
-    else:
-        device = resolve_device(device or "cpu")
-        floating = start.is_floating_point() and isinstance(initial_position, torch.Tensor)
-        dtype = (
-            resolve_dtype(dtype)
-            if dtype is not None
-            else (start.dtype if floating else torch.float64)
-        )
+    floating = start.is_floating_point() and isinstance(initial_position, torch.Tensor)
+    if device is None:
+        device = getattr(logdensity, "device", None) or "cpu"
+    device = resolve_device(device)
+    if dtype is None:
+        dtype = getattr(logdensity, "dtype", None) or (start.dtype if floating else torch.float64)
+    dtype = resolve_dtype(dtype)
     dim = start.shape[-1]
     target = _as_target(logdensity, dim, device, dtype)
     if getattr(target, "dim", dim) != dim:

@@ -3,6 +3,7 @@
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_bnn import HMCClassifier, HMCRegressor, SplitHMCClassifier, SplitHMCRegressor
+from sklearn_bnn.samplers import NUTS
 
 FAST = dict(hidden_layer_sizes=(16,), n_samples=30, n_warmup=30, n_leapfrog=5, random_state=0)
 
@@ -11,6 +12,7 @@ ESTIMATORS = [
     HMCRegressor(**FAST),
     SplitHMCClassifier(n_splits=2, n_init_steps=100, **FAST),
     SplitHMCRegressor(n_splits=2, n_init_steps=100, **FAST),
+    HMCRegressor(sampler=NUTS(max_tree_depth=3), **FAST),
 ]
 
 
