@@ -10,6 +10,8 @@ from .estimators import (
     MCDropoutClassifier,
     MCDropoutRegressor,
     PlanNetRegressor,
+    SGMCMCClassifier,
+    SGMCMCRegressor,
     SplitHMCClassifier,
     SplitHMCRegressor,
 )
@@ -29,6 +31,8 @@ __all__ = [
     "MCDropoutRegressor",
     "PlanNetRegressor",
     "PosteriorSamples",
+    "SGMCMCClassifier",
+    "SGMCMCRegressor",
     "SplitHMCClassifier",
     "SplitHMCRegressor",
     "load",

@@ -4,6 +4,7 @@ from .dropout import MCDropoutClassifier, MCDropoutRegressor
 from .hmc import HMCClassifier, HMCRegressor
 from .lcbnn import LossCalibratedBNN
 from .plannet import PlanNetRegressor
+from .sgmcmc import SGMCMCClassifier, SGMCMCRegressor
 from .split import SplitHMCClassifier, SplitHMCRegressor
 
 __all__ = [
@@ -13,6 +14,8 @@ __all__ = [
     "MCDropoutClassifier",
     "MCDropoutRegressor",
     "PlanNetRegressor",
+    "SGMCMCClassifier",
+    "SGMCMCRegressor",
     "SplitHMCClassifier",
     "SplitHMCRegressor",
 ]

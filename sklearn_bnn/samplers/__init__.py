@@ -22,8 +22,14 @@ from .integrators import (
     symmetric_split,
 )
 from .nuts import NUTS, NUTSKernel
+from .sgmcmc import AMAGOLD, GSGHMC, HTE, SGHMC, SGLD
 
 __all__ = [
+    "AMAGOLD",
+    "GSGHMC",
+    "HTE",
+    "SGHMC",
+    "SGLD",
     "CHAIN_METHODS",
     "HMC",
     "INTEGRATORS",

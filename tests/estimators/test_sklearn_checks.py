@@ -2,7 +2,14 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_bnn import HMCClassifier, HMCRegressor, SplitHMCClassifier, SplitHMCRegressor
+from sklearn_bnn import (
+    HMCClassifier,
+    HMCRegressor,
+    SGMCMCClassifier,
+    SGMCMCRegressor,
+    SplitHMCClassifier,
+    SplitHMCRegressor,
+)
 from sklearn_bnn.samplers import NUTS
 
 FAST = dict(hidden_layer_sizes=(16,), n_samples=30, n_warmup=30, n_leapfrog=5, random_state=0)
@@ -13,6 +20,22 @@ ESTIMATORS = [
     SplitHMCClassifier(n_splits=2, n_init_steps=100, **FAST),
     SplitHMCRegressor(n_splits=2, n_init_steps=100, **FAST),
     HMCRegressor(sampler=NUTS(max_tree_depth=3), **FAST),
+    SGMCMCClassifier(
+        hidden_layer_sizes=(16,),
+        batch_size=16,
+        step_size=0.01,
+        n_samples=10,
+        n_warmup=10,
+        random_state=0,
+    ),
+    SGMCMCRegressor(
+        hidden_layer_sizes=(16,),
+        batch_size=16,
+        step_size=0.01,
+        n_samples=10,
+        n_warmup=10,
+        random_state=0,
+    ),
 ]
 
 

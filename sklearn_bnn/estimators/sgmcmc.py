@@ -1,0 +1,238 @@
+"""SGMCMCClassifier and SGMCMCRegressor: stochastic-gradient MCMC over a network's weights.
+
+seeds/004, REFERENCE §6. The budget is in epochs: ``n_warmup`` epochs of burn-in, then
+``n_samples`` epochs keeping a draw every ``thin`` epochs. The data stay in host memory (a numpy
+array or a memory map) and go to the device one batch of ``batch_size`` rows at a time
+(:class:`~sklearn_bnn.targets.MinibatchTarget`), so device memory is bounded by a batch.
+"""
+
+from __future__ import annotations
+
+from .._persistence import register
+from .._utils import check_scalar_param
+from ..priors import GaussianPrior
+from ..samplers import SAMPLERS
+from ..targets import MinibatchTarget
+from .hmc import HMCClassifier, HMCRegressor
+
+__all__ = ["SGMCMCClassifier", "SGMCMCRegressor"]
+
+_SG_PARAMS_DOC = """
+    Parameters
+    ----------
+    hidden_layer_sizes, activation, module, prior_precision
+        As for :class:`{base}` (``module`` may be any ``nn.Module``: CNNs, recurrent nets).
+    sampler : {{"sghmc", "sgld", "gsghmc", "amagold", "hte"}} or sampler object, default="sghmc"
+        The stochastic-gradient sampler (see :mod:`sklearn_bnn.samplers.sgmcmc`); an object
+        (``GSGHMC(step_size=1e-3)``) brings its own settings.
+    step_size : float or "auto", default="auto"
+        The sampler's time step eps (SGD learning rate eps**2); "auto" keeps the sampler's own
+        (1e-3 for a sampler given by name).
+    batch_size : int, default=128
+        Rows per minibatch.
+    momentum : float, default=0.9
+        Momentum decay per step (SGHMC family; ignored by SGLD).
+    burnin_step_size : float, default=None
+        Start of the cosine burn-in schedule, annealed to ``step_size`` over ``n_warmup``.
+    temperature : float, default=1.0
+        SGLD / SGHMC temperature.
+    n_samples : int, default=100
+        Epochs of sampling after burn-in.
+    n_warmup : int, default=100
+        Epochs of burn-in (discarded).
+    thin : int, default=1
+        Keep a draw every ``thin`` epochs.
+    n_chains, chain_method, n_jobs, device, dtype, verbose, warm_start, random_state
+        As for :class:`{base}`.
+    init : {{"random", "map"}}, default="random"
+        Start at the network's random initialisation (burn-in does the rest) or at a mode
+        found by full-data Adam (``n_init_steps`` full passes over the data).
+    n_init_steps : int, default=0
+"""
+
+
+class _SGSampling:
+    n_leapfrog = 1  # parameters of the full-batch samplers, unused here
+    max_tree_depth = 10
+    target_accept = 0.8
+    adapt_mass = False
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        check_scalar_param(self.batch_size, "batch_size", kind="int", low=1)
+        check_scalar_param(self.momentum, "momentum", low=0, high=1)
+        check_scalar_param(self.temperature, "temperature", low=0)
+        if self.burnin_step_size is not None:
+            check_scalar_param(
+                self.burnin_step_size, "burnin_step_size", low=0, low_inclusive=False
+            )
+        if isinstance(self.sampler, str) and self.sampler.lower() not in _SG_NAMES:
+            raise ValueError(
+                f"sampler must be one of {_SG_NAMES} or a sampler object, got {self.sampler!r}."
+            )
+
+    def _make_target(self, network, X, targets):
+        return MinibatchTarget(
+            network,
+            X,
+            targets,
+            self._likelihood(),
+            GaussianPrior(self.prior_precision),
+            batch_size=self.batch_size,
+        )
+
+    def _sampler_defaults(self) -> dict:
+        out = {
+            "momentum": self.momentum,
+            "burnin_step_size": self.burnin_step_size,
+            "temperature": self.temperature,
+        }
+        if self.step_size != "auto":
+            out["step_size"] = self.step_size
+        return out
+
+
+_SG_NAMES = ("sghmc", "sgld", "gsghmc", "amagold", "hte")
+
+
+def _sg_init(self, kw):
+    for name, value in kw.items():
+        setattr(self, name, value)
+
+
+_COMMON = dict(
+    sampler="sghmc",
+    step_size="auto",
+    batch_size=128,
+    momentum=0.9,
+    burnin_step_size=None,
+    temperature=1.0,
+    n_samples=100,
+    n_warmup=100,
+    thin=1,
+    n_chains=1,
+    chain_method="vectorized",
+    n_jobs=None,
+    init="random",
+    n_init_steps=0,
+    device="cpu",
+    dtype="float32",
+    verbose=False,
+    warm_start=False,
+    random_state=None,
+)
+
+
+@register
+class SGMCMCClassifier(_SGSampling, HMCClassifier):
+    __doc__ = (
+        """Bayesian neural network classifier sampled by stochastic-gradient MCMC (seeds/004).
+
+    The posterior of :class:`HMCClassifier`, explored with minibatch gradients: for data too
+    large for a full-batch gradient per step. ``predict_proba`` averages the draws.
+    """
+        + _SG_PARAMS_DOC.replace("{base}", "HMCClassifier").replace("{{", "{").replace("}}", "}")
+        + """
+    Attributes
+    ----------
+    As for :class:`HMCClassifier`; ``acceptance_rate_`` is the per-step acceptance for GSGHMC,
+    the trajectory acceptance for AMAGOLD and HTE, and 1 for SGLD / SGHMC.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> X, y = load_iris(return_X_y=True)
+    >>> X = StandardScaler().fit_transform(X)
+    >>> clf = SGMCMCClassifier(hidden_layer_sizes=(10,), batch_size=32, step_size=0.02,
+    ...                        n_warmup=20, n_samples=20, random_state=0).fit(X, y)
+    >>> clf.predict_proba(X[:2]).shape
+    (2, 3)
+    """
+    )
+
+    def __init__(
+        self,
+        hidden_layer_sizes=(100,),
+        activation="relu",
+        module=None,
+        prior_precision=1.0,
+        sampler="sghmc",
+        step_size="auto",
+        batch_size=128,
+        momentum=0.9,
+        burnin_step_size=None,
+        temperature=1.0,
+        n_samples=100,
+        n_warmup=100,
+        thin=1,
+        n_chains=1,
+        chain_method="vectorized",
+        n_jobs=None,
+        init="random",
+        n_init_steps=0,
+        device="cpu",
+        dtype="float32",
+        verbose=False,
+        warm_start=False,
+        random_state=None,
+    ):
+        _sg_init(self, {k: v for k, v in locals().items() if k not in ("self", "__class__")})
+
+
+@register
+class SGMCMCRegressor(_SGSampling, HMCRegressor):
+    __doc__ = (
+        """Bayesian neural network regressor sampled by stochastic-gradient MCMC (seeds/004).
+
+    The posterior of :class:`HMCRegressor` (Gaussian likelihood, Gaussian prior), explored with
+    minibatch gradients.
+    """
+        + _SG_PARAMS_DOC.replace("{base}", "HMCRegressor").replace("{{", "{").replace("}}", "}")
+        + """
+    noise_precision : float, default=1.0
+    normalize_y : bool, default=False
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.linspace(-1, 1, 64)[:, None]; y = np.sin(3 * X[:, 0])
+    >>> reg = SGMCMCRegressor(hidden_layer_sizes=(20,), noise_precision=100.0, batch_size=16,
+    ...                       step_size=0.005, n_warmup=20, n_samples=20, random_state=0)
+    >>> reg.fit(X, y).predict(X[:3]).shape
+    (3,)
+    """
+    )
+
+    def __init__(
+        self,
+        hidden_layer_sizes=(100,),
+        activation="relu",
+        module=None,
+        prior_precision=1.0,
+        noise_precision=1.0,
+        normalize_y=False,
+        sampler="sghmc",
+        step_size="auto",
+        batch_size=128,
+        momentum=0.9,
+        burnin_step_size=None,
+        temperature=1.0,
+        n_samples=100,
+        n_warmup=100,
+        thin=1,
+        n_chains=1,
+        chain_method="vectorized",
+        n_jobs=None,
+        init="random",
+        n_init_steps=0,
+        device="cpu",
+        dtype="float32",
+        verbose=False,
+        warm_start=False,
+        random_state=None,
+    ):
+        _sg_init(self, {k: v for k, v in locals().items() if k not in ("self", "__class__")})
+
+
+assert set(_SG_NAMES) <= set(SAMPLERS)

@@ -1,0 +1,567 @@
+"""Stochastic-gradient MCMC on a minibatch target (seeds/004, REFERENCE §6).
+
+Samplers: :class:`SGLD`, :class:`SGHMC` (Euler-Maruyama, OBABO or skew-symmetric integrator),
+:class:`AMAGOLD` (accumulated Metropolis-Hastings over a trajectory, Algorithm 2),
+:class:`GSGHMC` (generalized SGHMC: OBABO with a minibatch Metropolis-Hastings test at every
+step) and :class:`HTE` (Hamiltonian trajectory ensemble, Algorithm 1).
+
+One kernel transition is one pass of ``n_steps`` minibatch steps (by default an epoch: the rows
+in a fresh random permutation, cut into batches of the target's ``batch_size``; the remainder
+is left out, so every step sees the same number of rows). Momentum is drawn afresh from
+N(0, T M) at the start of each transition (a Gibbs step that leaves the target invariant), so
+the sampling loop's state stays ``(position, log_prob, grad)``. These kernels choose their own
+step size schedule (``adapts_step_size = False``): the step size of the run, annealed from
+``burnin_step_size`` along a cosine during burn-in. The target needs ``batch_value_and_grad
+(theta, rows)``, ``n_data`` and ``batch_size`` (:class:`~sklearn_bnn.targets.MinibatchTarget`),
+and, for AMAGOLD and HTE, the exact ``log_prob(theta)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .._utils import check_scalar_param
+from ._base import Info, Kernel, Sampler, State, kinetic_energy
+from ._chains import run_all_chains
+from ._registry import register_sampler
+from .sg_integrators import (
+    bab,
+    cosine_step_size,
+    euler_momentum,
+    ornstein_uhlenbeck,
+    skew_momentum,
+    skew_noise_variance,
+)
+
+__all__ = ["AMAGOLD", "GSGHMC", "HTE", "SGHMC", "SGLD", "amagold_trajectory"]
+
+DIVERGENCE_THRESHOLD = 1000.0
+
+
+class _SGSampler(Sampler):
+    """Shared validation and run hook of the stochastic-gradient samplers."""
+
+    _kernel_cls = None
+    needs_exact_log_prob = False
+
+    def _check_common(self) -> None:
+        check_scalar_param(self.step_size, "step_size", low=0, low_inclusive=False)
+        if self.n_steps is not None:
+            check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
+        if self.burnin_step_size is not None:
+            check_scalar_param(
+                self.burnin_step_size, "burnin_step_size", low=0, low_inclusive=False
+            )
+        if hasattr(self, "momentum"):
+            check_scalar_param(self.momentum, "momentum", low=0, high=1)
+        if hasattr(self, "temperature"):
+            check_scalar_param(self.temperature, "temperature", low=0)
+
+    def check_target(self, target) -> None:
+        for name in ("batch_value_and_grad", "n_data", "batch_size"):
+            if not hasattr(target, name):
+                raise ValueError(
+                    f"{type(self).__name__} needs a minibatch target (with batch_value_and_grad, "
+                    f"n_data and batch_size, e.g. MinibatchTarget); {type(target).__name__} has "
+                    f"no {name!r}."
+                )
+
+    def build(self, target) -> Kernel:
+        self._check_common()
+        self.check_target(target)
+        return self._kernel_cls(self, target)
+
+    def run_chains(self, target, positions, **kwargs):
+        """Build the kernel, tell it the burn-in length (for the cosine schedule), run."""
+        kernel = self.build(target)
+        kernel.n_burnin = int(kwargs["run_kwargs"].get("n_warmup", 0))
+        return run_all_chains(kernel, positions, **kwargs)
+
+
+class _SGKernel(Kernel):
+    """Batches, schedule, momentum and divergence bookkeeping shared by the SG kernels."""
+
+    adapts_step_size = False
+
+    def __init__(self, sampler: _SGSampler, target):
+        self.target = target
+        self.sampler = sampler
+        self.step_size = float(sampler.step_size)
+        self.burnin_step_size = sampler.burnin_step_size
+        self.n_rows = int(target.n_data)
+        self.rows_per_batch = min(int(target.batch_size), self.n_rows)
+        self.n_batches = max(self.n_rows // self.rows_per_batch, 1)
+        self.n_steps = int(sampler.n_steps) if sampler.n_steps is not None else self.n_batches
+        self.alpha = float(getattr(sampler, "momentum", 0.0))
+        self.temperature = float(getattr(sampler, "temperature", 1.0))
+        self.n_burnin = 0
+        self._transition = 0
+
+    # -- data ----------------------------------------------------------------------------------
+    def _batches(self, generator):
+        """Row indices of ``n_steps`` batches: consecutive slices of random permutations."""
+        done = 0
+        while done < self.n_steps:
+            if self.rows_per_batch >= self.n_rows:
+                perm = np.arange(self.n_rows)
+            else:
+                perm = torch.randperm(self.n_rows, generator=generator, device=generator.device)
+                perm = perm.cpu().numpy()
+            for b in range(self.n_batches):
+                if done == self.n_steps:
+                    return
+                rows = perm[b * self.rows_per_batch : (b + 1) * self.rows_per_batch]
+                yield np.sort(rows)  # sorted: contiguous reads from a memory map
+                done += 1
+
+    def _first_rows(self):
+        return np.arange(self.rows_per_batch)
+
+    def init(self, position: torch.Tensor) -> State:
+        """The start state: log density estimate and gradient on one batch (the first rows)."""
+        if position.ndim == 1:
+            position = position[None]
+        self._transition = 0
+        value, grad = self.target.batch_value_and_grad(position.detach(), self._first_rows())
+        return State(position.detach(), value, grad)
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _eps(self, eps: torch.Tensor, step: int) -> torch.Tensor:
+        """(C, 1) step size of minibatch step ``step`` of this transition (cosine in burn-in)."""
+        if self.burnin_step_size is None or self._transition >= self.n_burnin:
+            return eps[:, None]
+        progress = (self._transition + step / self.n_steps) / self.n_burnin
+        return cosine_step_size(eps[:, None], float(self.burnin_step_size), progress)
+
+    def _randn(self, like, generator):
+        return torch.randn(like.shape, generator=generator, dtype=like.dtype, device=like.device)
+
+    def _momentum(self, position, inv_mass, generator, temperature):
+        """m ~ N(0, T M)."""
+        if temperature == 0:
+            return torch.zeros_like(position)
+        return self._randn(position, generator) * (temperature / inv_mass).sqrt()
+
+    def _grad_fn(self, rows):
+        return lambda theta: self.target.batch_value_and_grad(theta, rows)
+
+    def _info(self, eps, accept_prob, accepted, energy_error, divergent, n_div_steps, extra=None):
+        C = eps.shape[0]
+        extra = dict(extra or {})
+        extra["divergent_steps"] = n_div_steps.to(torch.float64)
+        return Info(
+            accept_prob=accept_prob,
+            accepted=accepted,
+            energy_error=energy_error,
+            divergent=divergent,
+            step_size=eps.expand(C).clone(),
+            n_grad=self.n_steps * self.rows_per_batch / self.n_rows,
+            extra=extra,
+        )
+
+    @staticmethod
+    def _finite(value, grad, theta):
+        return torch.isfinite(value) & torch.isfinite(grad).all(-1) & torch.isfinite(theta).all(-1)
+
+
+class _UnadjustedKernel(_SGKernel):
+    """SGLD and SGHMC: no acceptance test; a step whose position, density or gradient is not
+    finite is undone (a divergence, counted) and the momentum of that chain is drawn afresh."""
+
+    def step(self, state, generator, step_size=None, inv_mass=None):
+        theta, value, grad = state
+        C = theta.shape[0]
+        eps0 = torch.as_tensor(step_size, dtype=theta.dtype, device=theta.device).expand(C)
+        inv_mass = inv_mass.to(theta)
+        sqrt_mass = inv_mass.rsqrt()
+        T = self.temperature
+        m = self._momentum(theta, inv_mass, generator, T)
+        n_div = torch.zeros(C, dtype=torch.long, device=theta.device)
+        for i, rows in enumerate(self._batches(generator)):
+            eps = self._eps(eps0, i)
+            new_theta, new_m, new_value, new_grad = self._move(
+                theta, m, value, grad, eps, inv_mass, sqrt_mass, generator, rows
+            )
+            ok = self._finite(new_value, new_grad, new_theta)
+            if bool(ok.all()):
+                theta, m, value, grad = new_theta, new_m, new_value, new_grad
+                continue
+            n_div += ~ok
+            keep = ok[:, None]
+            theta = torch.where(keep, new_theta, theta)
+            value = torch.where(ok, new_value, value)
+            grad = torch.where(keep, new_grad, grad)
+            m = torch.where(keep, new_m, self._momentum(theta, inv_mass, generator, T))
+        self._transition += 1
+        moved = n_div < self.n_steps
+        zeros = torch.zeros(C, dtype=theta.dtype, device=theta.device)
+        accept = 1.0 - n_div.to(theta.dtype) / self.n_steps
+        info = self._info(eps0, accept, moved, zeros, n_div > 0, n_div)
+        return State(theta, value, grad), info
+
+
+class SGLDKernel(_UnadjustedKernel):
+    """theta <- theta + eps M^-1 g + sqrt(2 eps T) M^-1/2 xi (Welling & Teh 2011)."""
+
+    def _move(self, theta, m, value, grad, eps, inv_mass, sqrt_mass, generator, rows):
+        noise = self._randn(theta, generator)
+        theta = theta + eps * inv_mass * grad
+        if self.temperature > 0:
+            theta = theta + (2.0 * eps * self.temperature).sqrt() * noise / sqrt_mass
+        value, grad = self.target.batch_value_and_grad(theta, rows)
+        return theta, m, value, grad
+
+
+class SGHMCKernel(_UnadjustedKernel):
+    """SGHMC with the Euler-Maruyama, OBABO or skew-symmetric update (seeds/004 Table 1)."""
+
+    def __init__(self, sampler, target):
+        super().__init__(sampler, target)
+        self.integrator = sampler.integrator
+
+    def _move(self, theta, m, value, grad, eps, inv_mass, sqrt_mass, generator, rows):
+        T, alpha = self.temperature, self.alpha
+        if self.integrator == "euler":
+            m = euler_momentum(
+                m.clone(), grad, eps, alpha, T, 1.0 / sqrt_mass, self._randn(theta, generator)
+            )
+            theta = theta + eps * inv_mass * m
+            value, grad = self.target.batch_value_and_grad(theta, rows)
+            return theta, m, value, grad
+        if self.integrator == "obabo":
+            a = math.sqrt(alpha)
+            m = ornstein_uhlenbeck(m.clone(), a, T, 1.0 / sqrt_mass, self._randn(theta, generator))
+            theta, m, value, grad = bab(theta, m, grad, eps, inv_mass, self._grad_fn(rows))
+            m = ornstein_uhlenbeck(m, a, T, 1.0 / sqrt_mass, self._randn(theta, generator))
+            return theta, m, value, grad
+        # skew-symmetric: half position steps around a momentum update at the midpoint
+        half = theta + 0.5 * eps * inv_mass * m
+        value, grad = self.target.batch_value_and_grad(half, rows)
+        xi = self._randn(theta, generator) * math.sqrt(skew_noise_variance(alpha) * T) / sqrt_mass
+        m = skew_momentum(m, grad, eps, alpha, xi)
+        theta = half + 0.5 * eps * inv_mass * m
+        return theta, m, value, grad
+
+
+@register_sampler("sgld")
+class SGLD(_SGSampler):
+    """Stochastic gradient Langevin dynamics (Welling & Teh 2011; seeds/004 ref. 25).
+
+    theta <- theta + eps M^-1 g_B(theta) + N(0, 2 eps T M^-1), with g_B the gradient of the
+    minibatch estimate (N/|B|) l_B + log p. No acceptance test: the draws carry a bias of order
+    eps (and of the gradient noise) that shrinks with the step size.
+
+    Parameters
+    ----------
+    step_size : float, default=1e-3
+        eps (the Langevin time step).
+    burnin_step_size : float, default=None
+        Start of the cosine burn-in schedule (annealed to ``step_size``); None: constant.
+    temperature : float, default=1.0
+        T: 1 samples the posterior, 0 is stochastic gradient ascent.
+    n_steps : int, default=None
+        Minibatch steps per transition (draw); None: one epoch.
+
+    Examples
+    --------
+    >>> SGLD(step_size=1e-4).build  # doctest: +ELLIPSIS
+    <bound method _SGSampler.build of SGLD(step_size=0.0001)>
+    """
+
+    _kernel_cls = SGLDKernel
+
+    def __init__(self, step_size=1e-3, burnin_step_size=None, temperature=1.0, n_steps=None):
+        self.step_size = step_size
+        self.burnin_step_size = burnin_step_size
+        self.temperature = temperature
+        self.n_steps = n_steps
+
+
+@register_sampler("sghmc")
+class SGHMC(_SGSampler):
+    """Stochastic gradient Hamiltonian Monte Carlo (Chen et al. 2014; seeds/004 eq. 3, Table 1).
+
+    Parameters
+    ----------
+    step_size : float, default=1e-3
+        eps, the time step (the matching SGD learning rate is eps**2).
+    momentum : float, default=0.9
+        Momentum decay alpha per step, in [0, 1]: the damping is (1 - alpha) / eps, so a change
+        of step size keeps the momentum (seeds/004's constant-momentum parameterisation).
+    integrator : {"euler", "obabo", "skew"}, default="euler"
+        Euler-Maruyama; OBABO (exact Ornstein-Uhlenbeck half steps around a velocity-Verlet
+        step, one gradient per step); the skew-symmetric update of AMAGOLD without its test.
+    burnin_step_size : float, default=None
+        Start of the cosine burn-in schedule (annealed to ``step_size``); None: constant.
+    temperature : float, default=1.0
+    n_steps : int, default=None
+        Minibatch steps per transition; None: one epoch.
+    """
+
+    _kernel_cls = SGHMCKernel
+
+    def __init__(
+        self,
+        step_size=1e-3,
+        momentum=0.9,
+        integrator="euler",
+        burnin_step_size=None,
+        temperature=1.0,
+        n_steps=None,
+    ):
+        self.step_size = step_size
+        self.momentum = momentum
+        self.integrator = integrator
+        self.burnin_step_size = burnin_step_size
+        self.temperature = temperature
+        self.n_steps = n_steps
+
+    def _check_common(self) -> None:
+        super()._check_common()
+        if self.integrator not in ("euler", "obabo", "skew"):
+            raise ValueError(
+                f"integrator must be 'euler', 'obabo' or 'skew', got {self.integrator!r}."
+            )
+
+
+# -- Metropolis-adjusted ----------------------------------------------------------------------
+
+
+def amagold_trajectory(theta, r, eps, alpha, inv_mass, grad_fn, noise_fn, n_steps):
+    """The skew-symmetric trajectory of AMAGOLD (seeds/004 Algorithm 2; Zhang et al. 2020).
+
+    theta_1/2 = theta + eps/2 M^-1 r; for t = 1..L: g_t = grad_fn(theta_t-1/2, t), r_t =
+    ((1-b) r_t-1 + eps g_t + xi_t) / (1+b), theta_t+1/2 = theta_t-1/2 + eps M^-1 r_t (the last
+    move a half step). ``noise_fn(t)`` gives xi_t ~ N(0, 4 b M).
+
+    Returns
+    -------
+    theta_L, r_L, rho
+        rho = -sum_t eps/2 g_t . M^-1 (r_t-1 + r_t): with it, log(q_backward / q_forward) =
+        K(r_L) - K(r_0) + rho exactly, and the acceptance log-probability is
+        log p(theta_L) - log p(theta_0) + rho (the kinetic energies cancel).
+    """
+    half = theta + 0.5 * eps * inv_mass * r
+    rho = torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device)
+    for t in range(n_steps):
+        _, g = grad_fn(half, t)
+        r_new = skew_momentum(r, g, eps, alpha, noise_fn(t))
+        rho = rho - 0.5 * (eps * g * inv_mass * (r + r_new)).sum(-1)
+        r = r_new
+        step = eps if t < n_steps - 1 else 0.5 * eps
+        half = half + step * inv_mass * r
+    return half, r, rho
+
+
+class _ExactEnergyKernel(_SGKernel):
+    """AMAGOLD and HTE: state.log_prob is the exact full-data log density (for the test)."""
+
+    def init(self, position):
+        state = super().init(position)
+        return State(state.position, self.target.log_prob(state.position).detach(), state.grad)
+
+    def _accept(self, state, theta, grad, log_ratio, generator, C):
+        log_prob_new = self.target.log_prob(theta).detach()
+        log_ratio = log_ratio + log_prob_new - state.log_prob
+        finite = torch.isfinite(log_ratio) & torch.isfinite(theta).all(-1)
+        energy_error = torch.where(finite, -log_ratio, torch.full_like(log_ratio, math.inf))
+        divergent = energy_error > DIVERGENCE_THRESHOLD
+        accept_prob = torch.exp(torch.clamp(-energy_error, max=0.0))
+        u = torch.rand(C, generator=generator, dtype=theta.dtype, device=theta.device)
+        accepted = (u < accept_prob) & ~divergent
+        keep = accepted[:, None]
+        new = State(
+            torch.where(keep, theta, state.position),
+            torch.where(accepted, log_prob_new, state.log_prob),
+            torch.where(keep & torch.isfinite(grad).all(-1, keepdim=True), grad, state.grad),
+        )
+        return new, accept_prob, accepted, energy_error, divergent
+
+
+class AMAGOLDKernel(_ExactEnergyKernel):
+    def step(self, state, generator, step_size=None, inv_mass=None):
+        theta = state.position
+        C = theta.shape[0]
+        eps0 = torch.as_tensor(step_size, dtype=theta.dtype, device=theta.device).expand(C)
+        inv_mass = inv_mass.to(theta)
+        sd = math.sqrt(skew_noise_variance(self.alpha)) * inv_mass.rsqrt()
+        r = self._momentum(theta, inv_mass, generator, 1.0)
+        batches = list(self._batches(generator))
+        eps = self._eps(eps0, 0)  # one step size per trajectory (the test needs it fixed)
+        last = {}
+
+        def grad_fn(x, t):
+            value, g = self.target.batch_value_and_grad(x, batches[t])
+            last["grad"] = g
+            return value, g
+
+        theta_new, r_new, rho = amagold_trajectory(
+            theta,
+            r,
+            eps,
+            self.alpha,
+            inv_mass,
+            grad_fn,
+            lambda t: self._randn(theta, generator) * sd,
+            self.n_steps,
+        )
+        new, prob, acc, err, div = self._accept(state, theta_new, last["grad"], rho, generator, C)
+        self._transition += 1
+        return new, self._info(eps0, prob, acc, err, div, div.long())
+
+
+class GSGHMCKernel(_SGKernel):
+    """OBABO with a Metropolis-Hastings test of each B-A-B move on the batch of the new point."""
+
+    def acceptance(self, info):
+        return info.extra["step_accept_rate"].double()
+
+    def step(self, state, generator, step_size=None, inv_mass=None):
+        theta, value, grad = state
+        C = theta.shape[0]
+        eps0 = torch.as_tensor(step_size, dtype=theta.dtype, device=theta.device).expand(C)
+        inv_mass = inv_mass.to(theta)
+        sqrt_mass = inv_mass.rsqrt()
+        a = math.sqrt(self.alpha)
+        m = self._momentum(theta, inv_mass, generator, 1.0)
+        n_acc = torch.zeros(C, dtype=theta.dtype, device=theta.device)
+        sum_prob = torch.zeros_like(n_acc)
+        n_div = torch.zeros(C, dtype=torch.long, device=theta.device)
+        for i, rows in enumerate(self._batches(generator)):
+            eps = self._eps(eps0, i)
+            m = ornstein_uhlenbeck(m, a, 1.0, 1.0 / sqrt_mass, self._randn(theta, generator))
+            th_p, m_p, v_p, g_p = bab(theta, m, grad, eps, inv_mass, self._grad_fn(rows))
+            # seeds/004 eq. 9: the augmented target exp(-U_tau(theta)) Unif_B(tau) N(m; 0, M)
+            log_ratio = v_p - value - kinetic_energy(m_p, inv_mass) + kinetic_energy(m, inv_mass)
+            ok = self._finite(v_p, g_p, th_p) & torch.isfinite(log_ratio)
+            log_ratio = torch.where(ok, log_ratio, torch.full_like(log_ratio, -math.inf))
+            prob = torch.exp(torch.clamp(log_ratio, max=0.0))
+            u = torch.rand(C, generator=generator, dtype=theta.dtype, device=theta.device)
+            acc = u < prob
+            keep = acc[:, None]
+            theta = torch.where(keep, th_p, theta)
+            value = torch.where(acc, v_p, value)
+            grad = torch.where(keep, g_p, grad)
+            m = torch.where(keep, m_p, -m)  # generalized HMC: flip the momentum on rejection
+            m = ornstein_uhlenbeck(m, a, 1.0, 1.0 / sqrt_mass, self._randn(theta, generator))
+            n_acc += acc
+            sum_prob += prob
+            n_div += ~ok
+        self._transition += 1
+        rate = n_acc / self.n_steps
+        zeros = torch.zeros(C, dtype=theta.dtype, device=theta.device)
+        info = self._info(
+            eps0,
+            sum_prob / self.n_steps,
+            n_acc > 0,
+            zeros,
+            n_div > 0,
+            n_div,
+            {"step_accept_rate": rate},
+        )
+        return State(theta, value, grad), info
+
+
+class HTEKernel(_ExactEnergyKernel):
+    """seeds/004 Algorithm 1: m ~ N(0, M); OBABO at T = 0 over the trajectory; HMC-style test."""
+
+    def step(self, state, generator, step_size=None, inv_mass=None):
+        theta, _, grad = state
+        C = theta.shape[0]
+        eps0 = torch.as_tensor(step_size, dtype=theta.dtype, device=theta.device).expand(C)
+        inv_mass = inv_mass.to(theta)
+        a = math.sqrt(self.alpha)
+        m0 = self._momentum(theta, inv_mass, generator, 1.0)
+        m = m0
+        for i, rows in enumerate(self._batches(generator)):
+            eps = self._eps(eps0, i)
+            m = m * a
+            theta, m, _, grad = bab(theta, m, grad, eps, inv_mass, self._grad_fn(rows))
+            m = m * a
+        # r = min(1, exp(U(z.theta) - U(theta) - K(m) + K(z.m))), U the full-data potential
+        log_ratio = kinetic_energy(m0, inv_mass) - kinetic_energy(m, inv_mass)
+        new, prob, acc, err, div = self._accept(state, theta, grad, log_ratio, generator, C)
+        self._transition += 1
+        return new, self._info(eps0, prob, acc, err, div, div.long())
+
+
+class _AdjustedSampler(_SGSampler):
+    def __init__(self, step_size=1e-3, momentum=0.9, burnin_step_size=None, n_steps=None):
+        self.step_size = step_size
+        self.momentum = momentum
+        self.burnin_step_size = burnin_step_size
+        self.n_steps = n_steps
+
+    def check_target(self, target) -> None:
+        super().check_target(target)
+        if self.needs_exact_log_prob and not hasattr(target, "log_prob"):
+            raise ValueError(f"{type(self).__name__} needs the target's exact log_prob(theta).")
+
+
+_ADJUSTED_PARAMS = """
+    Parameters
+    ----------
+    step_size : float, default=1e-3
+        eps, the time step (the matching SGD learning rate is eps**2).
+    momentum : float, default=0.9
+        Momentum decay alpha per step, in [0, 1] (1: no friction).
+    burnin_step_size : float, default=None
+        Start of the cosine burn-in schedule (annealed to ``step_size``); None: constant.
+    n_steps : int, default=None
+        Minibatch steps per transition (the trajectory length); None: one epoch.
+"""
+
+
+@register_sampler("amagold")
+class AMAGOLD(_AdjustedSampler):
+    __doc__ = (
+        """Amortized Metropolis adjustment of SGHMC (Zhang et al. 2020; seeds/004 Algorithm 2).
+
+    A trajectory of skew-symmetric minibatch steps whose forward/backward proposal densities
+    are accumulated step by step (``rho``); one Metropolis-Hastings test at the end on the
+    exact full-data log density (one extra forward pass over the data per transition). The
+    draws are exact whatever the gradient noise; the acceptance falls as the step grows.
+    """
+        + _ADJUSTED_PARAMS
+    )
+
+    _kernel_cls = AMAGOLDKernel
+    needs_exact_log_prob = True
+
+
+@register_sampler("gsghmc")
+class GSGHMC(_AdjustedSampler):
+    __doc__ = (
+        """Generalized SGHMC (seeds/004, "Generalized SGHMC", eq. 9, c_n = 1).
+
+    OBABO steps; each B-A-B move is accepted or rejected on the minibatch energy of the new
+    point's batch against that of the old point's batch (the batch travels with the position:
+    the augmented target exp(-U_tau(theta)) Unif(tau) N(m; 0, M)); the momentum is negated on
+    rejection, as in generalized HMC. One gradient per step, fixed batch size. Consecutive
+    batches come from one permutation per epoch (disjoint) rather than independent draws.
+    """
+        + _ADJUSTED_PARAMS
+    )
+
+    _kernel_cls = GSGHMCKernel
+
+
+@register_sampler("hte")
+class HTE(_AdjustedSampler):
+    __doc__ = (
+        """Hamiltonian trajectory ensemble (seeds/004 Algorithm 1).
+
+    Momentum drawn from N(0, M), ``n_steps`` OBABO minibatch steps at T = 0 (momentum with
+    decay, no injected noise), then the HMC test on the exact full-data energy. Not an exact
+    posterior sampler (the stochastic trajectory is not reversible): an ensemble method that
+    keeps trajectories which stayed close to the Hamiltonian flow. A rejected trajectory repeats
+    the previous draw.
+    """
+        + _ADJUSTED_PARAMS
+    )
+
+    _kernel_cls = HTEKernel
+    needs_exact_log_prob = True
