@@ -9,6 +9,10 @@ not depend on where or in which order the jobs run: ``joblib.parallel_config(bac
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+
 import numpy as np
 import torch
 from joblib import Parallel, delayed
@@ -114,9 +118,21 @@ def run_all_chains(
                 verbose,
             )
         )
-    n_jobs = 1 if chain_method == "sequential" else n_jobs
-    results = Parallel(n_jobs=n_jobs)(jobs)
+    if chain_method == "sequential":
+        results = []
+        for job, args, job_kwargs in jobs:
+            results.append(job(*args, **job_kwargs))
+            if results[-1][0].interrupted:  # Ctrl-C: stop here, keep the chains that ran
+                break
+    else:
+        with _first_interrupt_reaches_the_workers():
+            results = Parallel(n_jobs=n_jobs)(jobs)
+    # After an interruption chains differ in length: keep those that keep the most draws.
+    interrupted = any(r.interrupted for r, _ in results)
+    keep, _ = _rectangle([r.draws.shape[1] for r, _ in results])
+    results = [results[c] for c in keep]
     run = merge_runs([r for r, _ in results])
+    run.interrupted = interrupted
     run.stats.update(kernel.describe(run.draw_stats))
     return run, [s for _, s in results]
 
@@ -135,9 +151,43 @@ def run_sampler(sampler, target, positions: torch.Tensor, **kwargs):
     return run_all_chains(sampler.build(target), positions, **kwargs)
 
 
+@contextlib.contextmanager
+def _first_interrupt_reaches_the_workers():
+    """While parallel chains run, a first Ctrl-C does not raise in this (the parent) process.
+
+    A terminal's Ctrl-C reaches every process of the foreground group: each worker's loop stops
+    and returns the draws it has, which joblib then hands back here. Were the parent to raise,
+    joblib would drop every worker's result. A second Ctrl-C raises as usual.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    count = 0
+
+    def handler(signum, frame):
+        nonlocal count
+        count += 1
+        if count > 1:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _rectangle(lengths: list[int]) -> tuple[list[int], int]:
+    """The chains to keep and their common length, keeping the most draws: chains of unequal
+    length (some interrupted) are cut to a common length or, when that loses more, left out."""
+    best = max(set(lengths), key=lambda n: (n * sum(m >= n for m in lengths), n))
+    return [c for c, m in enumerate(lengths) if m >= best], best
+
+
 def merge_runs(runs: list[ChainRun]) -> ChainRun:
-    """Stack single-chain runs into one (chains along the first axis)."""
-    n_kept = min(r.draws.shape[1] for r in runs)  # equal unless a chain was interrupted
+    """Stack single-chain runs into one (chains along the first axis), cut to the shortest."""
+    n_kept = min(r.draws.shape[1] for r in runs)
     n_done = min(r.accept_prob.shape[1] for r in runs)
     cat = torch.cat
     inv_masses = [r.inv_mass if r.inv_mass.ndim == 2 else r.inv_mass[None] for r in runs]
