@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._persistence import register
+from .._persistence import is_int, register
 from .._split import SplitTarget
 from .._utils import check_scalar_param, draw_seed, resolve_device
 from ..priors import GaussianPrior
@@ -86,6 +86,10 @@ class _SplitSampling:
         kernel = super()._make_kernel(target)
         kernel.integrator = INTEGRATORS[self.integrator]
         return kernel
+
+    def _loaded_state_spec(self) -> tuple[dict, dict]:
+        required, optional = super()._loaded_state_spec()
+        return {**required, "n_splits_": is_int(1)}, optional
 
 
 @register
