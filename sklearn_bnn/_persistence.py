@@ -478,12 +478,14 @@ def check_named_shapes(field: str, found: dict, expected: dict, what: str) -> No
         raise ValueError(
             f"{field} names the tensors {list(found)[:6]}, but {what} has {list(expected)[:6]}."
         )
-    for name, shape in expected.items():
-        got = tuple(found[name].shape if hasattr(found[name], "shape") else found[name])
-        if got != tuple(shape):
-            raise ValueError(
-                f"{field}[{name!r}] has shape {got}, but {what} expects {tuple(shape)}."
-            )
+    for name, want in expected.items():
+        got, want = _shape_of(found[name]), _shape_of(want)
+        if got != want:
+            raise ValueError(f"{field}[{name!r}] has shape {got}, but {what} expects {want}.")
+
+
+def _shape_of(value) -> tuple:
+    return tuple(value.shape) if hasattr(value, "shape") else tuple(value)
 
 
 def n_elements(shapes) -> int:
