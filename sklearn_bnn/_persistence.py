@@ -465,6 +465,21 @@ def check_classes(classes, field: str = "classes_", min_classes: int = 2) -> Non
         _fail(field, "distinct labels", classes)
 
 
+def is_fitted_estimator(value, field):
+    """A fitted estimator of a registered class, or a FrozenEstimator around one."""
+    from sklearn.utils.validation import check_is_fitted
+
+    inner = (
+        getattr(value, "estimator", None) if type(value).__name__ == "FrozenEstimator" else value
+    )
+    if not _is_estimator(type(inner)) or _REGISTRY.get(type(inner).__name__) is not type(inner):
+        _fail(field, "a fitted sklearn_bnn estimator", value)
+    try:
+        check_is_fitted(inner)
+    except Exception:
+        _fail(field, "a fitted estimator", value)
+
+
 def meta_module(build: Callable[[], torch.nn.Module]) -> torch.nn.Module:
     """Build a network on the ``meta`` device: its layout, with no memory for its weights."""
     with torch.device("meta"):
