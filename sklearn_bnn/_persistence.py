@@ -109,6 +109,10 @@ def _is_estimator(cls) -> bool:
 def _describe(value) -> str:
     if isinstance(value, torch.Tensor | np.ndarray):
         return f"{type(value).__name__} of shape {tuple(value.shape)} and dtype {value.dtype}"
+    if isinstance(value, list | tuple | dict):
+        return f"{type(value).__name__} of {len(value)} items"
+    if value is not None and not isinstance(value, bool | int | float | str | torch.dtype):
+        return type(value).__name__
     text = repr(value)
     return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
 
@@ -252,7 +256,7 @@ def decode(obj, where: str = "value", _depth: int = 0):
             raise ValueError(f"{where}: class {_describe(value)} is not a registered value class.")
         state = decode(obj["state"], f"{where}.state", _depth + 1)
         try:
-            cls._check_state(state, where)
+            cls._check_state(state)
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
         return cls.from_state(state)

@@ -98,7 +98,7 @@ class PosteriorSamples:
         }
 
     @classmethod
-    def _check_state(cls, state: dict, where: str = "samples") -> None:
+    def _check_state(cls, state: dict) -> None:
         """Check a decoded :meth:`to_state` dict (types, and that every size agrees with
         ``draws``) before :meth:`from_state`; raises ValueError naming the field."""
         from ._persistence import check_state, dict_of, is_int, is_tensor, list_of, n_elements
@@ -122,14 +122,14 @@ class PosteriorSamples:
         for name, value in [("log_prob", state["log_prob"]), *state["stats"].items()]:
             if tuple(value.shape) != (n_chains, n_draws):
                 raise ValueError(
-                    f"{where}.{name} has shape {tuple(value.shape)}, but the draws have "
+                    f"{name} has shape {tuple(value.shape)}, but the draws have "
                     f"{n_chains} chains of {n_draws} draws."
                 )
         if len(state["names"]) != len(state["shapes"]) or not state["names"]:
-            raise ValueError(f"{where}: names and shapes of the layout do not match.")
+            raise ValueError("names and shapes of the layout do not match.")
         if n_elements(state["shapes"]) != dim:
             raise ValueError(
-                f"{where}: the layout {state['shapes'][:4]} has {n_elements(state['shapes'])} "
+                f"the layout {state['shapes'][:4]} has {n_elements(state['shapes'])} "
                 f"weights, but each draw has {dim}."
             )
 

@@ -400,6 +400,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         the type of every attribute, and that every size agrees with the stored draws. The
         network is built on the ``meta`` device only, so no size in the file allocates memory."""
         self._validate_params()
+        resolve_dtype(self.dtype)
         check_state(state, *self._loaded_state_spec())
         n_in, n_out, samples = state["n_features_in_"], state["n_outputs_"], state["samples_"]
         if "feature_names_in_" in state and len(state["feature_names_in_"]) != n_in:
