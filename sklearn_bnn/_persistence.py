@@ -324,7 +324,12 @@ def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
         raise ValueError(
             f"{where}: {name}: invalid fitted state ({type(exc).__name__}: {exc})"
         ) from exc
-    estimator._set_state(state)
+    try:
+        estimator._set_state(state)
+    except Exception as exc:  # the checks passed, so this is a gap in a _check_loaded_state
+        raise ValueError(
+            f"{where}: {name}: invalid fitted state ({type(exc).__name__}: {exc})"
+        ) from exc
     return estimator
 
 
@@ -350,16 +355,29 @@ def _fail(field: str, expected: str, value):
     raise ValueError(f"{field} must be {expected}, got {_describe(value)}.")
 
 
-def is_int(low: int | None = None) -> Check:
-    """An int (or numpy integer), at least ``low``."""
+def is_int(low: int | None = None, high: int | None = None) -> Check:
+    """An int (or numpy integer) in ``[low, high]``."""
 
     def check(value, field):
         if isinstance(value, bool) or not isinstance(value, int | np.integer):
             _fail(field, "an int", value)
-        if low is not None and value < low:
-            _fail(field, f"an int >= {low}", value)
+        if (low is not None and value < low) or (high is not None and value > high):
+            _fail(field, f"an int in [{low}, {high}]", value)
 
     return check
+
+
+is_seed = is_int(0, 2**63 - 1)
+
+
+def check_feature_names(state: dict) -> None:
+    """``feature_names_in_``, when present, has ``n_features_in_`` distinct strings."""
+    if "feature_names_in_" not in state:
+        return
+    names = state["feature_names_in_"]
+    is_array(ndim=1, kinds="UO")(names, "feature_names_in_")
+    if len(names) != state.get("n_features_in_") or not all(isinstance(n, str) for n in names):
+        raise ValueError("feature_names_in_ must hold n_features_in_ strings.")
 
 
 def is_float(value, field):
@@ -571,6 +589,37 @@ def save(estimator, path: str | os.PathLike) -> None:
     torch.save(payload, path)
 
 
+def _check_container(path) -> None:
+    """The file must be the uncompressed zip archive ``torch.save`` writes.
+
+    Checked before ``torch.load`` sees it: a pickle or joblib file never reaches an unpickler,
+    and a compressed entry (which could expand to gigabytes from a small file) is refused.
+    """
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, EOFError, ValueError) as exc:
+        raise ValueError(
+            f"{_name(path)!r} is not a sklearn_bnn weights-only file (it may be a pickle or "
+            f"joblib file, which load never unpickles, or truncated): {exc}"
+        ) from None
+    finally:
+        if hasattr(path, "seek"):
+            path.seek(0)
+    for entry in entries:
+        if entry.compress_type != zipfile.ZIP_STORED or entry.file_size != entry.compress_size:
+            raise ValueError(
+                f"{_name(path)!r} is not a sklearn_bnn weights-only file: entry "
+                f"{entry.filename!r} is compressed (torch.save never compresses)."
+            )
+
+
+def _name(path) -> str:
+    return os.fspath(path) if isinstance(path, str | os.PathLike) else repr(path)
+
+
 def load(path: str | os.PathLike, **params):
     """Load an estimator written by :func:`save`, without unpickling any code.
 
@@ -597,15 +646,16 @@ def load(path: str | os.PathLike, **params):
     ValueError
         If the file is not a valid weights-only file of a registered estimator.
     """
+    _check_container(path)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise
     except Exception as exc:  # torch raises several types for a file it cannot read safely
         raise ValueError(
-            f"{os.fspath(path)!r} is not a sklearn_bnn weights-only file (it may be a pickle or "
+            f"{_name(path)!r} is not a sklearn_bnn weights-only file (it may be a pickle or "
             f"joblib file, which load never unpickles, or truncated): {str(exc)[:200]}"
         ) from None
     if type(payload) is not dict or payload.get("format") != FORMAT:
-        raise ValueError(f"{os.fspath(path)!r} is not a sklearn_bnn weights-only file.")
-    return _rebuild(payload, params, os.fspath(path))
+        raise ValueError(f"{_name(path)!r} is not a sklearn_bnn weights-only file.")
+    return _rebuild(payload, params, _name(path))

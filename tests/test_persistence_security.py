@@ -380,3 +380,33 @@ def test_crafted_files_do_not_modify_the_good_one(files):
         _state(before)["samples_"]["state"]["__dict__"]["draws"],
         files[0]["hmc"].samples_.draws,
     )
+
+
+def test_compressed_entry_is_refused_before_unzipping(files, tmp_path):
+    """A deflated entry could expand to gigabytes from a small file; torch.save never compresses."""
+    import encodings.cp437  # noqa: F401  zipfile decodes names not flagged UTF-8 with it
+    import zipfile
+
+    path = tmp_path / "compressed.pt"
+    with zipfile.ZipFile(files[1]["hmc"]) as src, zipfile.ZipFile(path, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info), compress_type=zipfile.ZIP_DEFLATED)
+    _expect_rejected(path, tmp_path, "is compressed")
+
+
+def test_diagnostics_of_another_shape(files, tmp_path):
+    payload = _payload(files)
+    _state(payload)["diagnostics_"]["__dict__"]["step_size"] = {"__ndarray__": torch.ones(5)}
+    _expect_rejected(payload, tmp_path, r"diagnostics_\['step_size'\] must have a shape")
+
+
+def test_seed_out_of_range(files, tmp_path):
+    payload = _payload(files, "dropout")
+    _state(payload)["mc_seed_"] = 2**70
+    _expect_rejected(payload, tmp_path, r"mc_seed_ must be an int in \[0, ")
+
+
+def test_feature_names_of_another_length(files, tmp_path):
+    payload = _payload(files, "dropout")
+    _state(payload)["feature_names_in_"] = {"__objarray__": ["a", "b"], "kind": "O"}
+    _expect_rejected(payload, tmp_path, "feature_names_in_ must hold n_features_in_ strings")

@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._persistence import (
     WeightsOnlyMixin,
     check_classes,
+    check_feature_names,
     check_named_shapes,
     check_state,
     dict_of,
@@ -403,8 +404,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         resolve_dtype(self.dtype)
         check_state(state, *self._loaded_state_spec())
         n_in, n_out, samples = state["n_features_in_"], state["n_outputs_"], state["samples_"]
-        if "feature_names_in_" in state and len(state["feature_names_in_"]) != n_in:
-            raise ValueError(f"feature_names_in_ does not have n_features_in_={n_in} names.")
+        check_feature_names(state)
+        _check_diagnostics(state["diagnostics_"], samples.n_chains, samples.dim)
         if self._is_classifier():
             n_classes = len(state["classes_"])
             if n_out != (1 if n_classes == 2 else n_classes):
@@ -459,6 +460,20 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
 
     def _is_classifier(self) -> bool:
         return False
+
+
+def _check_diagnostics(diag: dict, n_chains: int, dim: int) -> None:
+    """``diagnostics_`` of a loaded model: numbers, or arrays with one row per chain (the
+    adapted inverse mass: (dim,) or (n_chains, dim))."""
+    for key, value in diag.items():
+        if isinstance(value, np.ndarray):
+            shapes = [(dim,), (n_chains, dim)] if key == "inv_mass" else [(n_chains,)]
+            if value.dtype.kind not in "biuf" or value.shape not in shapes:
+                raise ValueError(f"diagnostics_[{key!r}] must have a shape in {shapes}.")
+        elif value is not None and not isinstance(value, bool | int | float):
+            raise ValueError(f"diagnostics_[{key!r}] must be a number or an array.")
+    if diag.get("n_chains", n_chains) != n_chains:
+        raise ValueError(f"diagnostics_['n_chains'] is not the {n_chains} chains of samples_.")
 
 
 def _not_dtype(field, value):

@@ -319,7 +319,7 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
             "n_iter_": P.is_int(0),
             "best_validation_loss_": P.optional(P.is_float),
             "module_": P.dict_of(P.is_tensor(floating=True)),
-            "mc_seed_": P.is_int(0),
+            "mc_seed_": P.is_seed,
             **self._extra_loaded_spec(state),
         }
         if is_classifier(self):
@@ -332,6 +332,7 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
                 n_outputs_=P.is_int(1), y_mean_=vector, y_scale_=vector, noise_precision_=vector
             )
         P.check_state(state, required, {"feature_names_in_": P.is_array(ndim=1, kinds="UO")})
+        P.check_feature_names(state)
         self.n_features_in_ = state["n_features_in_"]  # read by _build_net
         if is_classifier(self):
             self.classes_ = state["classes_"]

@@ -499,10 +499,11 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
                 "_x_scale": P.is_array(kinds="f", shape=(n_in,)),
                 "_y_mean": P.is_array(kinds="f", shape=(n_out,)),
                 "_y_scale": P.is_array(kinds="f", shape=(n_out,)),
-                "_mc_seeds": P.list_of(P.is_int(0), length=m),
+                "_mc_seeds": P.list_of(P.is_seed, length=m),
             },
             {"feature_names_in_": P.is_array(ndim=1, kinds="UO")},
         )
+        P.check_feature_names(state)
         if state["_single_target"] and n_out != 1:
             raise ValueError(f"n_outputs_={n_out} for a single-target model.")
         self.n_features_in_, self.n_outputs_ = n_in, n_out  # read by _new_net
