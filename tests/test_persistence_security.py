@@ -410,3 +410,17 @@ def test_feature_names_of_another_length(files, tmp_path):
     payload = _payload(files, "dropout")
     _state(payload)["feature_names_in_"] = {"__objarray__": ["a", "b"], "kind": "O"}
     _expect_rejected(payload, tmp_path, "feature_names_in_ must hold n_features_in_ strings")
+
+
+def test_torch_load_is_called_weights_only(files, monkeypatch):
+    calls = []
+    real_load = torch.load
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", spy)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # cannot override an explicit True
+    sklearn_bnn.load(files[1]["hmc"])
+    assert calls and all(kw.get("weights_only") is True for kw in calls)
