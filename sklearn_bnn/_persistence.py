@@ -127,8 +127,13 @@ def encode(obj, where: str = "value"):
     if isinstance(obj, torch.Tensor):
         return obj.detach().cpu().clone()
     if isinstance(obj, torch.dtype):
-        return {"__dtype__": str(obj).removeprefix("torch.")}
+        name = str(obj).removeprefix("torch.")
+        if name not in _DTYPES:  # load would refuse it: record it as unsaveable now
+            raise _Unsaveable(f"{where}: dtype {obj}")
+        return {"__dtype__": name}
     if isinstance(obj, torch.device):
+        if not _DEVICE_RE.fullmatch(str(obj)):
+            raise _Unsaveable(f"{where}: device {obj}")
         return {"__device__": str(obj)}
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind in "biuf":
