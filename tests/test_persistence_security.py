@@ -424,3 +424,19 @@ def test_torch_load_is_called_weights_only(files, monkeypatch):
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # cannot override an explicit True
     sklearn_bnn.load(files[1]["hmc"])
     assert calls and all(kw.get("weights_only") is True for kw in calls)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_split_model_fitted_with_data_on_a_gpu_loads_without_one(tmp_path):
+    from sklearn_bnn import SplitHMCClassifier
+
+    X, y, _ = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = SplitHMCClassifier(n_splits=2, **FAST_HMC).fit(X, y)
+    sklearn_bnn.save(clf, tmp_path / "m.pt")
+    payload = torch.load(tmp_path / "m.pt", weights_only=True)
+    payload["params"]["data_device"] = "cuda"  # as saved on a GPU machine
+    torch.save(payload, tmp_path / "m.pt")
+    loaded = sklearn_bnn.load(tmp_path / "m.pt")
+    np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))

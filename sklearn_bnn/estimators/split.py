@@ -91,6 +91,14 @@ class _SplitSampling:
         required, optional = super()._loaded_state_spec()
         return {**required, "n_splits_": is_int(1)}, optional
 
+    def _check_loaded_state(self, state: dict) -> None:
+        # data_device serves fit only: a model fitted with data on a GPU loads on a CPU machine
+        data_device, self.data_device = self.data_device, None
+        try:
+            super()._check_loaded_state(state)
+        finally:
+            self.data_device = data_device
+
 
 @register
 class SplitHMCClassifier(_SplitSampling, HMCClassifier):
