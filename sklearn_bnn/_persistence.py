@@ -282,7 +282,7 @@ def _check_plain_tensor(t: torch.Tensor, where: str) -> torch.Tensor:
         raise ValueError(
             f"{where}: only dense CPU tensors are allowed, got {t.layout} on {t.device}."
         )
-    return t
+    return t.detach()
 
 
 def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
@@ -622,7 +622,7 @@ def _check_container(path) -> None:
 
 
 def _name(path) -> str:
-    return os.fspath(path) if isinstance(path, str | os.PathLike) else repr(path)
+    return os.fspath(path) if isinstance(path, str | os.PathLike) else f"<{type(path).__name__}>"
 
 
 def load(path: str | os.PathLike, **params):
@@ -663,4 +663,11 @@ def load(path: str | os.PathLike, **params):
         ) from None
     if type(payload) is not dict or payload.get("format") != FORMAT:
         raise ValueError(f"{_name(path)!r} is not a sklearn_bnn weights-only file.")
-    return _rebuild(payload, params, _name(path))
+    try:
+        return _rebuild(payload, params, _name(path))
+    except ValueError:
+        raise
+    except Exception as exc:  # whatever else a malformed file trips over is still a bad file
+        raise ValueError(
+            f"{_name(path)}: invalid weights-only file ({type(exc).__name__}: {exc})"
+        ) from exc

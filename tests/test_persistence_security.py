@@ -440,3 +440,17 @@ def test_split_model_fitted_with_data_on_a_gpu_loads_without_one(tmp_path):
     torch.save(payload, tmp_path / "m.pt")
     loaded = sklearn_bnn.load(tmp_path / "m.pt")
     np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+
+
+def test_tensor_requiring_grad_is_detached(files, tmp_path):
+    payload = _payload(files)
+    _state(payload)["classes_"]["__ndarray__"] = torch.tensor([0.0, 1.0], requires_grad=True)
+    torch.save(payload, tmp_path / "m.pt")
+    np.testing.assert_array_equal(sklearn_bnn.load(tmp_path / "m.pt").classes_, [0.0, 1.0])
+
+
+def test_parameter_instead_of_a_tensor(files, tmp_path):
+    payload = _payload(files)
+    samples = _state(payload)["samples_"]["state"]["__dict__"]
+    samples["draws"] = torch.nn.Parameter(samples["draws"])
+    _expect_rejected(payload, tmp_path, r"\['draws'\]: a Parameter is not allowed")
