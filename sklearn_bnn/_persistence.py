@@ -317,6 +317,8 @@ def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
     init_params.update(overrides)
     estimator = cls(**init_params)
     if payload["state"] is None:
+        if depth == 0:  # only a wrapped estimator's parameter may be unfitted
+            raise ValueError(f"{where}: the file holds no fitted state.")
         return estimator
     state = decode(payload["state"], f"{where}: fitted state", depth)
     if type(state) is not dict:

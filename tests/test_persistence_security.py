@@ -454,3 +454,9 @@ def test_parameter_instead_of_a_tensor(files, tmp_path):
     samples = _state(payload)["samples_"]["state"]["__dict__"]
     samples["draws"] = torch.nn.Parameter(samples["draws"])
     _expect_rejected(payload, tmp_path, r"\['draws'\]: a Parameter is not allowed")
+
+
+def test_file_without_a_fitted_state(files, tmp_path):
+    payload = _payload(files)
+    payload["state"] = None
+    _expect_rejected(payload, tmp_path, "holds no fitted state")
