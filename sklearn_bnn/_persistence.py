@@ -509,6 +509,16 @@ def is_fitted_estimator(value, field):
         _fail(field, "a fitted estimator", value)
 
 
+def check_depth(hidden_layer_sizes, n_tensors: int, field: str) -> None:
+    """Each layer of a standard network stores at least one tensor: a file cannot make the
+    meta-device build loop over more layers than it stores tensors for."""
+    n_layers = len(hidden_layer_sizes) if isinstance(hidden_layer_sizes, list | tuple) else 1
+    if n_layers >= n_tensors:
+        raise ValueError(
+            f"hidden_layer_sizes has {n_layers} layers, but {field} stores {n_tensors} tensors."
+        )
+
+
 def meta_module(build: Callable[[], torch.nn.Module]) -> torch.nn.Module:
     """Build a network on the ``meta`` device: its layout, with no memory for its weights."""
     with torch.device("meta"):

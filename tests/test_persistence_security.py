@@ -460,3 +460,9 @@ def test_file_without_a_fitted_state(files, tmp_path):
     payload = _payload(files)
     payload["state"] = None
     _expect_rejected(payload, tmp_path, "holds no fitted state")
+
+
+def test_a_million_hidden_layers_are_not_built(files, tmp_path):
+    payload = _payload(files)
+    payload["params"]["hidden_layer_sizes"] = {"__tuple__": [1] * 10**6}
+    _expect_rejected(payload, tmp_path, "hidden_layer_sizes has 1000000 layers, but samples_")

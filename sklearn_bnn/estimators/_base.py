@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._persistence import (
     WeightsOnlyMixin,
     check_classes,
+    check_depth,
     check_feature_names,
     check_named_shapes,
     check_state,
@@ -425,6 +426,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
                 "dtype": lambda v, f: v in (torch.float32, torch.float64) or _not_dtype(f, v),
             },
         )
+        if self.module is None:
+            check_depth(self.hidden_layer_sizes, len(samples.names), "samples_")
         net = meta_module(lambda: self._build_network(0, n_in, n_out))
         net = FunctionalNetwork(net, device="meta", dtype=net_state["dtype"])
         what = f"the network of n_features_in_={n_in}, n_outputs_={n_out} and these parameters"

@@ -338,6 +338,7 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
             self.classes_ = state["classes_"]
         else:
             self.n_outputs_ = n_out
+        P.check_depth(self.hidden_layer_sizes, len(state["module_"]), "module_")
         dtype = next(iter(state["module_"].values()), torch.zeros(())).dtype
         expected = P.meta_module(lambda: self._build_net(dtype)).state_dict()
         what = f"the network of n_features_in_={self.n_features_in_} and these parameters"

@@ -507,6 +507,7 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         if state["_single_target"] and n_out != 1:
             raise ValueError(f"n_outputs_={n_out} for a single-target model.")
         self.n_features_in_, self.n_outputs_ = n_in, n_out  # read by _new_net
+        P.check_depth(self.hidden_layer_sizes, len(state["estimators_"][0]), "estimators_[0]")
         expected = P.meta_module(self._new_net).state_dict()
         what = f"the plan-net of n_features_in_={n_in}, n_outputs_={n_out} and these parameters"
         for i, weights in enumerate(state["estimators_"]):
