@@ -466,3 +466,36 @@ def test_a_million_hidden_layers_are_not_built(files, tmp_path):
     payload = _payload(files)
     payload["params"]["hidden_layer_sizes"] = {"__tuple__": [1] * 10**6}
     _expect_rejected(payload, tmp_path, "hidden_layer_sizes has 1000000 layers, but samples_")
+
+
+class _NetWithConstants(torch.nn.Module):
+    """A frozen parameter and a buffer: saved as network_ constants, checked against the file."""
+
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.full((n_in,), 2.0), requires_grad=False)
+        self.register_buffer("shift", torch.arange(n_in, dtype=torch.float32))
+        self.linear = torch.nn.Linear(n_in, n_out)
+
+    def forward(self, x):
+        return self.linear(x * self.scale + self.shift)
+
+
+def test_custom_module_with_constants(tmp_path):
+    X, y, _ = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = HMCClassifier(module=_NetWithConstants, **FAST_HMC).fit(X, y)
+    sklearn_bnn.save(clf, tmp_path / "m.pt")
+    with pytest.raises(ValueError, match=r"parameter\(s\) \['module'\] held Python code"):
+        sklearn_bnn.load(tmp_path / "m.pt")
+    loaded = sklearn_bnn.load(tmp_path / "m.pt", module=_NetWithConstants)
+    np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+    payload = torch.load(tmp_path / "m.pt", weights_only=True)
+    _state(payload)["network_"]["__dict__"]["constants"]["__dict__"]["shift"] = torch.zeros(5)
+    _expect_rejected(
+        payload,
+        tmp_path,
+        r"network_ constants\['shift'\] has shape \(5,\)",
+        module=_NetWithConstants,
+    )
