@@ -14,13 +14,15 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clo
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
+from ._persistence import WeightsOnlyMixin, register
 from ._utility import bayes_decision, check_utility, expected_utilities
 from .metrics import mean_utility
 
 __all__ = ["check_utility", "expected_utilities", "bayes_decision", "BayesDecisionClassifier"]
 
 
-class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
+@register
+class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, BaseEstimator):
     """Take the Bayes action of a probabilistic classifier under a utility matrix.
 
     Wraps any classifier with ``predict_proba`` (one of ours, or any scikit-learn classifier):
@@ -55,6 +57,11 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator
         The labels :meth:`predict` returns.
     n_features_in_ : int
         When the wrapped estimator defines it (also ``feature_names_in_``).
+
+    Notes
+    -----
+    :func:`sklearn_bnn.save` / :func:`sklearn_bnn.load` store this model weights-only when the
+    wrapped estimator is one of this package's; for any other, use ``joblib``.
 
     Examples
     --------
@@ -120,6 +127,27 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator
             )
         return labels
 
+    def _check_loaded_state(self, state: dict) -> None:
+        """Check a decoded fitted state against the wrapped fitted estimator (see
+        :func:`sklearn_bnn.load`): the same classes, a utility with one row per class and one
+        decision label per column."""
+        from . import _persistence as P
+
+        P.check_state(
+            state,
+            {
+                "estimator_": P.is_fitted_estimator,
+                "classes_": P.check_classes,
+                "utility_": P.is_array(ndim=2, kinds="f"),
+                "decisions_": P.is_array(ndim=1, kinds="biufUO"),
+            },
+            {"n_features_in_": P.is_int(1), "feature_names_in_": P.is_array(ndim=1, kinds="UO")},
+        )
+        _check_same_as_wrapped(state)
+        check_utility(state["utility_"], len(state["classes_"]))
+        if len(state["decisions_"]) != state["utility_"].shape[1]:
+            raise ValueError("decisions_ must have one label per column of utility_.")
+
     def predict_proba(self, X) -> np.ndarray:
         """Predictive probabilities of the wrapped estimator, shape (n_samples, n_classes)."""
         check_is_fitted(self)
@@ -148,3 +176,15 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, BaseEstimator
         tags = super().__sklearn_tags__()
         tags.input_tags = get_tags(self.estimator).input_tags
         return tags
+
+
+def _check_same_as_wrapped(state: dict) -> None:
+    """A loaded meta-estimator's classes and features must be those of its ``estimator_``."""
+    inner = state["estimator_"]
+    if not np.array_equal(state["classes_"], inner.classes_):
+        raise ValueError("classes_ differ from the wrapped estimator_'s classes_.")
+    for name in ("n_features_in_", "feature_names_in_"):
+        if (name in state) != hasattr(inner, name) or (
+            name in state and not np.array_equal(state[name], getattr(inner, name))
+        ):
+            raise ValueError(f"{name} differs from the wrapped estimator_'s.")

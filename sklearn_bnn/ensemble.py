@@ -18,6 +18,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from ._persistence import WeightsOnlyMixin, register
 from ._utils import check_scalar_param
 from ._validation import check_probabilities, encode_labels
 from .metrics import brier_score, expected_calibration_error, negative_log_likelihood
@@ -140,7 +141,8 @@ def _is_stack_mode(self) -> bool:
     return self.estimator is None
 
 
-class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
+@register
+class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, BaseEstimator):
     """Keep the fewest ensemble members (posterior draws) that preserve a validation metric.
 
     The greedy procedure of seeds/004 ("Ensemble size reduction"), see
@@ -186,6 +188,11 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         Kept members in each greedy pass (their spread is the error bar of seeds/004 Fig. 5).
     metric_full_, metric_reduced_ : float
         The metric of the full and of the reduced ensemble on the validation data.
+
+    Notes
+    -----
+    :func:`sklearn_bnn.save` / :func:`sklearn_bnn.load` store this model weights-only when the
+    wrapped estimator (frozen or not) is one of this package's, or with ``estimator=None``.
 
     Examples
     --------
@@ -293,6 +300,50 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         self.estimator_ = clone(self.estimator).fit(X_fit, y_fit, **fit_params)
         return X_val, y_val
 
+    def _check_loaded_state(self, state: dict) -> None:
+        """Check a decoded fitted state (see :func:`sklearn_bnn.load`): kept members within the
+        wrapped estimator's members, and the classes and features of the wrapped estimator."""
+        from . import _persistence as P
+        from .decision import _check_same_as_wrapped
+
+        _check_metric(self.metric)
+        required = {
+            "classes_": lambda v, f: P.check_classes(v, f, min_classes=1),
+            "kept_indices_": P.is_array(ndim=1, kinds="iu"),
+            "n_members_": P.is_int(1),
+            "n_members_full_": P.is_int(1),
+            "n_members_per_repeat_": P.is_array(ndim=1, kinds="iu"),
+            "metric_full_": P.is_float,
+            "metric_reduced_": P.is_float,
+        }
+        optional = {}
+        if self.estimator is not None:
+            required["estimator_"] = P.is_fitted_estimator
+            optional = {
+                "n_features_in_": P.is_int(1),
+                "feature_names_in_": P.is_array(ndim=1, kinds="UO"),
+            }
+        P.check_state(state, required, optional)
+        kept, n_full = state["kept_indices_"], state["n_members_full_"]
+        if (
+            len(kept) != state["n_members_"]
+            or len(kept) == 0
+            or np.any(np.diff(kept) <= 0)
+            or kept[0] < 0
+            or kept[-1] >= n_full
+        ):
+            raise ValueError(
+                f"kept_indices_ must be n_members_={state['n_members_']} sorted distinct indices "
+                f"below n_members_full_={n_full}."
+            )
+        if self.estimator is not None:
+            _check_same_as_wrapped(state)
+            n_wrapped = _n_members(state["estimator_"])
+            if n_wrapped is not None and n_wrapped != n_full:
+                raise ValueError(
+                    f"n_members_full_={n_full}, but the wrapped estimator_ has {n_wrapped} members."
+                )
+
     def _select(self, stack) -> np.ndarray:
         check_is_fitted(self)
         stack = np.asarray(stack)
@@ -333,3 +384,11 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, BaseEstimator):
         """Most probable class under the reduced ensemble."""
         best = np.argmax(self.predict_proba(X), axis=1)
         return self.classes_[best]
+
+
+def _n_members(estimator) -> int | None:
+    """Members that ``estimator.predict_samples`` returns, when known without predicting."""
+    estimator = getattr(estimator, "estimator", estimator)  # a FrozenEstimator's model
+    if hasattr(estimator, "samples_"):
+        return len(estimator.samples_)
+    return getattr(estimator, "n_mc_samples", None)

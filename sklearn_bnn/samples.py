@@ -142,6 +142,42 @@ class PosteriorSamples:
         }
 
     @classmethod
+    def _check_state(cls, state: dict) -> None:
+        """Check a decoded :meth:`to_state` dict (types, and that every size agrees with
+        ``draws``) before :meth:`from_state`; raises ValueError naming the field."""
+        from ._persistence import check_state, dict_of, is_int, is_tensor, list_of, n_elements
+
+        def is_name(value, field):
+            if type(value) is not str:
+                raise ValueError(f"{field} must be a parameter name, got {type(value).__name__}.")
+
+        check_state(
+            state,
+            {
+                "draws": is_tensor(ndim=3, floating=True),
+                "log_prob": is_tensor(ndim=2, floating=True),
+                "names": list_of(is_name),
+                "shapes": list_of(list_of(is_int(0))),
+                "stats": dict_of(is_tensor(ndim=2)),
+            },
+        )
+        draws = state["draws"]
+        n_chains, n_draws, dim = draws.shape
+        for name, value in [("log_prob", state["log_prob"]), *state["stats"].items()]:
+            if tuple(value.shape) != (n_chains, n_draws):
+                raise ValueError(
+                    f"{name} has shape {tuple(value.shape)}, but the draws have "
+                    f"{n_chains} chains of {n_draws} draws."
+                )
+        if len(state["names"]) != len(state["shapes"]) or not state["names"]:
+            raise ValueError("names and shapes of the layout do not match.")
+        if n_elements(state["shapes"]) != dim:
+            raise ValueError(
+                f"the layout {state['shapes'][:4]} has {n_elements(state['shapes'])} "
+                f"weights, but each draw has {dim}."
+            )
+
+    @classmethod
     def from_state(cls, state: dict) -> PosteriorSamples:
         return cls(
             state["draws"], state["log_prob"], state["names"], state["shapes"], state.get("stats")

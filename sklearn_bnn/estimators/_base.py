@@ -15,7 +15,25 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._persistence import WeightsOnlyMixin
+from .._persistence import (
+    WeightsOnlyMixin,
+    check_classes,
+    check_depth,
+    check_feature_names,
+    check_named_shapes,
+    check_state,
+    dict_of,
+    is_any,
+    is_array,
+    is_bool,
+    is_float,
+    is_instance,
+    is_int,
+    is_tensor,
+    list_of,
+    meta_module,
+    optional,
+)
 from .._utils import (
     check_scalar_param,
     draw_seed,
@@ -327,6 +345,75 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         state.update({name: getattr(self, name) for name in self._private_state})
         return state
 
+    def _loaded_state_spec(self) -> tuple[dict, dict]:
+        """(required, optional) checks of the fitted state, by attribute name."""
+        required = {
+            "n_features_in_": is_int(1),
+            "n_outputs_": is_int(1),
+            "network_": dict_of(is_any),
+            "samples_": is_instance(PosteriorSamples),
+            "diagnostics_": dict_of(is_any),
+            "acceptance_rate_": is_float,
+            "_last_position": is_tensor(ndim=2, floating=True),
+            "_step_size_per_chain": is_tensor(ndim=1, floating=True),
+            "_inv_mass": optional(is_tensor(floating=True)),
+            "_generator_states": optional(list_of(is_tensor(ndim=1))),
+        }
+        if self._is_classifier():
+            required["classes_"] = check_classes
+        else:
+            required.update(_y_2d=is_bool, _y_mean=is_any, _y_scale=is_any)
+        return required, {"feature_names_in_": is_array(ndim=1, kinds="UO")}
+
+    def _check_loaded_state(self, state: dict) -> None:
+        """Check a decoded fitted state before :meth:`_set_state` (see ``sklearn_bnn.load``):
+        the type of every attribute, and that every size agrees with the stored draws. The
+        network is built on the ``meta`` device only, so no size in the file allocates memory."""
+        self._validate_params()
+        resolve_dtype(self.dtype)
+        check_state(state, *self._loaded_state_spec())
+        n_in, n_out, samples = state["n_features_in_"], state["n_outputs_"], state["samples_"]
+        check_feature_names(state)
+        _check_diagnostics(state["diagnostics_"], samples.n_chains, samples.dim)
+        if self._is_classifier():
+            n_classes = len(state["classes_"])
+            if n_out != (1 if n_classes == 2 else n_classes):
+                raise ValueError(f"n_outputs_={n_out} does not fit {n_classes} classes_.")
+        else:
+            if not state["_y_2d"] and n_out != 1:
+                raise ValueError(f"n_outputs_={n_out} for a single-output regressor.")
+            for name in ("_y_mean", "_y_scale"):
+                value = np.asarray(state[name])
+                if value.dtype.kind not in "iuf" or value.size != n_out:
+                    raise ValueError(f"{name} must hold n_outputs_={n_out} numbers.")
+        net_state = state["network_"]
+        check_state(
+            net_state,
+            {
+                "constants": dict_of(is_tensor()),
+                "dtype": lambda v, f: v in (torch.float32, torch.float64) or _not_dtype(f, v),
+            },
+        )
+        if self.module is None:
+            check_depth(self.hidden_layer_sizes, len(samples.names), "samples_")
+        net = meta_module(lambda: self._build_network(0, n_in, n_out))
+        net = FunctionalNetwork(net, device="meta", dtype=net_state["dtype"])
+        what = f"the network of n_features_in_={n_in}, n_outputs_={n_out} and these parameters"
+        check_named_shapes(
+            "samples_",
+            dict(zip(samples.names, samples.shapes, strict=True)),
+            dict(zip(net.names, net.shapes, strict=True)),
+            what,
+        )
+        check_named_shapes("network_ constants", net_state["constants"], net._constants, what)
+        chains, dim = samples.n_chains, samples.dim
+        if tuple(state["_last_position"].shape) != (chains, dim):
+            raise ValueError(f"_last_position does not have the shape ({chains}, {dim}).")
+        if len(state["_step_size_per_chain"]) != chains:
+            raise ValueError(f"_step_size_per_chain does not have {chains} entries.")
+        if state["_inv_mass"] is not None and state["_inv_mass"].shape[-1] != dim:
+            raise ValueError(f"_inv_mass does not have {dim} columns.")
+
     def _set_state(self, state: dict) -> None:
         net_state = state.pop("network_")
         super()._set_state(state)
@@ -344,6 +431,24 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
 
     def _is_classifier(self) -> bool:
         return False
+
+
+def _check_diagnostics(diag: dict, n_chains: int, dim: int) -> None:
+    """``diagnostics_`` of a loaded model: numbers, or arrays with one row per chain (the
+    adapted inverse mass: (dim,) or (n_chains, dim))."""
+    for key, value in diag.items():
+        if isinstance(value, np.ndarray):
+            shapes = [(dim,), (n_chains, dim)] if key == "inv_mass" else [(n_chains,)]
+            if value.dtype.kind not in "biuf" or value.shape not in shapes:
+                raise ValueError(f"diagnostics_[{key!r}] must have a shape in {shapes}.")
+        elif value is not None and not isinstance(value, bool | int | float):
+            raise ValueError(f"diagnostics_[{key!r}] must be a number or an array.")
+    if diag.get("n_chains", n_chains) != n_chains:
+        raise ValueError(f"diagnostics_['n_chains'] is not the {n_chains} chains of samples_.")
+
+
+def _not_dtype(field, value):
+    raise ValueError(f"{field} must be torch.float32 or torch.float64, got {value!r}.")
 
 
 def _predict_device(device) -> torch.device:

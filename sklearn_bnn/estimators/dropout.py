@@ -300,6 +300,50 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         state["module_"] = dict(self.module_.state_dict())
         return state
 
+    def _extra_loaded_spec(self, state: dict) -> dict:
+        """Checks of subclass-specific fitted attributes (see :meth:`_check_loaded_state`)."""
+        return {}
+
+    def _check_loaded_state(self, state: dict) -> None:
+        """Types of the fitted attributes, and the weights' shapes against the network these
+        parameters build (on the ``meta`` device: no size in the file allocates memory)."""
+        from sklearn.base import is_classifier
+
+        from .. import _persistence as P
+
+        self._check_params()
+        required = {
+            "n_features_in_": P.is_int(1),
+            "loss_curve_": P.list_of(P.is_float),
+            "validation_loss_curve_": P.list_of(P.is_float),
+            "n_iter_": P.is_int(0),
+            "best_validation_loss_": P.optional(P.is_float),
+            "module_": P.dict_of(P.is_tensor(floating=True)),
+            "mc_seed_": P.is_seed,
+            **self._extra_loaded_spec(state),
+        }
+        if is_classifier(self):
+            n_out = len(state.get("classes_", ()))
+            required.update(classes_=P.check_classes, class_weight_=P.is_array(shape=(n_out,)))
+        else:
+            n_out = state.get("n_outputs_")
+            vector = P.is_array(kinds="f", shape=(n_out,))
+            required.update(
+                n_outputs_=P.is_int(1), y_mean_=vector, y_scale_=vector, noise_precision_=vector
+            )
+        P.check_state(state, required, {"feature_names_in_": P.is_array(ndim=1, kinds="UO")})
+        P.check_feature_names(state)
+        self.n_features_in_ = state["n_features_in_"]  # read by _build_net
+        if is_classifier(self):
+            self.classes_ = state["classes_"]
+        else:
+            self.n_outputs_ = n_out
+        P.check_depth(self.hidden_layer_sizes, len(state["module_"]), "module_")
+        dtype = next(iter(state["module_"].values()), torch.zeros(())).dtype
+        expected = P.meta_module(lambda: self._build_net(dtype)).state_dict()
+        what = f"the network of n_features_in_={self.n_features_in_} and these parameters"
+        P.check_named_shapes("module_", state["module_"], expected, what)
+
     def _set_state(self, state: dict) -> None:
         state = dict(state)
         weights = state.pop("module_")

@@ -190,6 +190,14 @@ class LossCalibratedBNN(MCDropoutClassifier):
         self.utility_ = check_utility(np.eye(n) if self.utility is None else self.utility, n)
         return encoded
 
+    def _extra_loaded_spec(self, state: dict) -> dict:
+        def check(value, field):
+            if not isinstance(value, np.ndarray):
+                raise ValueError(f"{field} must be an array, got {type(value).__name__}.")
+            check_utility(value, len(state.get("classes_", ())))
+
+        return {"utility_": check}
+
     def _calibrated_loss(self, out, yb, decisions) -> torch.Tensor:
         """Per-point dropout loss plus the penalty of eq. 4.10."""
         u_star = transformed_utility(self.utility_, self.utility_bound)

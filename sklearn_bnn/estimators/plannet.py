@@ -478,6 +478,41 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
             state[k] = getattr(self, k)
         return state
 
+    def _check_loaded_state(self, state: dict) -> None:
+        """Types of the fitted attributes, and every network's weights against the network
+        these parameters build (on the ``meta`` device: no size in the file allocates memory)."""
+        from .. import _persistence as P
+
+        self._check_params()
+        m, n_in, n_out = self.n_estimators, state.get("n_features_in_"), state.get("n_outputs_")
+        P.check_state(
+            state,
+            {
+                "n_features_in_": P.is_int(1),
+                "n_outputs_": P.is_int(1),
+                "n_iter_": P.is_array(kinds="iu", shape=(m,)),
+                "validation_loss_": P.is_array(kinds="f", shape=(m,)),
+                "dropout_rates_": P.is_array(kinds="f", shape=(m, None)),
+                "estimators_": P.list_of(P.dict_of(P.is_tensor(floating=True)), length=m),
+                "_single_target": P.is_bool,
+                "_x_mean": P.is_array(kinds="f", shape=(n_in,)),
+                "_x_scale": P.is_array(kinds="f", shape=(n_in,)),
+                "_y_mean": P.is_array(kinds="f", shape=(n_out,)),
+                "_y_scale": P.is_array(kinds="f", shape=(n_out,)),
+                "_mc_seeds": P.list_of(P.is_seed, length=m),
+            },
+            {"feature_names_in_": P.is_array(ndim=1, kinds="UO")},
+        )
+        P.check_feature_names(state)
+        if state["_single_target"] and n_out != 1:
+            raise ValueError(f"n_outputs_={n_out} for a single-target model.")
+        self.n_features_in_, self.n_outputs_ = n_in, n_out  # read by _new_net
+        P.check_depth(self.hidden_layer_sizes, len(state["estimators_"][0]), "estimators_[0]")
+        expected = P.meta_module(self._new_net).state_dict()
+        what = f"the plan-net of n_features_in_={n_in}, n_outputs_={n_out} and these parameters"
+        for i, weights in enumerate(state["estimators_"]):
+            P.check_named_shapes(f"estimators_[{i}]", weights, expected, what)
+
     def _set_state(self, state: dict) -> None:
         weights = state.pop("estimators_")
         for k, v in state.items():

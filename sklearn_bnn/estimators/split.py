@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._persistence import register
+from .._persistence import is_int, register
 from .._utils import check_scalar_param, draw_seed, resolve_device
 from ..priors import GaussianPrior
 from ..targets import SplitTarget
@@ -79,6 +79,18 @@ class _SplitSampling:
 
     def _sampler_defaults(self) -> dict:
         return {**super()._sampler_defaults(), "integrator": self.integrator}
+
+    def _loaded_state_spec(self) -> tuple[dict, dict]:
+        required, optional = super()._loaded_state_spec()
+        return {**required, "n_splits_": is_int(1)}, optional
+
+    def _check_loaded_state(self, state: dict) -> None:
+        # data_device serves fit only: a model fitted with data on a GPU loads on a CPU machine
+        data_device, self.data_device = self.data_device, None
+        try:
+            super()._check_loaded_state(state)
+        finally:
+            self.data_device = data_device
 
 
 @register
