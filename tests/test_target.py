@@ -27,3 +27,13 @@ def test_batched_outputs_equal_one_draw_at_a_time(network_and_draws, chunk_size)
     torch.testing.assert_close(batched, expected, rtol=1e-12, atol=1e-12)
     mean = network.forward_batched(draws, X, transform=torch.tanh, mean=True, chunk_size=chunk_size)
     torch.testing.assert_close(mean, torch.tanh(expected).mean(0), rtol=1e-12, atol=1e-12)
+
+
+def test_inputs_are_laid_out_in_c_order_whatever_the_callers_layout():
+    import numpy as np
+
+    net = FunctionalNetwork(torch.nn.Linear(3, 2))
+    X = np.asfortranarray(np.arange(12.0).reshape(4, 3))
+    tensor = net.as_tensor(X)
+    assert tensor.is_contiguous()
+    assert torch.equal(tensor, net.as_tensor(np.ascontiguousarray(X)))

@@ -62,7 +62,10 @@ class FunctionalNetwork:
         """``X`` on ``device`` (this network's by default), floating inputs in its dtype."""
         X = X if isinstance(X, torch.Tensor) else torch.tensor(X)  # a copy: X may be read-only
         device = self.device if device is None else device
-        return X.to(device=device, dtype=self.dtype if X.is_floating_point() else X.dtype)
+        X = X.to(device=device, dtype=self.dtype if X.is_floating_point() else X.dtype)
+        # C order whatever the caller's layout (a DataFrame gives Fortran order): BLAS takes
+        # another path for transposed strides, and its last-bit differences grow along a chain
+        return X.contiguous()
 
     def initial_position(self) -> torch.Tensor:
         """The module's own trainable parameters as a flat vector (D,)."""
