@@ -138,6 +138,7 @@ def test_starts_per_chain_and_jitter():
         (dict(sampler=HMC(n_leapfrog=0)), "n_leapfrog"),
         (dict(sampler=HMC(integrator="symmetric")), "split target"),
         (dict(step_size=-1.0), "step_size"),
+        (dict(n_warmup=0), "n_warmup=0"),
     ],
 )
 def test_bad_arguments_raise_valueerror_naming_them(kwargs, match):
