@@ -315,9 +315,7 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
     def _validate_params(self) -> None:
         super()._validate_params()
         if self.noise_precision is not None:
-            check_scalar_param(
-                self.noise_precision, "noise_precision", low=0, low_inclusive=False
-            )
+            check_scalar_param(self.noise_precision, "noise_precision", low=0, low_inclusive=False)
         prior = self.noise_prior
         if not (isinstance(prior, tuple | list) and len(prior) == 2):
             raise ValueError(f"noise_prior must be a pair (shape, rate), got {prior!r}.")

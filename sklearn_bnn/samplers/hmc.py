@@ -243,6 +243,4 @@ class HMCKernel(Kernel):
         extra = None
         if self.trajectory_length is not None:  # kept per draw: the steps this one took
             extra = {"n_steps": torch.full_like(accept_prob, n_steps, dtype=torch.long)}
-        return new_state, Info(
-            accept_prob, accepted, energy_error, divergent, eps, n_grad, extra
-        )
+        return new_state, Info(accept_prob, accepted, energy_error, divergent, eps, n_grad, extra)

@@ -141,8 +141,13 @@ def test_warm_start_continues_with_learned_noise():
     X = rng.normal(size=(40, 1))
     y = X[:, 0] + 0.2 * rng.normal(size=40)
     reg = HMCRegressor(
-        module=linear_module, n_samples=20, n_warmup=20, n_leapfrog=5, warm_start=True,
-        normalize_y=True, random_state=0,
+        module=linear_module,
+        n_samples=20,
+        n_warmup=20,
+        n_leapfrog=5,
+        warm_start=True,
+        normalize_y=True,
+        random_state=0,
     )
     reg.fit(X, y).fit(X, y)
     tau = reg.samples_.stats["noise_precision"]
