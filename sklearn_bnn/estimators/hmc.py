@@ -320,7 +320,7 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         if not (isinstance(prior, tuple | list) and len(prior) == 2):
             raise ValueError(f"noise_prior must be a pair (shape, rate), got {prior!r}.")
         check_scalar_param(prior[0], "noise_prior shape", low=0, low_inclusive=False)
-        check_scalar_param(prior[1], "noise_prior rate", low=0)
+        check_scalar_param(prior[1], "noise_prior rate", low=0, low_inclusive=False)
 
     def _prepare_targets(self, y, reset: bool):
         y = np.asarray(y, dtype=np.float64)

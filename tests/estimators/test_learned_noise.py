@@ -156,7 +156,7 @@ def test_warm_start_continues_with_learned_noise():
     assert torch.all(tau[:, :20] / tau[:, 20:].mean() < 10)  # both halves in y units
 
 
-@pytest.mark.parametrize("bad", [(1.0,), (0.0, 1.0), (1.0, -1.0), "x"])
+@pytest.mark.parametrize("bad", [(1.0,), (0.0, 1.0), (1.0, -1.0), (1.0, 0.0), "x"])
 def test_bad_noise_prior(bad):
     with pytest.raises(ValueError, match="noise_prior"):
         HMCRegressor(noise_prior=bad).fit(np.zeros((5, 1)), np.zeros(5))
