@@ -43,21 +43,46 @@ class Bernoulli:
 
 
 class Gaussian:
-    """Regression likelihood N(y | f(x), 1/tau) with a fixed noise precision tau per output.
+    """Regression likelihood N(y | f(x), 1/tau) with a noise precision tau per output.
 
     Parameters
     ----------
     precision : float or tensor of shape (n_out,)
-        The noise precision tau (``noise_precision`` on the estimators).
+        The noise precision tau (``noise_precision`` on the estimators); with ``prior`` given,
+        the starting value of a learned precision.
+    prior : (shape, rate) or None
+        A Gamma(shape, rate) prior on tau (rate a float or a tensor (n_out,)); the precision
+        is then learned by a Gibbs step from its conjugate conditional
+        (:meth:`sample_precision`) between HMC transitions, per chain.
+
+    Attributes
+    ----------
+    chain_precision : tensor of shape (C, n_out) or None
+        The current precision of every chain, once a Gibbs step has drawn it.
     """
 
     name = "gaussian"
 
-    def __init__(self, precision):
+    def __init__(self, precision, prior=None):
         self.precision = precision
+        self.prior = prior
+        self.chain_precision = None
 
-    def log_prob(self, output: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    @property
+    def learns_precision(self) -> bool:
+        return self.prior is not None
+
+    def log_prob(self, output: torch.Tensor, y: torch.Tensor, precision=None) -> torch.Tensor:
+        """Summed log-likelihood; ``precision`` (n_out,) overrides the stored one (the
+        per-chain value inside a vmap over chains)."""
         n, n_out = output.shape[-2], output.shape[-1]
+        if precision is None and self.chain_precision is not None:
+            precision = self.chain_precision.reshape(-1, n_out)[0]  # one chain evaluated alone
+        if precision is not None:
+            tau = precision.to(output).reshape(-1)
+            sq = ((output - y) ** 2 * tau).sum()
+            log_tau = torch.log(tau).sum()
+            return 0.5 * n * (log_tau - n_out * math.log(2 * math.pi)) - 0.5 * sq
         tau = self.precision
         if isinstance(tau, torch.Tensor) and tau.ndim > 0:
             tau = tau.to(output)
@@ -69,6 +94,60 @@ class Gaussian:
             log_tau = n_out * math.log(tau)
         return 0.5 * n * (log_tau - n_out * math.log(2 * math.pi)) - 0.5 * sq
 
+    def sample_precision(self, sum_sq, n, generator, temperature=1.0):
+        """Draw tau per chain and output from its conditional given the residuals.
+
+        With a Gamma(a, b) prior and n residuals of sum of squares S, the tempered conditional
+        [p(y | f, tau) p(tau)]^(1/T) is Gamma((a - 1 + n / 2) / T + 1, (b + S / 2) / T)
+        (T = 1: the conjugate Gamma(a + n / 2, b + S / 2)).
+
+        Parameters
+        ----------
+        sum_sq : tensor (C, n_out)
+        n : int
+            Number of residuals per output.
+        generator : torch.Generator
+
+        Returns
+        -------
+        tensor (C, n_out), also stored as ``chain_precision``.
+        """
+        a, b = self.prior
+        b = torch.as_tensor(b, dtype=torch.float64, device=sum_sq.device)
+        shape = ((a - 1.0 + 0.5 * n) / temperature + 1.0) * torch.ones_like(sum_sq, dtype=b.dtype)
+        rate = (b + 0.5 * sum_sq.double()) / temperature
+        tau = sample_gamma(shape, generator) / rate
+        self.chain_precision = tau.to(sum_sq.dtype)
+        return self.chain_precision
+
     def predictive(self, output: torch.Tensor) -> torch.Tensor:
         """The predictive mean of one draw is the network output itself."""
         return output
+
+
+def sample_gamma(shape: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Gamma(shape, 1) draws from ``generator`` alone (Marsaglia & Tsang 2000).
+
+    For shape < 1, G(a) = G(a + 1) U^(1/a). Vectorised rejection: the loop ends when every
+    element is accepted (acceptance above 95 % per round for shape >= 1).
+    """
+    shape = torch.as_tensor(shape, dtype=torch.float64)
+    boost = shape < 1
+    a = torch.where(boost, shape + 1, shape)
+    d = a - 1.0 / 3.0
+    c = 1.0 / torch.sqrt(9.0 * d)
+    out = torch.empty_like(a)
+    todo = torch.ones_like(a, dtype=torch.bool)
+    opts = dict(generator=generator, dtype=a.dtype, device=a.device)
+    while todo.any():
+        x = torch.randn(a.shape, **opts)
+        u = torch.rand(a.shape, **opts)
+        v = (1 + c * x) ** 3
+        ok = (v > 0) & (torch.log(u) < 0.5 * x**2 + d - d * v + d * torch.log(v.clamp_min(1e-300)))
+        take = todo & ok
+        out = torch.where(take, d * v, out)
+        todo = todo & ~ok
+    if boost.any():
+        u = torch.rand(a.shape, **opts)
+        out = torch.where(boost, out * u ** (1.0 / shape), out)
+    return out

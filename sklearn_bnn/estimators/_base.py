@@ -65,6 +65,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         sampler="hmc",
         step_size="auto",
         n_leapfrog=50,
+        trajectory_length=None,
         max_tree_depth=10,
         target_accept=0.8,
         thin=1,
@@ -79,6 +80,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         verbose=False,
         warm_start=False,
         random_state=None,
+        temperature=1.0,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -103,6 +105,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         self.verbose = verbose
         self.warm_start = warm_start
         self.random_state = random_state
+        self.trajectory_length = trajectory_length
+        self.temperature = temperature
 
     # -- to be provided by subclasses -------------------------------------------------------------
     def _prepare_targets(self, y, reset: bool):
@@ -148,6 +152,11 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         check_scalar_param(self.step_size, "step_size", low=0, low_inclusive=False, allow=("auto",))
         if self.thin > self.n_samples:
             raise ValueError(f"thin={self.thin} must not exceed n_samples={self.n_samples}.")
+        check_scalar_param(self.temperature, "temperature", low=0, low_inclusive=False)
+        if self.trajectory_length is not None:
+            check_scalar_param(
+                self.trajectory_length, "trajectory_length", low=0, low_inclusive=False
+            )
         if isinstance(self.prior_precision, int | float):
             check_scalar_param(self.prior_precision, "prior_precision", low=0, low_inclusive=False)
 
@@ -209,9 +218,11 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             n_init_steps = self.n_init_steps if self.init == "map" else 0
             self.n_outputs_ = n_outputs
 
+        target = self._make_target(network, X, targets)
+        target.temperature = float(self.temperature)  # p(theta | D)^(1/T); 1 leaves it as it is
         run, self._generator_states = run_sampler(
             self._sampler_object(),
-            self._make_target(network, X, targets),
+            target,
             positions,
             chain_method=self.chain_method,
             n_jobs=self.n_jobs,
@@ -249,7 +260,11 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
 
     def _sampler_defaults(self) -> dict:
         """The flat parameters that configure a sampler given by name."""
-        return {"n_leapfrog": self.n_leapfrog, "max_tree_depth": self.max_tree_depth}
+        return {
+            "n_leapfrog": self.n_leapfrog,
+            "trajectory_length": self.trajectory_length,
+            "max_tree_depth": self.max_tree_depth,
+        }
 
     def _sampler_object(self):
         """The configured sampler: ``sampler`` itself when it is an object, or the registered

@@ -38,7 +38,13 @@ _PARAMS_DOC = """
     step_size : float or "auto", default="auto"
         Leapfrog step size; "auto" adapts it by dual averaging during warmup.
     n_leapfrog : int, default=50
-        Leapfrog steps per trajectory.
+        Leapfrog steps per trajectory (when ``trajectory_length`` is None).
+    trajectory_length : float, default=None
+        HMC only: the integration time of a trajectory instead of a step count. Each transition
+        takes ``ceil(u * trajectory_length / step_size)`` steps with u drawn uniformly in
+        [0.5, 1.5] from the sampler's generator (Neal 2011, §5.4.2.2, on jittering), the step
+        size being the adapted one: a trajectory moves the same distance whatever step size
+        the adaptation settles on.
     max_tree_depth : int, default=10
         NUTS only: at most 2**max_tree_depth - 1 leapfrog steps per transition.
     target_accept : float, default=0.8
@@ -69,6 +75,10 @@ _PARAMS_DOC = """
         When True, ``fit`` continues the chains of the previous fit and appends draws.
     random_state : int, RandomState or None, default=None
         Seeds a local torch generator: the same seed gives identical draws.
+    temperature : float, default=1.0
+        Posterior temperature T: the chains sample p(w | D)^(1/T), the likelihood and the
+        prior both tempered (the "cold posterior" of Wenzel et al. 2020, eq. 1). T = 1 is the
+        Bayes posterior; T < 1 sharpens it.
 """
 
 _FITTED_DOC = """
@@ -188,9 +198,15 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
     """
         + _PARAMS_DOC
         + """
-    noise_precision : float, default=1.0
-        Precision of the Gaussian observation noise (in units of the standardised target when
-        ``normalize_y=True``).
+    noise_precision : float or None, default=None
+        Precision of the Gaussian observation noise, in units of y (1 / variance of the noise
+        in y's own units, whatever ``normalize_y``). None learns it: a Gamma prior
+        (``noise_prior``) on the precision and a Gibbs step from its conjugate conditional
+        after every HMC transition (exact; one extra gradient per transition), per chain.
+    noise_prior : (float, float), default=(1.0, 0.01)
+        Shape a and rate b of the Gamma prior on the noise precision measured relative to the
+        training target's variance (tau * Var(y), per output): scale-free, so the same prior
+        suits y in any units. Used when ``noise_precision`` is None.
     normalize_y : bool, default=False
         Standardise the target before sampling (and undo it in predictions), as
         :class:`~sklearn.gaussian_process.GaussianProcessRegressor` does: with it, the defaults
@@ -201,6 +217,12 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
 """
         + _FITTED_DOC
         + """
+    noise_precision_ : float or ndarray of shape (n_outputs,)
+        Posterior mean of the noise precision in units of y (the fixed value when given); the
+        draws are in ``samples_.stats["noise_precision"]`` (y units, one per draw).
+    noise_std_ : float or ndarray of shape (n_outputs,)
+        sqrt(E[1 / noise precision]): the noise standard deviation in units of y.
+
     Examples
     --------
     >>> import numpy as np
@@ -219,13 +241,15 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         activation="relu",
         module=None,
         prior_precision=1.0,
-        noise_precision=1.0,
+        noise_precision=None,
+        noise_prior=(1.0, 0.01),
         normalize_y=False,
         n_samples=500,
         n_warmup=500,
         sampler="hmc",
         step_size="auto",
         n_leapfrog=50,
+        trajectory_length=None,
         max_tree_depth=10,
         target_accept=0.8,
         thin=1,
@@ -240,6 +264,7 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         verbose=False,
         warm_start=False,
         random_state=None,
+        temperature=1.0,
     ):
         super().__init__(
             hidden_layer_sizes=hidden_layer_sizes,
@@ -251,6 +276,7 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
             sampler=sampler,
             step_size=step_size,
             n_leapfrog=n_leapfrog,
+            trajectory_length=trajectory_length,
             max_tree_depth=max_tree_depth,
             target_accept=target_accept,
             thin=thin,
@@ -265,11 +291,18 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
             verbose=verbose,
             warm_start=warm_start,
             random_state=random_state,
+            temperature=temperature,
         )
         self.noise_precision = noise_precision
+        self.noise_prior = noise_prior
         self.normalize_y = normalize_y
 
-    _private_state = BaseSamplingEstimator._private_state + ("_y_mean", "_y_scale", "_y_2d")
+    _private_state = BaseSamplingEstimator._private_state + (
+        "_y_mean",
+        "_y_scale",
+        "_y_2d",
+        "_y_var",
+    )
 
     def _multi_output(self) -> bool:
         return True
@@ -281,12 +314,20 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
 
     def _validate_params(self) -> None:
         super()._validate_params()
-        check_scalar_param(self.noise_precision, "noise_precision", low=0, low_inclusive=False)
+        if self.noise_precision is not None:
+            check_scalar_param(self.noise_precision, "noise_precision", low=0, low_inclusive=False)
+        prior = self.noise_prior
+        if not (isinstance(prior, tuple | list) and len(prior) == 2):
+            raise ValueError(f"noise_prior must be a pair (shape, rate), got {prior!r}.")
+        check_scalar_param(prior[0], "noise_prior shape", low=0, low_inclusive=False)
+        check_scalar_param(prior[1], "noise_prior rate", low=0, low_inclusive=False)
 
     def _prepare_targets(self, y, reset: bool):
         y = np.asarray(y, dtype=np.float64)
         if reset:
             self._y_2d = y.ndim == 2
+            y_var = y.reshape(len(y), -1).var(axis=0)
+            self._y_var = np.where(y_var > 0, y_var, 1.0)
             if self.normalize_y:
                 self._y_mean = y.mean(axis=0)
                 scale = y.std(axis=0)
@@ -300,7 +341,47 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         return torch.as_tensor(y), y.shape[1]
 
     def _likelihood(self):
-        return Gaussian(float(self.noise_precision))
+        """N(y | f, 1/tau) in the units the network is fitted in (standardised with
+        ``normalize_y``): tau there is the y-unit precision times ``_y_scale**2``."""
+        scale2 = np.reshape(self._y_scale, -1) ** 2
+        if self.noise_precision is not None:
+            if np.ndim(self._y_scale) == 0:
+                return Gaussian(float(self.noise_precision * scale2[0]))
+            return Gaussian(torch.as_tensor(self.noise_precision * scale2))
+        # Gamma(a, b) on tau * Var(y) is Gamma(a, b Var(y) / scale^2) on the fitted units' tau
+        a, b = self.noise_prior
+        rel = self._y_var / scale2  # Var(y) in fitted units
+        return Gaussian(torch.as_tensor(25.0 / rel), prior=(float(a), torch.as_tensor(b * rel)))
+
+    def fit(self, X, y):
+        """Sample the posterior over the weights (and the noise precision, when learned).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+
+        Returns
+        -------
+        self
+        """
+        n_before = self.samples_.n_draws if self._continuing() else 0
+        super().fit(X, y)
+        scale2 = torch.as_tensor(np.reshape(self._y_scale, -1) ** 2)
+        stats = self.samples_.stats
+        if "noise_precision" in stats:  # fitted units -> y units, the new draws only
+            tau = stats["noise_precision"].double()
+            new = tau[:, n_before:]
+            tau[:, n_before:] = new / (scale2 if new.ndim == 3 else scale2[0])
+            stats["noise_precision"] = tau
+            flat = tau.reshape(-1, *tau.shape[2:]).numpy()
+            mean, inv = flat.mean(0), (1.0 / flat).mean(0)
+        else:
+            tau = np.full(scale2.shape, float(self.noise_precision))
+            mean, inv = tau, 1.0 / tau
+        squeeze = (lambda v: float(np.reshape(v, -1)[0])) if not self._y_2d else np.asarray
+        self.noise_precision_, self.noise_std_ = squeeze(mean), squeeze(np.sqrt(inv))
+        return self
 
     def _reference_quantity(self, outputs):
         """The first output, per draw."""
@@ -328,7 +409,7 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         X : array-like of shape (n_samples, n_features)
         return_std : bool, default=False
             Also return the predictive standard deviation, combining the spread of the draws
-            (weight uncertainty) with the observation noise 1/noise_precision.
+            (weight uncertainty) with the observation noise E[1 / noise precision].
 
         Returns
         -------
@@ -341,6 +422,6 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
             mean = mean[:, 0]
         if not return_std:
             return mean
-        noise_var = np.reshape(self._y_scale, -1) ** 2 / float(self.noise_precision)
+        noise_var = np.reshape(self.noise_std_, -1) ** 2  # E[1 / tau] over draws, y units
         std = np.sqrt(out.var(axis=0) + noise_var)
         return mean, (std if self._y_2d else std[:, 0])

@@ -139,6 +139,7 @@ class SplitHMCClassifier(_SplitSampling, HMCClassifier):
         sampler="hmc",
         step_size="auto",
         n_leapfrog=50,
+        trajectory_length=None,
         max_tree_depth=10,
         target_accept=0.8,
         thin=1,
@@ -153,6 +154,7 @@ class SplitHMCClassifier(_SplitSampling, HMCClassifier):
         verbose=False,
         warm_start=False,
         random_state=None,
+        temperature=1.0,
     ):
         super().__init__(
             hidden_layer_sizes=hidden_layer_sizes,
@@ -164,6 +166,7 @@ class SplitHMCClassifier(_SplitSampling, HMCClassifier):
             sampler=sampler,
             step_size=step_size,
             n_leapfrog=n_leapfrog,
+            trajectory_length=trajectory_length,
             max_tree_depth=max_tree_depth,
             target_accept=target_accept,
             thin=thin,
@@ -178,6 +181,7 @@ class SplitHMCClassifier(_SplitSampling, HMCClassifier):
             verbose=verbose,
             warm_start=warm_start,
             random_state=random_state,
+            temperature=temperature,
         )
         self.n_splits = n_splits
         self.split_size = split_size
@@ -221,7 +225,8 @@ class SplitHMCRegressor(_SplitSampling, HMCRegressor):
         activation="relu",
         module=None,
         prior_precision=1.0,
-        noise_precision=1.0,
+        noise_precision=None,
+        noise_prior=(1.0, 0.01),
         normalize_y=False,
         n_splits=4,
         split_size=None,
@@ -232,6 +237,7 @@ class SplitHMCRegressor(_SplitSampling, HMCRegressor):
         sampler="hmc",
         step_size="auto",
         n_leapfrog=50,
+        trajectory_length=None,
         max_tree_depth=10,
         target_accept=0.8,
         thin=1,
@@ -246,6 +252,7 @@ class SplitHMCRegressor(_SplitSampling, HMCRegressor):
         verbose=False,
         warm_start=False,
         random_state=None,
+        temperature=1.0,
     ):
         super().__init__(
             hidden_layer_sizes=hidden_layer_sizes,
@@ -253,12 +260,14 @@ class SplitHMCRegressor(_SplitSampling, HMCRegressor):
             module=module,
             prior_precision=prior_precision,
             noise_precision=noise_precision,
+            noise_prior=noise_prior,
             normalize_y=normalize_y,
             n_samples=n_samples,
             n_warmup=n_warmup,
             sampler=sampler,
             step_size=step_size,
             n_leapfrog=n_leapfrog,
+            trajectory_length=trajectory_length,
             max_tree_depth=max_tree_depth,
             target_accept=target_accept,
             thin=thin,
@@ -273,6 +282,7 @@ class SplitHMCRegressor(_SplitSampling, HMCRegressor):
             verbose=verbose,
             warm_start=warm_start,
             random_state=random_state,
+            temperature=temperature,
         )
         self.n_splits = n_splits
         self.split_size = split_size

@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 from ._base import State
 from .adaptation import (
     DualAveraging,
-    WelfordVariance,
+    SettlingVariance,
     find_reasonable_step_size,
     warmup_windows,
 )
@@ -64,7 +64,10 @@ def run_chains(
     ``step_size="auto"`` finds a starting value (Hoffman & Gelman Alg. 4) and adapts it by dual
     averaging during warmup, restarting at the end of each of Stan's slow windows; a number (or
     a (C,) tensor) is used as it is. ``adapt_mass`` estimates a diagonal inverse mass per chain
-    over the slow windows. A KeyboardInterrupt
+    over the slow windows. When the target has a ``gibbs_update(state, generator) -> (state,
+    stats)`` (not None), it runs once before warmup and after every transition (a Gibbs step of
+    parameters outside the kernel's position, e.g. a learned noise precision); its per-chain
+    ``stats`` are kept beside each draw as ``info.extra`` is. A KeyboardInterrupt
     stops the loop and returns what was collected, flagged ``interrupted``.
     """
     C, D = state.position.shape
@@ -72,6 +75,11 @@ def run_chains(
     if inv_mass is None:
         inv_mass = torch.ones(D, dtype=dtype, device=device)
     inv_mass = inv_mass.to(device, dtype)
+    gibbs = getattr(kernel.target, "gibbs_update", None)
+    n_grad, gibbs_stats = 0, {}
+    if gibbs is not None:
+        state, gibbs_stats = gibbs(state, generator)
+        n_grad += 1
     adapt = isinstance(step_size, str) and getattr(kernel, "adapts_step_size", True)
     if isinstance(step_size, str) and not adapt:
         step_size = getattr(kernel, "step_size", 1.0)
@@ -97,9 +105,10 @@ def run_chains(
         "energy_error": torch.empty((C, n_kept_max), dtype=dtype),
     }
     window_ends = {end - 1 for _, end in warmup_windows(n_warmup)} if adapt_mass else set()
-    window_starts = {start for start, _ in warmup_windows(n_warmup)}
+    window_starts = {start: end - start for start, end in warmup_windows(n_warmup)}
+    toward = _prior_variance(kernel.target) if adapt_mass else None
     welford = None
-    n_grad, n_done, n_kept, interrupted = 0, 0, 0, False
+    n_done, n_kept, interrupted = 0, 0, False
 
     bar = tqdm(
         total=n_warmup + n_samples,
@@ -113,17 +122,20 @@ def run_chains(
         for i in range(n_warmup):
             state, info = kernel.step(state, generator, step_size=eps, inv_mass=inv_mass)
             n_grad += info.n_grad
+            if gibbs is not None:
+                state, gibbs_stats = gibbs(state, generator)
+                n_grad += 1
             warmup_divergent += info.divergent.cpu()
             if adapt:
                 averager.update(info.accept_prob)
                 eps = averager.step_size
             if adapt_mass and i in window_starts:
-                welford = WelfordVariance(state.position.shape, device)
+                welford = SettlingVariance(state.position.shape, device, window_starts[i])
             if adapt_mass and welford is not None:
-                welford.update(state.position)
+                welford.update(state.position, state.log_prob)
             if i in window_ends:
                 if adapt_mass:
-                    inv_mass = welford.regularized_variance().to(dtype)
+                    inv_mass = welford.regularized_variance(toward).to(dtype)
                     welford = None
                 if adapt:  # new metric: restart dual averaging from the current step size
                     averager = DualAveraging(averager.final_step_size, target_accept)
@@ -135,6 +147,9 @@ def run_chains(
         for i in range(n_samples):
             state, info = kernel.step(state, generator, step_size=eps, inv_mass=inv_mass)
             n_grad += info.n_grad
+            if gibbs is not None:
+                state, gibbs_stats = gibbs(state, generator)
+                n_grad += 1
             accept_prob[:, i] = info.accept_prob.cpu()
             accepted[:, i] = info.accepted.cpu()
             acceptance[:, i] = kernel.acceptance(info).cpu()
@@ -148,9 +163,10 @@ def run_chains(
                 draw_stats["accept_prob"][:, n_kept] = accept_prob[:, i]
                 draw_stats["diverging"][:, n_kept] = divergent[:, i]
                 draw_stats["energy_error"][:, n_kept] = energy_error[:, i]
-                for name, value in (info.extra or {}).items():
-                    if name not in draw_stats:
-                        draw_stats[name] = torch.zeros((C, n_kept_max), dtype=value.dtype)
+                for name, value in {**(info.extra or {}), **gibbs_stats}.items():
+                    if name not in draw_stats:  # (C,) or (C, k) per draw
+                        shape = (C, n_kept_max, *value.shape[1:])
+                        draw_stats[name] = torch.zeros(shape, dtype=value.dtype)
                     draw_stats[name][:, n_kept] = value.cpu()
                 n_kept += 1
             _progress(bar, i, "sampling", info, n_div)
@@ -186,6 +202,18 @@ def run_chains(
         n_grad=n_grad,
         interrupted=interrupted,
     )
+
+
+def _prior_variance(target):
+    """The prior variance T / tau of every coordinate (D,) of a network target with a Gaussian
+    prior, toward which window variances shrink; Stan's 1e-3 for any other target."""
+    try:
+        precision = target.prior_precision
+    except AttributeError:
+        return 1e-3
+    if not isinstance(precision, torch.Tensor):
+        return 1e-3
+    return getattr(target, "temperature", 1.0) / precision.double()
 
 
 def _progress(bar, i: int, phase: str, info, n_div) -> None:

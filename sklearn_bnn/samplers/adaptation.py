@@ -15,7 +15,13 @@ import torch
 
 from ._base import State, kinetic_energy, sample_momentum
 
-__all__ = ["DualAveraging", "WelfordVariance", "find_reasonable_step_size", "warmup_windows"]
+__all__ = [
+    "DualAveraging",
+    "SettlingVariance",
+    "WelfordVariance",
+    "find_reasonable_step_size",
+    "warmup_windows",
+]
 
 
 class DualAveraging:
@@ -146,8 +152,53 @@ class WelfordVariance:
         self.mean += delta / self.n
         self.m2 += delta * (x - self.mean)
 
-    def regularized_variance(self) -> torch.Tensor:
-        """Stan's shrunk estimate: (n / (n + 5)) var + 1e-3 (5 / (n + 5))."""
+    def regularized_variance(self, toward=1e-3) -> torch.Tensor:
+        """Stan's shrunk estimate: (n / (n + 5)) var + toward (5 / (n + 5)).
+
+        ``toward`` is Stan's 1e-3 by default; a network's posterior shrinks better toward its
+        prior variance (a (D,) tensor), the scale of a weight the data do not pin down.
+        """
         n = self.n
         var = self.m2 / max(n - 1, 1)
-        return (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0))
+        if isinstance(toward, torch.Tensor):
+            toward = toward.to(var)
+        return (n / (n + 5.0)) * var + toward * (5.0 / (n + 5.0))
+
+
+class SettlingVariance:
+    """Window variance that discards an unsettled first half (per chain).
+
+    Started from a mode (``init="map"``), a network's chains fall in log density for a while
+    before they reach the typical set; the positions of that descent inflate a mass-matrix
+    estimate along the directions of the descent. Two accumulators run over a window, one over
+    all of it and one over its second half; at the end a chain whose mean log density moved by
+    more than one standard deviation (of its second half) between the halves has not settled,
+    and only its second half counts.
+    """
+
+    def __init__(self, shape, device, length: int):
+        self.full = WelfordVariance(shape, device)
+        self.second = None
+        self.half, self.i = max(length // 2, 1), 0
+        self.lp_first = WelfordVariance(shape[:1], device)
+        self.lp_second = WelfordVariance(shape[:1], device)
+
+    def update(self, x: torch.Tensor, log_prob: torch.Tensor) -> None:
+        if self.i == self.half:
+            self.second = WelfordVariance(x.shape, x.device)
+        self.full.update(x)
+        if self.second is not None:
+            self.second.update(x)
+            self.lp_second.update(log_prob)
+        else:
+            self.lp_first.update(log_prob)
+        self.i += 1
+
+    def regularized_variance(self, toward=1e-3) -> torch.Tensor:
+        full = self.full.regularized_variance(toward)
+        if self.second is None or self.second.n < 10:
+            return full
+        sd = (self.lp_second.m2 / max(self.lp_second.n - 1, 1)).sqrt()
+        drift = (self.lp_first.mean - self.lp_second.mean).abs()
+        unsettled = torch.nan_to_num(drift, nan=0.0) > sd
+        return torch.where(unsettled[:, None], self.second.regularized_variance(toward), full)

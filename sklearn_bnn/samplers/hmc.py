@@ -6,6 +6,8 @@ probability min(1, exp(H_start - H_end)); on rejection the chain stays where it 
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .._utils import check_scalar_param
@@ -61,7 +63,17 @@ class HMC(Sampler):
     Parameters
     ----------
     n_leapfrog : int, default=50
-        Integration steps per trajectory L.
+        Integration steps per trajectory L (when ``trajectory_length`` is None).
+    trajectory_length : float, default=None
+        Integration time tau of a trajectory instead of a step count: each transition takes
+        L = ceil(u tau / eps) steps of the current step size eps (the adapted one, the mean
+        over chains, which share L), u uniform in [0.5, 1.5] drawn from the sampler's
+        generator: jittering the integration time avoids the near-periodic trajectories of a
+        fixed one (Neal 2011, "MCMC using Hamiltonian dynamics", §5.4.2.2). At most
+        ``max_n_leapfrog`` steps.
+    max_n_leapfrog : int, default=1024
+        Cap on the steps of one trajectory set by ``trajectory_length`` (early warmup may try
+        tiny step sizes).
     integrator : {"leapfrog", "naive", "randomised", "symmetric"} or callable, default="leapfrog"
         The integrator (see :mod:`sklearn_bnn.samplers.integrators`). The three split schemes
         (seeds/000 §3.2 and §4) need a target evaluated over data subsets, as the split
@@ -79,13 +91,27 @@ class HMC(Sampler):
     torch.Size([2, 100, 2])
     """
 
-    def __init__(self, n_leapfrog=50, integrator="leapfrog", divergence_threshold=1000.0):
+    def __init__(
+        self,
+        n_leapfrog=50,
+        integrator="leapfrog",
+        divergence_threshold=1000.0,
+        trajectory_length=None,
+        max_n_leapfrog=1024,
+    ):
         self.n_leapfrog = n_leapfrog
         self.integrator = integrator
         self.divergence_threshold = divergence_threshold
+        self.trajectory_length = trajectory_length
+        self.max_n_leapfrog = max_n_leapfrog
 
     def _check_params(self) -> None:
         check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
+        check_scalar_param(self.max_n_leapfrog, "max_n_leapfrog", kind="int", low=1)
+        if self.trajectory_length is not None:
+            check_scalar_param(
+                self.trajectory_length, "trajectory_length", low=0, low_inclusive=False
+            )
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         resolve_integrator(self.integrator)
 
@@ -105,6 +131,8 @@ class HMC(Sampler):
             n_leapfrog=self.n_leapfrog,
             integrator=resolve_integrator(self.integrator),
             divergence_threshold=self.divergence_threshold,
+            trajectory_length=self.trajectory_length,
+            max_n_leapfrog=self.max_n_leapfrog,
         )
 
 
@@ -125,6 +153,11 @@ class HMCKernel(Kernel):
         See :mod:`.integrators`; :func:`leapfrog` by default.
     divergence_threshold : float
         Energy error above which a trajectory counts as divergent (1000, as Stan).
+    trajectory_length : float, optional
+        Integration time; sets the number of steps per transition from the step size, jittered
+        (see :class:`HMC`). None uses ``n_leapfrog``.
+    max_n_leapfrog : int
+        Cap on the steps a ``trajectory_length`` asks for.
 
     Examples
     --------
@@ -141,8 +174,12 @@ class HMCKernel(Kernel):
         inv_mass=None,
         integrator=leapfrog,
         divergence_threshold: float = 1000.0,
+        trajectory_length: float | None = None,
+        max_n_leapfrog: int = 1024,
     ):
         self.target = target
+        self.trajectory_length = trajectory_length
+        self.max_n_leapfrog = max_n_leapfrog
         self.step_size = step_size
         self.n_leapfrog = n_leapfrog
         self.inv_mass = inv_mass
@@ -156,6 +193,15 @@ class HMCKernel(Kernel):
                 state.position.shape[-1], dtype=state.position.dtype, device=state.position.device
             )
         return inv_mass
+
+    def n_steps(self, eps: torch.Tensor, generator: torch.Generator) -> int:
+        """Leapfrog steps of the next trajectory: ``n_leapfrog``, or the jittered integration
+        time over the mean step size (one uniform from ``generator``)."""
+        if self.trajectory_length is None:
+            return self.n_leapfrog
+        u = torch.rand((), generator=generator, dtype=torch.float64, device=eps.device).item()
+        n = math.ceil((0.5 + u) * self.trajectory_length / float(eps.double().mean()))
+        return int(min(max(n, 1), self.max_n_leapfrog))
 
     def _step_size(self, state: State, step_size):
         eps = self.step_size if step_size is None else step_size
@@ -184,13 +230,17 @@ class HMCKernel(Kernel):
         eps = self._step_size(state, step_size)
         inv_mass = self._inv_mass(state, inv_mass)
         q = state.position
+        n_steps = self.n_steps(eps, generator)
         p0 = sample_momentum(q.shape, inv_mass, generator, dtype=q.dtype, device=q.device)
         proposal, p1, n_grad = self.integrator(
-            self.target, state, p0, eps, self.n_leapfrog, inv_mass, generator
+            self.target, state, p0, eps, n_steps, inv_mass, generator
         )
         h0 = -state.log_prob + kinetic_energy(p0, inv_mass)
         h1 = -proposal.log_prob + kinetic_energy(p1, inv_mass)
         new_state, accept_prob, accepted, energy_error, divergent = metropolis_hastings(
             state, proposal, h0, h1, generator, self.divergence_threshold
         )
-        return new_state, Info(accept_prob, accepted, energy_error, divergent, eps, n_grad)
+        extra = None
+        if self.trajectory_length is not None:  # kept per draw: the steps this one took
+            extra = {"n_steps": torch.full_like(accept_prob, n_steps, dtype=torch.long)}
+        return new_state, Info(accept_prob, accepted, energy_error, divergent, eps, n_grad, extra)

@@ -161,6 +161,10 @@ class Target:
     torch.Size([1, 3])
     """
 
+    #: Posterior temperature T: the density sampled is p(theta | D)^(1 / T), likelihood and prior
+    #: both tempered (the cold-posterior convention of Wenzel et al. 2020, eq. 1); 1 is Bayes.
+    temperature = 1.0
+
     def __init__(self, network: FunctionalNetwork, X, y, likelihood, prior: GaussianPrior):
         self.network = network
         self.device, self.dtype, self.dim = network.device, network.dtype, network.dim
@@ -190,6 +194,55 @@ class Target:
     def _log_likelihood(self, theta, X, y) -> torch.Tensor:
         return self.likelihood.log_prob(self.network.forward(theta, X), y)
 
+    def _chain_log_likelihoods(self, theta, X, y) -> torch.Tensor:
+        """Log-likelihood of every chain (C,), each with its own likelihood parameters (the
+        noise precision a Gibbs step drew) when the likelihood keeps some per chain."""
+        per_chain = getattr(self.likelihood, "chain_precision", None)
+        if per_chain is None or per_chain.shape[0] != theta.shape[0]:
+            return vmap(lambda t: self._log_likelihood(t, X, y))(theta)
+        lik = self.likelihood
+        return vmap(lambda t, p: lik.log_prob(self.network.forward(t, X), y, p))(theta, per_chain)
+
+    def _tempered(self, value: torch.Tensor) -> torch.Tensor:
+        """``value`` / T, in place; untouched (bit for bit) at T = 1."""
+        return value if self.temperature == 1 else value.div_(self.temperature)
+
+    def _log_prior(self, theta, weight: float = 1.0) -> torch.Tensor:
+        """The (tempered) log prior density, ``weight`` times, at ``theta`` (C, D)."""
+        return self._tempered(self.prior_density.log_prob(theta, weight))
+
+    # -- Gibbs step of the likelihood's own parameters ------------------------------------------
+    @property
+    def gibbs_update(self):
+        """The Gibbs step of the likelihood's parameters (:meth:`_gibbs_noise`) when it learns
+        some, else None; the sampling loop calls it after every transition."""
+        return self._gibbs_noise if getattr(self.likelihood, "learns_precision", False) else None
+
+    def _residual_sum_of_squares(self, theta: torch.Tensor) -> torch.Tensor:
+        """Sum over the data of the squared residuals per chain and output (C, n_out)."""
+        with torch.no_grad():
+            out = vmap(self.network.forward, in_dims=(0, None))(theta.detach(), self.X)
+            return ((out - self.y) ** 2).sum(1)
+
+    def _gibbs_noise(self, state, generator: torch.Generator):
+        """Draw the Gaussian noise precision of every chain from its (tempered) conditional
+        given the residuals at the current weights, then recompute the state's log density and
+        gradient under the new precision. Exact: a Gibbs step leaves the joint posterior of
+        weights and precision invariant (Neal 1996, §3.2 alternates HMC on the weights with
+        Gibbs updates of the hyperparameters).
+
+        Returns
+        -------
+        state : State
+        stats : dict
+            ``{"noise_precision": (C,) or (C, n_out)}``, per chain.
+        """
+        sum_sq = self._residual_sum_of_squares(state.position)
+        tau = self.likelihood.sample_precision(sum_sq, self.n_data, generator, self.temperature)
+        log_prob, grad = self.value_and_grad(state.position)
+        new = type(state)(state.position, log_prob, grad)
+        return new, {"noise_precision": tau[:, 0] if tau.shape[1] == 1 else tau}
+
     @property
     def prior_precision(self) -> torch.Tensor:
         """The Gaussian prior's precision vector tau (D,), when the prior has one."""
@@ -210,8 +263,8 @@ class Target:
             if theta.ndim == 1:
                 log_lik = self._log_likelihood(theta, X, y)
             else:
-                log_lik = vmap(lambda t: self._log_likelihood(t, X, y))(theta)
-            return log_lik + self.prior_density.log_prob(theta, prior_weight)
+                log_lik = self._chain_log_likelihoods(theta, X, y)
+            return self._tempered(log_lik + self.prior_density.log_prob(theta, prior_weight))
 
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
         """Log density and its gradient: one forward/backward pass of the likelihood.
@@ -237,7 +290,7 @@ class Target:
         grad : tensor (C, D)
         """
         log_lik, grad = self.log_likelihood_and_grad(theta, X, y, prior_weight)
-        return log_lik.add_(self.prior_density.log_prob(theta, prior_weight)), grad
+        return log_lik.add_(self._log_prior(theta, prior_weight)), grad
 
     def log_likelihood_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight=1.0):
         """Log-likelihood, and the gradient of the log *density* (likelihood plus weighted prior).
@@ -261,13 +314,14 @@ class Target:
                 log_lik, grad = self._flat_module().log_likelihood_and_grad(
                     theta.detach().view(-1), X, y, self.likelihood, self.prior_density, prior_weight
                 )
-            return log_lik.view(1), grad.view(1, -1)
+            return self._tempered(log_lik.view(1)), self._tempered(grad.view(1, -1))
         theta = theta.detach()
         with torch.enable_grad():
             leaf = theta.detach().requires_grad_(True)  # a fresh alias: theta stays a plain tensor
-            log_lik = vmap(lambda t: self._log_likelihood(t, X, y))(leaf)
+            log_lik = self._chain_log_likelihoods(leaf, X, y)
             (grad,) = torch.autograd.grad(log_lik.sum(), leaf)
-        return log_lik.detach(), self.prior_density.add_grad_(grad, theta, prior_weight)
+        grad = self.prior_density.add_grad_(grad, theta, prior_weight)
+        return self._tempered(log_lik.detach()), self._tempered(grad)
 
 
 class _Constant:

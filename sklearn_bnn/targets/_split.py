@@ -130,7 +130,17 @@ class SplitTarget(Target):
         value, grad = log_liks[0], grads[0]
         for v, g in zip(log_liks[1:], grads[1:], strict=True):
             value, grad = value + v, grad + g
-        return value + self.prior_density.log_prob(theta), grad
+        return value + self._log_prior(theta), grad
+
+    def _residual_sum_of_squares(self, theta: torch.Tensor) -> torch.Tensor:
+        """As :meth:`Target._residual_sum_of_squares`, one subset at a time."""
+        total = 0
+        with torch.no_grad():
+            for m in range(self.n_splits):
+                X, y = self.subset(m)
+                out = torch.func.vmap(self.network.forward, in_dims=(0, None))(theta.detach(), X)
+                total = total + ((out - y) ** 2).sum(1)
+        return total
 
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
         """Full-data log density and gradient, summed over the subsets (one graph at a time).

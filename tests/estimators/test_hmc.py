@@ -183,7 +183,6 @@ def test_regressor_normalize_y_handles_units():
     reg = HMCRegressor(
         hidden_layer_sizes=(20,),
         normalize_y=True,
-        noise_precision=50.0,
         n_samples=100,
         n_warmup=150,
         random_state=0,

@@ -1,0 +1,97 @@
+"""Tempered posteriors p(w | D)^(1/T) on the MCMC estimators."""
+
+import numpy as np
+import pytest
+from torch import nn
+
+from sklearn_bnn import HMCClassifier, HMCRegressor
+from sklearn_bnn.diagnostics import ess
+from sklearn_bnn.estimators.split import SplitHMCClassifier, SplitHMCRegressor
+
+# Draws of these three fits made before `temperature` existed (commit 8431580, float64): T = 1
+# must leave every number of the sampler as it was.
+REFERENCE = {
+    "classifier": [2.1472917325595837, 0.10731808050558579, -1.2998046314995504,
+                   -2.4051350359866337, 0.21562382409104935, -0.9157313063287915],
+    "regressor": [-0.4692277752165263, 0.1308069348311875, -0.2641468882187061,
+                  -1.9142276495638262, 0.26499326080263924, 0.159447748635995],
+    "split": [-1.3498393261771875, -0.3028297614391359, 0.8940318018867751,
+              -1.9974664042747095, 0.9985038683947719, -0.8360609558176526],
+}  # fmt: skip
+
+
+def test_temperature_one_reproduces_the_untempered_draws():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    yc = (X[:, 0] > 0).astype(int)
+    yr = X[:, 0] + 0.1 * rng.normal(size=30)
+    kw = dict(
+        hidden_layer_sizes=(4,), n_samples=4, n_warmup=10, n_leapfrog=10, n_init_steps=20,
+        dtype="float64", random_state=0, temperature=1.0,
+    )  # fmt: skip
+    reg_kw = dict(noise_precision=4.0, normalize_y=False)
+    fits = {
+        "classifier": HMCClassifier(**kw).fit(X, yc),
+        "regressor": HMCRegressor(**reg_kw, **kw).fit(X, yr),
+        "split": SplitHMCRegressor(**reg_kw, n_splits=3, **kw).fit(X, yr),
+    }
+    for name, est in fits.items():
+        np.testing.assert_allclose(
+            est.samples_.draws[0, -1, :6].numpy(), REFERENCE[name], rtol=1e-9, err_msg=name
+        )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("T", [0.25, 3.0])
+@pytest.mark.parametrize("cls", [HMCRegressor, SplitHMCRegressor])
+def test_tempered_bayesian_linear_regression_matches_its_closed_form(cls, T):
+    rng = np.random.default_rng(0)
+    n, d = 40, 2
+    X = rng.normal(size=(n, d))
+    y = X @ np.array([1.0, -2.0]) + 0.3 + rng.normal(scale=0.5, size=n)
+    alpha, beta = 2.0, 4.0
+    extra = {"n_splits": 3} if cls is SplitHMCRegressor else {}
+    reg = cls(
+        module=lambda i, o: nn.Linear(i, o),
+        prior_precision=alpha,
+        noise_precision=beta,
+        temperature=T,
+        n_samples=600,
+        n_warmup=200,
+        # a jittered integration time of about 6 posterior sds (a fixed 10 steps happened to
+        # be near-periodic at T = 0.25: ESS 30-80 of 1,200 draws)
+        trajectory_length=0.5 * np.sqrt(T),
+        n_chains=2,
+        dtype="float64",
+        random_state=1,
+        **extra,
+    ).fit(X, y)
+    # p(theta | D)^(1/T): the Gaussian posterior with its precision divided by T, same mean
+    X1 = np.hstack([X, np.ones((n, 1))])
+    cov_bayes = np.linalg.inv(alpha * np.eye(d + 1) + beta * X1.T @ X1)
+    mean = beta * cov_bayes @ X1.T @ y
+    cov = T * cov_bayes
+    draws = reg.samples_.draws.numpy()
+    for k in range(d + 1):
+        x = draws[..., k]
+        se = np.sqrt(cov[k, k] / ess(x))
+        assert abs(x.mean() - mean[k]) < 4 * se, (k, x.mean(), mean[k], se)
+        # variance: relative standard error about sqrt(2 / ess)
+        rel_se = np.sqrt(2.0 / ess((x - mean[k]) ** 2))
+        assert abs(x.var() / cov[k, k] - 1) < 4 * rel_se, (k, x.var(), cov[k, k])
+
+
+def test_cold_classifier_is_more_confident():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = (X[:, 0] + 0.5 * rng.normal(size=60) > 0).astype(int)
+    kw = dict(hidden_layer_sizes=(8,), n_samples=60, n_warmup=60, n_leapfrog=10, random_state=0)
+    warm = SplitHMCClassifier(n_splits=2, **kw).fit(X, y).predict_proba(X).max(1).mean()
+    cold = SplitHMCClassifier(n_splits=2, temperature=0.05, **kw).fit(X, y)
+    assert cold.predict_proba(X).max(1).mean() > warm
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, "cold"])
+def test_bad_temperature(bad):
+    with pytest.raises(ValueError, match="temperature"):
+        HMCClassifier(temperature=bad).fit(np.zeros((4, 1)), [0, 1, 0, 1])
