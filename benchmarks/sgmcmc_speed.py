@@ -96,15 +96,16 @@ def main():
     X = X.astype(np.float32)
     rows_list = batches(args.rows, args.batch, args.epochs, 0)
     samplers = {
-        "SGLD": SGLD(step_size=1e-4),
-        "SGHMC-Euler": SGHMC(step_size=1e-2),
-        "SGHMC-OBABO": SGHMC(step_size=1e-2, integrator="obabo"),
-        "SGHMC-skew": SGHMC(step_size=1e-2, integrator="skew"),
-        "GSGHMC": GSGHMC(step_size=1e-2),
-        "AMAGOLD": AMAGOLD(step_size=1e-3),
-        "HTE (1 try)": HTE(step_size=1e-2, max_tries=1),
+        "SGLD": SGLD(step_size=1e-6),
+        "SGHMC-Euler": SGHMC(step_size=1e-3),
+        "SGHMC-OBABO": SGHMC(step_size=1e-3, integrator="obabo"),
+        "SGHMC-skew": SGHMC(step_size=1e-3, integrator="skew"),
+        "GSGHMC": GSGHMC(step_size=1e-3),
+        "AMAGOLD": AMAGOLD(step_size=1e-4),
+        "HTE (1 try)": HTE(step_size=1e-3, max_tries=1),
     }
-    time_sgd(X, y, rows_list[:20], device)  # warm up
+    time_sgd(X, y, rows_list[:20], device)  # warm up (lazy imports, allocator)
+    time_sampler(SGHMC(step_size=1e-3, n_steps=20), X, y, args.batch, 1, device)
     sgd = time_sgd(X, y, rows_list, device)
     print(
         f"{args.rows} rows x 50, batch {args.batch}, {args.epochs} epochs, {device}, "

@@ -164,7 +164,10 @@ class _SGKernel(Kernel):
 
     @staticmethod
     def _finite(value, grad, theta):
-        return torch.isfinite(value) & torch.isfinite(grad).all(-1) & torch.isfinite(theta).all(-1)
+        """(C,) True where the density, the gradient and the position are all finite: one
+        reduction (a NaN or an infinity anywhere makes the sum non-finite; a sum that overflows
+        counts as a divergence too), which keeps this check off the step's critical path."""
+        return torch.isfinite(value + grad.sum(-1) + theta.sum(-1))
 
 
 class _UnadjustedKernel(_SGKernel):
@@ -226,21 +229,21 @@ class SGHMCKernel(_UnadjustedKernel):
         T, alpha = self.temperature, self.alpha
         if self.integrator == "euler":
             m = euler_momentum(
-                m.clone(), grad, eps, alpha, T, 1.0 / sqrt_mass, self._randn(theta, generator)
+                m.clone(), grad, eps, alpha, T, sqrt_mass, self._randn(theta, generator)
             )
             theta = theta + eps * inv_mass * m
             value, grad = self.target.batch_value_and_grad(theta, rows)
             return theta, m, value, grad
         if self.integrator == "obabo":
             a = math.sqrt(alpha)
-            m = ornstein_uhlenbeck(m.clone(), a, T, 1.0 / sqrt_mass, self._randn(theta, generator))
+            m = ornstein_uhlenbeck(m.clone(), a, T, sqrt_mass, self._randn(theta, generator))
             theta, m, value, grad = bab(theta, m, grad, eps, inv_mass, self._grad_fn(rows))
-            m = ornstein_uhlenbeck(m, a, T, 1.0 / sqrt_mass, self._randn(theta, generator))
+            m = ornstein_uhlenbeck(m, a, T, sqrt_mass, self._randn(theta, generator))
             return theta, m, value, grad
         # skew-symmetric: half position steps around a momentum update at the midpoint
         half = theta + 0.5 * eps * inv_mass * m
         value, grad = self.target.batch_value_and_grad(half, rows)
-        xi = self._randn(theta, generator) * math.sqrt(skew_noise_variance(alpha) * T) / sqrt_mass
+        xi = self._randn(theta, generator) * math.sqrt(skew_noise_variance(alpha) * T) * sqrt_mass
         m = skew_momentum(m, grad, eps, alpha, xi)
         theta = half + 0.5 * eps * inv_mass * m
         return theta, m, value, grad
@@ -442,7 +445,7 @@ class GSGHMCKernel(_SGKernel):
         n_div = torch.zeros(C, dtype=torch.long, device=theta.device)
         for i, rows in enumerate(self._batches(generator)):
             eps = self._eps(eps0, i)
-            m = ornstein_uhlenbeck(m, a, 1.0, 1.0 / sqrt_mass, self._randn(theta, generator))
+            m = ornstein_uhlenbeck(m, a, 1.0, sqrt_mass, self._randn(theta, generator))
             th_p, m_p, v_p, g_p = bab(theta, m, grad, eps, inv_mass, self._grad_fn(rows))
             if self.paired:  # both energies on the new batch: one extra forward pass
                 value = self._batch_log_prob(theta, rows)
@@ -458,7 +461,7 @@ class GSGHMCKernel(_SGKernel):
             value = torch.where(acc, v_p, value)
             grad = torch.where(keep, g_p, grad)
             m = torch.where(keep, m_p, -m)  # generalized HMC: flip the momentum on rejection
-            m = ornstein_uhlenbeck(m, a, 1.0, 1.0 / sqrt_mass, self._randn(theta, generator))
+            m = ornstein_uhlenbeck(m, a, 1.0, sqrt_mass, self._randn(theta, generator))
             n_acc += acc
             sum_prob += prob
             n_div += ~ok

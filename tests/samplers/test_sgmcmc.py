@@ -310,3 +310,21 @@ def test_batch_log_prob_matches_the_value_of_batch_value_and_grad():
     rows = np.arange(5, 13)
     value, _ = target.batch_value_and_grad(theta, rows)
     torch.testing.assert_close(target.batch_log_prob(theta, rows), value)
+
+
+@pytest.mark.parametrize("name", ["sghmc-euler", "sghmc-obabo", "sghmc-skew"])
+def test_non_unit_mass_keeps_the_target_invariant(name):
+    """A diagonal mass M = diag(1/var): the injected momentum noise must scale with M^1/2
+    (it used to scale with M^-1/2, invisible with the unit mass of every other test)."""
+    target = NoisyGaussianTarget(MEAN, VAR)
+    kernel = EXACT[name].build(target)
+    g = torch.Generator().manual_seed(3)
+    inv_mass = torch.as_tensor(VAR * 4.0, dtype=torch.float64)
+    state = kernel.init(torch.as_tensor(MEAN, dtype=torch.float64).repeat(4, 1))
+    eps = torch.full((4,), EXACT[name].step_size, dtype=torch.float64)
+    draws = []
+    for i in range(900):
+        state, _ = kernel.step(state, g, step_size=eps, inv_mass=inv_mass)
+        if i >= 100:
+            draws.append(state.position)
+    assert_draws_match_gaussian(torch.stack(draws, 1).numpy(), MEAN, np.diag(VAR))
