@@ -99,6 +99,7 @@ class _SGKernel(Kernel):
         self.temperature = float(getattr(sampler, "temperature", 1.0))
         self.n_burnin = 0
         self._transition = 0
+        self._epochs = 0.0
 
     # -- data ----------------------------------------------------------------------------------
     def _batches(self, generator):
@@ -124,7 +125,7 @@ class _SGKernel(Kernel):
         """The start state: log density estimate and gradient on one batch (the first rows)."""
         if position.ndim == 1:
             position = position[None]
-        self._transition = 0
+        self._transition, self._epochs = 0, 0.0
         value, grad = self.target.batch_value_and_grad(position.detach(), self._first_rows())
         return State(position.detach(), value, grad)
 
@@ -152,6 +153,11 @@ class _SGKernel(Kernel):
         C = eps.shape[0]
         extra = dict(extra or {})
         extra["divergent_steps"] = n_div_steps.to(torch.float64)
+        # epochs of minibatch gradients so far (the progress bar shows it)
+        passes = self.n_steps * self.rows_per_batch / self.n_rows
+        tries = extra.get("n_tries")
+        self._epochs += passes * (float(tries.max()) if tries is not None else 1.0)
+        extra["epoch"] = torch.full((C,), self._epochs, dtype=torch.float64)
         return Info(
             accept_prob=accept_prob,
             accepted=accepted,

@@ -76,6 +76,8 @@ class MinibatchTarget(Target):
         """(N/|B|) l_B(w) + log p(w) at ``theta`` (C, D) without a gradient: (C,)."""
         X, y = self.batch(rows)
         scale = self.n_data / X.shape[0]
+        if theta.shape[0] == 1:  # one chain: a plain forward pass, no vmap
+            return scale * super().log_prob(theta[0], X, y, 1.0 / scale).view(1)
         return scale * super().log_prob(theta, X, y, 1.0 / scale)
 
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):

@@ -153,3 +153,30 @@ def test_memory_bounded_by_a_batch_on_a_memory_map(tmp_path, monkeypatch, sample
     assert rec.n_requests >= 2 * (n // batch)  # two epochs went through the recorder
     assert np.isnan(clf.diagnostics_["rhat_log_prob"])  # too few draws: NaN, not a crash
     assert clf.score(X[:2000], y[:2000]) > 0.5
+
+
+def test_progress_bar_shows_the_epoch(iris, capsys):
+    X, y = iris
+    SGMCMCClassifier(**{**SMALL, "n_warmup": 2, "n_samples": 2, "verbose": True}).fit(X, y)
+    err = capsys.readouterr().err
+    assert "epoch=" in err and "acc=" in err
+
+
+def test_ensemble_reducer_on_sgmcmc_draws(iris):
+    """seeds/004 Fig. 5 on SG-MCMC draws: the reducer fits the estimator, keeps a subset of the
+    draws that preserves held-out accuracy, and predicts with it; a frozen fitted estimator
+    works as well."""
+    from sklearn.frozen import FrozenEstimator
+
+    from sklearn_bnn.ensemble import EnsembleReducer
+
+    X, y = iris
+    reducer = EnsembleReducer(SGMCMCClassifier(**SMALL), random_state=0).fit(X, y)
+    assert reducer.n_members_full_ == 15
+    assert 1 <= reducer.n_members_ <= 15
+    assert reducer.metric_reduced_ >= reducer.metric_full_
+    assert reducer.predict_samples(X).shape == (reducer.n_members_, len(X), 3)
+    assert reducer.score(X, y) > 0.8
+    clf = SGMCMCClassifier(**SMALL).fit(X, y)
+    frozen = EnsembleReducer(FrozenEstimator(clf), metric="ece", random_state=0).fit(X, y)
+    assert frozen.n_members_ <= 15 and frozen.predict_proba(X[:3]).shape == (3, 3)
