@@ -499,6 +499,11 @@ class HTEKernel(_ExactEnergyKernel):
         super().__init__(sampler, target)
         self.max_tries = int(sampler.max_tries)
 
+    def acceptance(self, info):
+        """Accepted trajectories over trajectories run (with retries, the accept_prob of the
+        kept trajectory alone would overstate it)."""
+        return info.accepted.double() / info.extra["n_tries"].double()
+
     def _trajectory(self, theta, grad, eps0, inv_mass, generator, a):
         m0 = self._momentum(theta, inv_mass, generator, 1.0)
         m = m0
