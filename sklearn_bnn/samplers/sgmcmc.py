@@ -119,7 +119,9 @@ class _SGKernel(Kernel):
                 done += 1
 
     def _first_rows(self):
-        return np.arange(self.rows_per_batch)
+        """Rows spread evenly over the data: a representative start batch even when the rows
+        are sorted (the first rows of a class-sorted data set are a single class)."""
+        return np.unique(np.linspace(0, self.n_rows - 1, self.rows_per_batch).astype(np.int64))
 
     def init(self, position: torch.Tensor) -> State:
         """The start state: log density estimate and gradient on one batch (the first rows)."""

@@ -54,13 +54,12 @@ def test_adjusted_samplers_learn_iris(iris, sampler, step):
 
 def test_gsghmc_augmented_energy_sticks_on_a_lucky_batch(iris):
     """The literal eq. 9 test with N/|B|-scaled energies: the batch spread (~4 nats here)
-    exceeds the move, the chain stays on its first batch and never accepts (the reason the
-    default is the paired energy)."""
+    exceeds the change a step makes, so almost nothing is accepted and what is accepted moves
+    the chain onto a more favourable batch (the reason the default is the paired energy, which
+    accepts 0.5-0.8 of the steps at the same settings: test_adjusted_samplers_learn_iris)."""
     X, y = iris
-    clf = SGMCMCClassifier(
-        **{**SMALL, "n_warmup": 2, "n_samples": 3, "sampler": GSGHMC(0.02, energy="augmented")}
-    ).fit(X, y)
-    assert clf.acceptance_rate_ < 0.05
+    clf = SGMCMCClassifier(**{**SMALL, "sampler": GSGHMC(0.02, energy="augmented")}).fit(X, y)
+    assert clf.acceptance_rate_ < 0.1
 
 
 def test_sampler_object_and_thinning(iris):
