@@ -78,7 +78,10 @@ def ess_bulk(x) -> float:
 
 def ess_tail(x) -> float:
     """Tail ESS: the smaller ESS of the 5 % and 95 % quantile indicators (split chains)."""
-    x = _split(_as_chains(x))
+    x = _as_chains(x)
+    if x.shape[1] < 4:  # split chains of fewer than two draws: nothing to estimate
+        return float("nan")
+    x = _split(x)
     q05, q95 = np.quantile(x, [0.05, 0.95])
     return min(ess((x <= q05).astype(float)), ess((x <= q95).astype(float)))
 
@@ -93,7 +96,10 @@ def _rhat_plain(x: np.ndarray) -> float:
 
 def rhat(x) -> float:
     """Rank-normalised split R-hat: the larger of the bulk and the folded (tail) value."""
-    x = _split(_as_chains(x))
+    x = _as_chains(x)
+    if x.shape[1] < 4:  # split chains of fewer than two draws: no within-chain variance
+        return float("nan")
+    x = _split(x)
     bulk = _rhat_plain(_rank_normalise(x))
     folded = _rhat_plain(_rank_normalise(np.abs(x - np.median(x))))
     return max(bulk, folded)

@@ -1,5 +1,7 @@
 """ESS and R-hat against ArviZ on the same draws, and on chains with known behaviour."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -41,3 +43,21 @@ def test_rhat_flags_chains_that_disagree():
     stuck = ar1_chains(0.5, offsets=np.array([[0.0], [0.0], [3.0], [3.0]]))
     assert rhat(mixed) < 1.01
     assert rhat(stuck) > 1.2
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 1), (1, 2), (3, 3)])
+def test_too_few_draws_give_nan_not_an_error(shape):
+    """One draw per chain (an SG-MCMC fit with n_samples=1) used to raise IndexError in
+    ess_tail (empty split chains) and ZeroDivisionError in rhat: NaN is the honest answer."""
+    x = np.random.default_rng(0).normal(size=shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        values = [ess_bulk(x), ess_tail(x), rhat(x)]
+    assert all(np.isnan(v) for v in values)
+
+
+def test_constant_draws_give_nan():
+    x = np.ones((2, 20))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert np.isnan(ess_tail(x)) and np.isnan(ess_bulk(x)) and np.isnan(rhat(x))

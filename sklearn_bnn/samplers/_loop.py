@@ -222,7 +222,10 @@ def _progress(bar, i: int, phase: str, info, n_div) -> None:
         return
     acc = info.accept_prob.double()
     per_chain = "/".join(f"{a:.2f}" for a in acc.tolist()) if len(acc) <= 8 else f"{acc.mean():.2f}"
+    epoch = (info.extra or {}).get("epoch")  # stochastic-gradient kernels count epochs
+    epoch = f" epoch={float(epoch.max()):.4g}" if epoch is not None else ""
     bar.set_postfix_str(
-        f"{phase} acc={per_chain} eps={info.step_size.mean().item():.2e} div={int(n_div.sum())}",
+        f"{phase}{epoch} acc={per_chain} eps={info.step_size.mean().item():.2e} "
+        f"div={int(n_div.sum())}",
         refresh=False,
     )

@@ -72,6 +72,14 @@ class MinibatchTarget(Target):
         log_lik, grad = self.log_likelihood_and_grad(theta, X, y, 1.0 / scale)
         return scale * log_lik + self.prior_density.log_prob(theta), grad.mul_(scale)
 
+    def batch_log_prob(self, theta: torch.Tensor, rows):
+        """(N/|B|) l_B(w) + log p(w) at ``theta`` (C, D) without a gradient: (C,)."""
+        X, y = self.batch(rows)
+        scale = self.n_data / X.shape[0]
+        if theta.shape[0] == 1:  # one chain: a plain forward pass, no vmap
+            return scale * super().log_prob(theta[0], X, y, 1.0 / scale).view(1)
+        return scale * super().log_prob(theta, X, y, 1.0 / scale)
+
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
         """The exact full-data log density and gradient, accumulated batch by batch."""
         if X is not None:

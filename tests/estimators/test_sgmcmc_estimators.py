@@ -1,6 +1,8 @@
 """SGMCMCClassifier / SGMCMCRegressor: persistence, memory bounded by a batch, samplers by object,
 warm starts, learning something."""
 
+import warnings
+
 import joblib
 import numpy as np
 import pytest
@@ -11,7 +13,6 @@ from sklearn.preprocessing import StandardScaler
 import sklearn_bnn
 from sklearn_bnn import SGMCMCClassifier, SGMCMCRegressor
 from sklearn_bnn.samplers import GSGHMC
-from sklearn_bnn.targets import MinibatchTarget
 
 SMALL = dict(
     hidden_layer_sizes=(16,),
@@ -39,12 +40,26 @@ def test_samplers_learn_iris(iris, sampler):
     assert 0 < clf.acceptance_rate_ <= 1
 
 
-@pytest.mark.parametrize("sampler", ["gsghmc", "amagold"])
-def test_adjusted_samplers_run_in_the_estimator(iris, sampler):
+@pytest.mark.parametrize("sampler, step", [("gsghmc", 0.05), ("amagold", 0.02)])
+def test_adjusted_samplers_learn_iris(iris, sampler, step):
+    """The documented settings (docs/sgmcmc.md): from a random start, 15 + 15 epochs of
+    32-row batches, GSGHMC at eps = 0.05 (acceptance ~0.6 per step) and AMAGOLD at eps = 0.02
+    (~0.6 per trajectory). Smaller steps are accepted more often but do not leave the random
+    initialisation in 15 epochs (eps = 0.005: ~35-45 % accuracy, as for plain SGHMC)."""
     X, y = iris
-    clf = SGMCMCClassifier(**{**SMALL, "sampler": sampler, "step_size": 0.005}).fit(X, y)
-    assert np.isfinite(clf.predict_proba(X)).all()
-    assert 0 <= clf.acceptance_rate_ <= 1
+    clf = SGMCMCClassifier(**{**SMALL, "sampler": sampler, "step_size": step}).fit(X, y)
+    assert clf.score(X, y) > 0.85
+    assert 0.3 < clf.acceptance_rate_ < 0.95
+
+
+def test_gsghmc_augmented_energy_sticks_on_a_lucky_batch(iris):
+    """The literal eq. 9 test with N/|B|-scaled energies: the batch spread (~4 nats here)
+    exceeds the change a step makes, so almost nothing is accepted and what is accepted moves
+    the chain onto a more favourable batch (the reason the default is the paired energy, which
+    accepts 0.5-0.8 of the steps at the same settings: test_adjusted_samplers_learn_iris)."""
+    X, y = iris
+    clf = SGMCMCClassifier(**{**SMALL, "sampler": GSGHMC(0.02, energy="augmented")}).fit(X, y)
+    assert clf.acceptance_rate_ < 0.1
 
 
 def test_sampler_object_and_thinning(iris):
@@ -76,15 +91,33 @@ def test_joblib_and_weights_only_round_trips(tmp_path, iris):
             assert type(loaded) is type(est)
 
 
-@pytest.mark.xfail(
-    raises=IndexError,
-    strict=True,
-    reason="known bug, not fixed yet: the fit ends "
-    "in an IndexError from diagnostics.ess_tail in _record_diagnostics",
-)
-def test_memory_bounded_by_a_batch_on_a_memory_map(tmp_path, monkeypatch):
-    """200,000 rows x 50 features in a memory map: the target keeps the map (never a tensor of
-    the data) and every tensor it sends to the compute device holds at most batch_size rows."""
+class RowRecorder:
+    """A read-only stand-in for the data array that records the rows of every request and
+    refuses to be converted whole (``np.asarray`` / ``torch.as_tensor`` of all of it)."""
+
+    def __init__(self, array):
+        self.array, self.shape, self.dtype, self.ndim = array, array.shape, array.dtype, array.ndim
+        self.largest, self.n_requests = 0, 0
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getitem__(self, rows):
+        out = self.array[rows]
+        self.largest = max(self.largest, out.shape[0])
+        self.n_requests += 1
+        return out
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("the whole data array was converted")
+
+
+@pytest.mark.parametrize("sampler", ["sghmc", "hte"])
+def test_memory_bounded_by_a_batch_on_a_memory_map(tmp_path, monkeypatch, sampler):
+    """200,000 rows x 50 features in a memory map. By construction of the data path: the
+    target's inputs are a recorder around the map, so every tensor made from X comes from one
+    indexing request, and no request (minibatch steps, HTE's full-data energy in chunks) asks
+    for more than ``batch_size`` rows; the whole array is never converted."""
     n, d, batch = 200_000, 50, 2000
     X = np.lib.format.open_memmap(tmp_path / "X.npy", mode="w+", dtype=np.float32, shape=(n, d))
     rng = np.random.default_rng(0)
@@ -92,24 +125,57 @@ def test_memory_bounded_by_a_batch_on_a_memory_map(tmp_path, monkeypatch):
         X[start : start + 50_000] = rng.normal(size=(50_000, d)).astype(np.float32)
     y = (X[:, 0] > 0).astype(np.int64)
     X.flush()
-    largest, held = [0], []
-    original = MinibatchTarget.batch
+    recorders = []
+    make_target = SGMCMCClassifier._make_target
 
-    def spy(self, rows):
-        held.append(isinstance(self.X, np.ndarray) and not isinstance(self.X, torch.Tensor))
-        Xb, yb = original(self, rows)
-        largest[0] = max(largest[0], Xb.shape[0])
-        return Xb, yb
+    def recording_target(self, network, X_, targets):
+        recorders.append(RowRecorder(X_))
+        target = make_target(self, network, recorders[-1], targets)
+        assert target.X is recorders[-1]  # the target keeps the array, not a tensor of it
+        return target
 
-    monkeypatch.setattr(MinibatchTarget, "batch", spy)
+    monkeypatch.setattr(SGMCMCClassifier, "_make_target", recording_target)
     clf = SGMCMCClassifier(
         hidden_layer_sizes=(8,),
+        sampler=sampler,
         batch_size=batch,
         step_size=1e-3,
         n_warmup=0,
-        n_samples=1,
+        n_samples=2,
         random_state=0,
     )
-    clf.fit(np.load(tmp_path / "X.npy", mmap_mode="r"), y)
-    assert largest[0] == batch and all(held)
-    assert len(held) >= 8 * (n // batch)  # eight epochs of batches went through the spy
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # two draws: no R-hat
+        clf.fit(np.load(tmp_path / "X.npy", mmap_mode="r"), y)
+    (rec,) = recorders
+    assert rec.largest == batch
+    assert rec.n_requests >= 2 * (n // batch)  # two epochs went through the recorder
+    assert np.isnan(clf.diagnostics_["rhat_log_prob"])  # too few draws: NaN, not a crash
+    assert clf.score(X[:2000], y[:2000]) > 0.5
+
+
+def test_progress_bar_shows_the_epoch(iris, capsys):
+    X, y = iris
+    SGMCMCClassifier(**{**SMALL, "n_warmup": 2, "n_samples": 2, "verbose": True}).fit(X, y)
+    err = capsys.readouterr().err
+    assert "epoch=" in err and "acc=" in err
+
+
+def test_ensemble_reducer_on_sgmcmc_draws(iris):
+    """seeds/004 Fig. 5 on SG-MCMC draws: the reducer fits the estimator, keeps a subset of the
+    draws that preserves held-out accuracy, and predicts with it; a frozen fitted estimator
+    works as well."""
+    from sklearn.frozen import FrozenEstimator
+
+    from sklearn_bnn.ensemble import EnsembleReducer
+
+    X, y = iris
+    reducer = EnsembleReducer(SGMCMCClassifier(**SMALL), random_state=0).fit(X, y)
+    assert reducer.n_members_full_ == 15
+    assert 1 <= reducer.n_members_ <= 15
+    assert reducer.metric_reduced_ >= reducer.metric_full_
+    assert reducer.predict_samples(X).shape == (reducer.n_members_, len(X), 3)
+    assert reducer.score(X, y) > 0.8
+    clf = SGMCMCClassifier(**SMALL).fit(X, y)
+    frozen = EnsembleReducer(FrozenEstimator(clf), metric="ece", random_state=0).fit(X, y)
+    assert frozen.n_members_ <= 15 and frozen.predict_proba(X[:3]).shape == (3, 3)

@@ -195,19 +195,31 @@ def test_amagold_accumulated_ratio_equals_the_backward_proposal_density():
 
 
 def test_hte_without_momentum_decay_is_hmc_and_samples_exactly():
-    """alpha = 1 and exact gradients: Algorithm 1 is leapfrog HMC, so its draws are exact."""
-    result = _run(
-        NoisyGaussianTarget(MEAN, VAR), HTE(step_size=0.3, momentum=1.0, n_steps=5), n_samples=800
-    )
+    """alpha = 1, exact gradients, one try per draw: leapfrog HMC, so its draws are exact."""
+    sampler = HTE(step_size=0.3, momentum=1.0, n_steps=5, max_tries=1)
+    result = _run(NoisyGaussianTarget(MEAN, VAR), sampler, n_samples=800)
     assert_draws_match_gaussian(result.draws.numpy(), MEAN, np.diag(VAR))
 
 
 def test_hte_with_decay_rejects_some_trajectories_and_stays_finite():
     target = NoisyGaussianTarget(np.zeros(D), np.ones(D), grad_noise=1.0)
-    result = _run(target, HTE(step_size=0.5, momentum=0.8, n_steps=20), n_samples=200)
+    result = _run(target, HTE(step_size=0.5, momentum=0.8, n_steps=20, max_tries=1), n_samples=200)
     rate = float(result.info["acceptance_rate"].mean())
     assert 0.0 < rate < 1.0
     assert torch.isfinite(result.draws).all()
+
+
+def test_hte_drops_rejected_trajectories_as_in_algorithm_1():
+    """Algorithm 1 adds only accepted trajectories: with retries every kept draw is a new,
+    accepted point (no repeats), some draws needed more than one trajectory, and the gradient
+    count follows the tries."""
+    target = NoisyGaussianTarget(np.zeros(D), np.ones(D), grad_noise=1.0)
+    result = _run(target, HTE(step_size=0.5, momentum=0.8, n_steps=20), n_samples=100)
+    tries = result.stats["n_tries"]
+    assert float(tries.max()) > 1 and float(tries.min()) >= 1
+    assert bool((result.stats["accept_prob"] > 0).all())
+    repeats = (result.draws[:, 1:] == result.draws[:, :-1]).all(-1)
+    assert not bool(repeats.any())
 
 
 def test_gsghmc_reports_per_step_acceptance():
@@ -266,6 +278,7 @@ def test_divergent_steps_are_undone_and_counted():
         (SGHMC(momentum=1.5), "momentum"),
         (SGHMC(integrator="rk4"), "integrator"),
         (GSGHMC(n_steps=0), "n_steps"),
+        (GSGHMC(energy="exact"), "energy"),
         (SGLD(temperature=-1), "temperature"),
         (HTE(burnin_step_size=0.0), "burnin_step_size"),
     ],
@@ -286,3 +299,32 @@ def test_full_batch_target_is_refused_clearly():
 def test_synthetic_problem_draws_as_seeds_004():
     mean, var = random_gaussian_problem(2000, np.random.default_rng(0))
     assert abs(mean.mean() - 10.0) < 1.0 and var.min() >= 0.1 and var.max() <= 1.0
+
+
+def test_batch_log_prob_matches_the_value_of_batch_value_and_grad():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 3)), rng.normal(size=(40, 1))
+    net = FunctionalNetwork(torch.nn.Linear(3, 1), dtype=torch.float64)
+    target = MinibatchTarget(net, X, y, Gaussian(2.0), GaussianPrior(0.5), batch_size=8)
+    theta = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    rows = np.arange(5, 13)
+    value, _ = target.batch_value_and_grad(theta, rows)
+    torch.testing.assert_close(target.batch_log_prob(theta, rows), value)
+
+
+@pytest.mark.parametrize("name", ["sghmc-euler", "sghmc-obabo", "sghmc-skew"])
+def test_non_unit_mass_keeps_the_target_invariant(name):
+    """A diagonal mass M = diag(1/var): the injected momentum noise must scale with M^1/2
+    (it used to scale with M^-1/2, invisible with the unit mass of every other test)."""
+    target = NoisyGaussianTarget(MEAN, VAR)
+    kernel = EXACT[name].build(target)
+    g = torch.Generator().manual_seed(3)
+    inv_mass = torch.as_tensor(VAR * 4.0, dtype=torch.float64)
+    state = kernel.init(torch.as_tensor(MEAN, dtype=torch.float64).repeat(4, 1))
+    eps = torch.full((4,), EXACT[name].step_size, dtype=torch.float64)
+    draws = []
+    for i in range(900):
+        state, _ = kernel.step(state, g, step_size=eps, inv_mass=inv_mass)
+        if i >= 100:
+            draws.append(state.position)
+    assert_draws_match_gaussian(torch.stack(draws, 1).numpy(), MEAN, np.diag(VAR))
