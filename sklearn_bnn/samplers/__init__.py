@@ -22,6 +22,8 @@ from .integrators import (
     symmetric_split,
 )
 from .nuts import NUTS, NUTSKernel
+from .rmhmc import RMHMC, RMHMCKernel
+from .s3hmc import S3HMC, HierarchicalTarget, S3HMCKernel
 
 __all__ = [
     "CHAIN_METHODS",
@@ -35,6 +37,11 @@ __all__ = [
     "Info",
     "Kernel",
     "NUTSKernel",
+    "HierarchicalTarget",
+    "RMHMC",
+    "RMHMCKernel",
+    "S3HMC",
+    "S3HMCKernel",
     "Sampler",
     "State",
     "chain_seeds",
