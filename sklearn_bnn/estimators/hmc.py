@@ -342,5 +342,8 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         if not return_std:
             return mean
         noise_var = np.reshape(self._y_scale, -1) ** 2 / float(self.noise_precision)
+        if "noise_precision" in getattr(self, "precision_names_", ()):  # learned by S3HMC
+            inv_noise = float((1.0 / self.precisions_[..., -1].double()).mean())
+            noise_var = np.reshape(self._y_scale, -1) ** 2 * inv_noise
         std = np.sqrt(out.var(axis=0) + noise_var)
         return mean, (std if self._y_2d else std[:, 0])

@@ -38,7 +38,13 @@ from .._utils import check_scalar_param
 from ._base import Info, Kernel, Sampler, State
 from ._registry import register_sampler
 
-__all__ = ["HierarchicalTarget", "S3HMC", "S3HMCKernel"]
+__all__ = [
+    "HierarchicalTarget",
+    "S3HMC",
+    "S3HMCKernel",
+    "hierarchical_prior_for",
+    "network_hierarchical_target",
+]
 
 
 class HierarchicalTarget:
@@ -83,6 +89,8 @@ class HierarchicalTarget:
         self.n_weights = int(self.groups.numel())
         self.dim = self.n_weights + self.n_hyper
         self.base = base
+        self.hyper_names = [f"precision[{k}]" for k in range(self.n_hyper)]
+        self.initial_hyper = torch.zeros(self.n_hyper)
         self.dtype = getattr(base, "dtype", torch.float64)
         self.device = getattr(base, "device", torch.device("cpu"))
         self.group_sizes = torch.bincount(self.groups, minlength=self.n_groups).double()
@@ -95,6 +103,11 @@ class HierarchicalTarget:
                 "precision), so that G_tau is positive definite (seeds/002 eq. 6 and footnote "
                 f"1); got alpha={self.alpha.tolist()}, beta={self.beta.tolist()}."
             )
+
+    def extend_positions(self, weights):
+        """Starting positions (C, D) from weights (C, D_w): the log-precisions appended."""
+        hyper = self.initial_hyper.to(weights.device, weights.dtype).expand(weights.shape[0], -1)
+        return torch.cat([weights, hyper], 1)
 
     # -- pieces shared with the kernel ----------------------------------------------------------
     def split(self, theta):
@@ -345,3 +358,63 @@ class S3HMCKernel(Kernel):
         return State(new_theta, lp, grad), Info(
             accept_prob, accepted, energy_error, divergent, eps, float(n_grad), extra
         )
+
+
+def hierarchical_prior_for(prior, sampler):
+    """The hierarchical prior an estimator should use, or None for a plain Gaussian one.
+
+    ``prior`` is the estimator's ``prior_precision``; a :class:`S3HMC` sampler with a plain
+    precision gets the default :class:`~sklearn_bnn.priors.HierarchicalPrior`.
+    """
+    from ..priors import HierarchicalPrior
+
+    if isinstance(prior, HierarchicalPrior):
+        prior.check()
+        return prior
+    if isinstance(sampler, S3HMC):
+        return HierarchicalPrior()
+    return None
+
+
+def network_hierarchical_target(
+    network, X, targets, likelihood, prior, *, regression: bool, noise_init=1.0
+):
+    """A :class:`HierarchicalTarget` over a network's weights and per-tensor log-precisions.
+
+    One precision per trainable tensor (each layer's weights and biases separately, seeds/002
+    §2) with Gamma(prior.alpha, prior.beta); for regression with ``prior.learn_noise`` also the
+    output noise precision, Gamma(prior.noise_alpha, prior.noise_beta), started at
+    ``noise_init``.
+    """
+    from ..likelihoods import Gaussian
+    from ..priors import GaussianPrior
+    from ..targets import Target
+
+    noise = bool(regression and prior.learn_noise)
+    base = Target(network, X, targets, Gaussian(1.0) if noise else likelihood, GaussianPrior(1.0))
+    n_tensors = len(network.sizes)
+    groups = torch.cat([torch.full((n,), k, dtype=torch.long) for k, n in enumerate(network.sizes)])
+    alpha = [float(prior.alpha)] * n_tensors + ([float(prior.noise_alpha)] if noise else [])
+    beta = [float(prior.beta)] * n_tensors + ([float(prior.noise_beta)] if noise else [])
+    n_obs = int(base.y.numel()) if noise else 0
+    const = 0.5 * n_obs * math.log(2 * math.pi)
+
+    def log_likelihood(w):
+        ll, grad = base.log_likelihood_and_grad(w, prior_weight=0.0)
+        return (ll + const if noise else ll), grad
+
+    target = HierarchicalTarget(
+        log_likelihood,
+        groups.to(base.device),
+        torch.tensor(alpha),
+        torch.tensor(beta),
+        noise=noise,
+        n_obs=n_obs,
+        base=base,
+    )
+    target.hyper_names = [f"precision[{n}]" for n in network.names] + (
+        ["noise_precision"] if noise else []
+    )
+    init = [math.log(float(prior.alpha) / float(prior.beta))] * n_tensors
+    target.initial_hyper = torch.tensor(init + ([math.log(noise_init)] if noise else []))
+    return target
