@@ -86,7 +86,7 @@ def _check_derivatives(target):
     assert torch.allclose(ad.hessian_contraction(th, A), target.hessian_contraction(th, A))
 
 
-def main(n_rm=300, n_hmc=3000, n_chains=2, seed=0):
+def main(n_rm=300, n_hmc=3000, n_chains=2, seed=0, only=None):
     torch.set_num_threads(1)
     target = Funnel()
     _check_derivatives(target)
@@ -107,6 +107,8 @@ def main(n_rm=300, n_hmc=3000, n_chains=2, seed=0):
             0.14,
         ),
     ]
+    if only is not None:  # e.g. only=(0, 3): NUTS as the baseline and explicit RMHMC
+        runs = [runs[i] for i in only]
     print(f"Funnel 10 + 1 dims, {n_chains} chains, seed {seed}\n")
     print(
         "| sampler | draws | KL(p(v)\\|\\|q(v)) | v < -4.9 (truth 5.1 %) | min v | ESS(v) "
@@ -145,4 +147,9 @@ def main(n_rm=300, n_hmc=3000, n_chains=2, seed=0):
 
 
 if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:2]))
+    # python benchmarks/rmhmc_funnel.py [n_rmhmc_draws [n_hmc_draws [runs, e.g. 0,3]]]
+    args = sys.argv[1:]
+    main(
+        *(int(a) for a in args[:2]),
+        only=tuple(int(i) for i in args[2].split(",")) if len(args) > 2 else None,
+    )

@@ -29,9 +29,9 @@ for integrator in ("implicit", "explicit"):
     res = sample(
         log_posterior,
         torch.tensor([10.0, 0.0], dtype=torch.float64),  # far from the mode, as in Fig. 5.1
-        RMHMC(n_leapfrog=5, integrator=integrator, metric=SoftAbsMetric(alpha=1e6)),
-        n_warmup=50,
-        n_samples=100,
+        RMHMC(n_leapfrog=3, integrator=integrator, metric=SoftAbsMetric(alpha=1e6)),
+        n_warmup=30,
+        n_samples=60,
         n_chains=2,
         random_state=0,
     )

@@ -24,6 +24,8 @@ closed forms of the target where it has them, :mod:`torch.func` otherwise.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from sklearn.base import BaseEstimator
 from torch.func import grad, hessian, jvp, vmap
@@ -216,6 +218,25 @@ class _DenseSoftAbsGeometry(Geometry):
         return -0.5 * self.derivs.hessian_contraction(self.theta, A)
 
 
+def _robust_eigh(H, value, g):
+    """eigh of each chain's H; a chain whose H is not finite or whose decomposition fails gets
+    the identity and log density -inf, so its trajectory is rejected as divergent."""
+    eye = torch.eye(H.shape[-1], dtype=H.dtype, device=H.device)
+    bad = ~(torch.isfinite(H).all((-1, -2)) & torch.isfinite(value) & torch.isfinite(g).all(-1))
+    H = torch.where(bad[:, None, None], eye, H)
+    try:
+        lam, Q = torch.linalg.eigh(H)
+    except RuntimeError:  # torch.linalg.LinAlgError: decompose chain by chain
+        lam, Q = torch.ones_like(H[..., 0]), eye.expand_as(H).clone()
+        for c in range(H.shape[0]):
+            try:
+                lam[c], Q[c] = torch.linalg.eigh(H[c])
+            except RuntimeError:
+                bad[c] = True
+    value = torch.where(bad, torch.full_like(value, -math.inf), value)
+    return lam, Q, value
+
+
 class SoftAbsMetric(BaseEstimator):
     """Dense SoftAbs metric: G = Q diag(lambda coth(alpha lambda)) Q^T from the eigen-
     decomposition Q diag(lambda) Q^T of the Hessian of U = -log f (seeds/003 §5.3.2, eq. 5.9).
@@ -255,7 +276,7 @@ class SoftAbsMetric(BaseEstimator):
         theta = theta.detach()
         with torch.no_grad():
             value, g, h = derivs.log_prob_grad_hessian(theta)
-            lam, Q = torch.linalg.eigh(-0.5 * (h + h.transpose(-1, -2)))
+            lam, Q, value = _robust_eigh(-0.5 * (h + h.transpose(-1, -2)), value, g)
         return _DenseSoftAbsGeometry(theta, value, g, Q, lam, float(self.alpha), derivs)
 
 

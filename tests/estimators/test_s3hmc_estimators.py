@@ -10,7 +10,14 @@ from sklearn_bnn._persistence import load, save
 from sklearn_bnn.priors import HierarchicalPrior
 from sklearn_bnn.samplers import RMHMC, S3HMC
 
-FAST = dict(hidden_layer_sizes=(4,), n_samples=10, n_warmup=10, n_leapfrog=3, n_init_steps=150, random_state=0)
+FAST = dict(
+    hidden_layer_sizes=(4,),
+    n_samples=10,
+    n_warmup=10,
+    n_leapfrog=3,
+    n_init_steps=150,
+    random_state=0,
+)
 
 
 @parametrize_with_checks(

@@ -308,3 +308,21 @@ def test_rmhmc_is_registered_and_reproducible():
     ]
     assert torch.equal(runs[0], runs[1])
     assert not math.isnan(float(np.asarray(runs[0]).mean()))
+
+
+def test_a_hessian_that_overflows_is_a_rejection_not_a_crash():
+    """Closed-form derivatives that overflow (inf / NaN Hessian): the chain is rejected."""
+
+    class Overflowing(AnalyticGaussian):
+        def log_prob_grad_hessian(self, theta):
+            v, g, h = super().log_prob_grad_hessian(theta)
+            far = (theta.abs() > 3).any(-1)
+            h = torch.where(far[:, None, None], torch.full_like(h, float("nan")), h)
+            return v, g, h
+
+    target = Overflowing(torch.zeros(2), torch.eye(2))
+    kernel = RMHMC(n_leapfrog=3).build(target)
+    state = kernel.init(torch.tensor([[3.5, 0.0], [0.0, 0.0]], dtype=f64))
+    new, info = kernel.step(state, torch.Generator().manual_seed(0), step_size=1.5)
+    assert torch.isfinite(new.position).all()
+    assert info.divergent[0] and torch.equal(new.position[0], state.position[0])
