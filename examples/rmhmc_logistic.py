@@ -29,9 +29,14 @@ for integrator in ("implicit", "explicit"):
     res = sample(
         log_posterior,
         torch.tensor([10.0, 0.0], dtype=torch.float64),  # far from the mode, as in Fig. 5.1
-        RMHMC(n_leapfrog=3, integrator=integrator, metric=SoftAbsMetric(alpha=1e6)),
-        n_warmup=30,
-        n_samples=60,
+        RMHMC(
+            n_leapfrog=3,
+            integrator=integrator,
+            metric=SoftAbsMetric(alpha=1e6),
+            reset_copies=True,  # explicit: copies restarted each step (seeds/003 Algorithm 4)
+        ),
+        n_warmup=20,
+        n_samples=40,
         n_chains=2,
         random_state=0,
     )

@@ -21,8 +21,8 @@ reg = HMCRegressor(
     prior_precision=HierarchicalPrior(alpha=2.0, beta=1.0),
     sampler="s3hmc",
     n_leapfrog=20,
-    n_samples=200,
-    n_warmup=200,
+    n_samples=100,
+    n_warmup=150,
     n_chains=2,
     random_state=0,
 )
