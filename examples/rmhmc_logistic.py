@@ -3,6 +3,9 @@
 The metric follows the local curvature (SoftAbs of the Hessian), so the sampler needs no mass
 matrix; the implicit integrator (fixed-point iterations) and the explicit one of Tao (binding
 Omega) are compared on the same problem. Dense metrics are for small models.
+Started at w = 10, after 20 warmup transitions the implicit chains have reached the posterior
+while the explicit ones often have not (see their R-hat): the explicit integrator is cheaper per
+step but, as measured in docs/rmhmc.md, approximate where the metric varies.
 Run: python examples/rmhmc_logistic.py   (well under a minute on a CPU)
 """
 
