@@ -47,8 +47,10 @@ from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ..priors import GaussianPrior
 from ..samplers import CHAIN_METHODS, resolve_sampler, run_sampler
 from ..samplers._summary import run_summary
+from ..samplers.s3hmc import hierarchical_prior_for, network_hierarchical_target
 from ..samples import PosteriorSamples
 from ..targets import FunctionalNetwork, Target
+from ._hierarchical import record_precisions, split_hyperparameters
 
 
 class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
@@ -220,6 +222,14 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
 
         target = self._make_target(network, X, targets)
         target.temperature = float(self.temperature)  # p(theta | D)^(1/T); 1 leaves it as it is
+        n_hyper = getattr(target, "n_hyper", 0)  # trailing hyperparameter coordinates (S3HMC)
+        if n_hyper and float(self.temperature) != 1.0:
+            raise ValueError(
+                "temperature must be 1 with a hierarchical prior (S3HMC does not temper its "
+                f"hyperparameters), got temperature={self.temperature!r}."
+            )
+        if n_hyper and not continuing:
+            positions = target.extend_positions(positions)
         run, self._generator_states = run_sampler(
             self._sampler_object(),
             target,
@@ -241,9 +251,10 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             desc=type(self).__name__,
             verbose=self.verbose,
         )
-        samples = PosteriorSamples(
-            run.draws, run.log_prob, network.names, network.shapes, run.draw_stats
-        )
+        draws, stats = run.draws, run.draw_stats
+        if n_hyper:  # samples_ keeps the weights; the precisions go to stats and precisions_
+            draws, stats = split_hyperparameters(run.draws, run.draw_stats, target)
+        samples = PosteriorSamples(draws, run.log_prob, network.names, network.shapes, stats)
         if continuing:
             samples = self.samples_.concatenate(samples)
         self.network_ = network.to("cpu", dtype)
@@ -252,10 +263,19 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         self._step_size_per_chain = run.step_size
         self._inv_mass = run.inv_mass
         self._record_diagnostics(run, continuing, X)
+        if n_hyper:
+            record_precisions(self, target)
         return self
 
     def _make_target(self, network: FunctionalNetwork, X, targets) -> Target:
         """The posterior density to sample (subclasses may split the data)."""
+        hierarchical = hierarchical_prior_for(self.prior_precision, self._sampler_object())
+        if hierarchical is not None:  # weights and log-precisions (seeds/002)
+            return network_hierarchical_target(
+                network, X, targets, self._likelihood(), hierarchical,
+                regression=not self._is_classifier(),
+                noise_init=float(getattr(self, "noise_precision", 1.0)),
+            )
         return Target(network, X, targets, self._likelihood(), GaussianPrior(self.prior_precision))
 
     def _sampler_defaults(self) -> dict:

@@ -22,6 +22,8 @@ from .integrators import (
     symmetric_split,
 )
 from .nuts import NUTS, NUTSKernel
+from .rmhmc import RMHMC, RMHMCKernel
+from .s3hmc import S3HMC, HierarchicalTarget, S3HMCKernel
 from .sgmcmc import AMAGOLD, GSGHMC, HTE, SGHMC, SGLD
 
 __all__ = [
@@ -41,6 +43,11 @@ __all__ = [
     "Info",
     "Kernel",
     "NUTSKernel",
+    "HierarchicalTarget",
+    "RMHMC",
+    "RMHMCKernel",
+    "S3HMC",
+    "S3HMCKernel",
     "Sampler",
     "State",
     "chain_seeds",

@@ -1,0 +1,318 @@
+"""Riemannian manifold HMC with the implicit or the explicit integrator (seeds/003 ch. 5).
+
+H(theta, p) = -log f(theta) + log|G(theta)|/2 + p^T G(theta)^-1 p / 2 (seeds/003 eq. 5.1 with the
+mass matrix replaced by the metric G, §5.3.1) is not separable, so the leapfrog does not apply:
+
+- **implicit**: the generalized leapfrog (Leimkuhler & Reich 2004; seeds/003 Algorithm 2), two
+  fixed-point iterations per step, run until the largest change is below ``tol`` or
+  ``max_fixed_point`` iterations; a chain whose iterations do not converge is a divergence
+  (rejected and counted);
+- **explicit**: Tao's integrator on the doubled phase space (theta, p, theta~, p~) with binding
+  Omega (seeds/003 eq. 5.10-5.13, Algorithm 3): H1(eps/2) H2(eps/2) R(eps) H2(eps/2) H1(eps/2),
+  with the binding rotation applied to all four variables from their values before it. The
+  copies start equal to (theta, p) at the start of each trajectory (Tao 2016), or at every step
+  with ``reset_copies=True`` (as seeds/003 Algorithm 4 is written).
+
+Both accept with one Metropolis-Hastings test on the true H, log|G|/2 included (Algorithm 4).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .._utils import check_scalar_param
+from ._base import Info, Kernel, Sampler, State
+from ._registry import register_sampler
+from .hmc import metropolis_hastings
+from .metrics import FisherMetric, SoftAbsMetric, second_order_derivatives
+
+__all__ = ["RMHMC", "RMHMCKernel", "explicit_step", "implicit_step"]
+
+
+def implicit_step(evaluate, geo, p, eps, tol, max_iter):
+    """One generalized leapfrog step (seeds/003 Algorithm 2).
+
+    p' = p - eps/2 dH/dtheta(theta, p')                        (fixed point in p')
+    theta' = theta + eps/2 [G^-1(theta) + G^-1(theta')] p'      (fixed point in theta')
+    p'' = p' - eps/2 dH/dtheta(theta', p')
+
+    Parameters
+    ----------
+    evaluate : callable
+        theta (C, D) -> Geometry.
+    geo : Geometry
+        At the current theta.
+    p : tensor (C, D)
+    eps : tensor (C, 1)
+
+    Returns
+    -------
+    geo, p, converged (C,) bool, n_evaluations (geometry + metric-force evaluations)
+    """
+    half = 0.5 * eps
+    theta0 = geo.theta
+    p_half = p
+    n_eval = 0
+    converged_p = torch.zeros(p.shape[0], dtype=torch.bool, device=p.device)
+    for _ in range(max_iter):
+        new = p - half * geo.dH_dtheta(p_half)
+        n_eval += 1
+        change = (new - p_half).abs().amax(-1)
+        p_half = new
+        converged_p = change < tol
+        if bool(converged_p.all()) or not bool(torch.isfinite(change).any()):
+            break
+    velocity0 = geo.inv(p_half)
+    theta, geo1 = theta0, geo
+    converged_q = torch.zeros_like(converged_p)
+    for _ in range(max_iter):
+        new = theta0 + half * (velocity0 + geo1.inv(p_half))
+        change = (new - theta).abs().amax(-1)
+        theta = torch.where(torch.isfinite(new), new, theta0)
+        geo1 = evaluate(theta)
+        n_eval += 1
+        converged_q = change < tol
+        if bool(converged_q.all()) or not bool(torch.isfinite(change).any()):
+            break
+    p_new = p_half - half * geo1.dH_dtheta(p_half)
+    n_eval += 1
+    return geo1, p_new, converged_p & converged_q, n_eval
+
+
+def _binding_rotation(q, p, qc, pc, eps, omega):
+    """phi_{Omega h}^eps of seeds/003 eq. 5.12: a simultaneous update of all four variables."""
+    c = torch.cos(2.0 * omega * eps)
+    s = torch.sin(2.0 * omega * eps)
+    sq, sp = q + qc, p + pc
+    dq, dp = q - qc, p - pc
+    rq = c * dq + s * dp
+    rp = -s * dq + c * dp
+    return 0.5 * (sq + rq), 0.5 * (sp + rp), 0.5 * (sq - rq), 0.5 * (sp - rp)
+
+
+def explicit_step(evaluate, state, eps, omega):
+    """One step of Tao's explicit integrator on the doubled phase space (seeds/003 eq. 5.13).
+
+    ``state`` is ``(geo_q, p, geo_qc, pc)`` with the geometries at theta and at the copy theta~;
+    returns the new such tuple and the geometry evaluations spent.
+
+    H1(d): p -= d dH/dtheta(theta, p~), theta~ += d G(theta)^-1 p~;
+    H2(d): theta += d G(theta~)^-1 p, p~ -= d dH/dtheta(theta~, p).
+    """
+    geo_q, p, geo_c, pc = state
+    half = 0.5 * eps
+    n_eval = 0
+
+    def h1(geo_q, p, geo_c, pc):
+        p = p - half * geo_q.dH_dtheta(pc)
+        geo_c = evaluate(geo_c.theta + half * geo_q.inv(pc))
+        return geo_q, p, geo_c, pc
+
+    def h2(geo_q, p, geo_c, pc):
+        pc = pc - half * geo_c.dH_dtheta(p)
+        geo_q = evaluate(geo_q.theta + half * geo_c.inv(p))
+        return geo_q, p, geo_c, pc
+
+    geo_q, p, geo_c, pc = h1(geo_q, p, geo_c, pc)
+    geo_q, p, geo_c, pc = h2(geo_q, p, geo_c, pc)
+    q, p, qc, pc = _binding_rotation(geo_q.theta, p, geo_c.theta, pc, eps, omega)
+    geo_q, geo_c = evaluate(q), evaluate(qc)
+    geo_q, p, geo_c, pc = h2(geo_q, p, geo_c, pc)
+    geo_q, p, geo_c, pc = h1(geo_q, p, geo_c, pc)
+    n_eval += 10
+    return (geo_q, p, geo_c, pc), n_eval
+
+
+@register_sampler("rmhmc")
+class RMHMC(Sampler):
+    """Riemannian manifold HMC (a sampler object), seeds/003 ch. 5.
+
+    Parameters
+    ----------
+    n_leapfrog : int, default=10
+        Integration steps per trajectory L.
+    integrator : {"implicit", "explicit"}, default="explicit"
+        The generalized leapfrog with fixed-point iterations (seeds/003 Algorithm 2), or Tao's
+        explicit integrator with binding ``omega`` (Algorithm 3).
+    metric : metric object, default=None
+        :class:`~sklearn_bnn.samplers.metrics.SoftAbsMetric` (dense, the default),
+        :class:`~sklearn_bnn.samplers.metrics.DiagonalSoftAbsMetric` for larger models, or
+        :class:`~sklearn_bnn.samplers.metrics.FisherMetric`.
+    omega : float, default=10.0
+        Binding strength Omega of the explicit integrator (seeds/003 Table 5.1 uses 10).
+    reset_copies : bool, default=False
+        Explicit integrator: restart the copies (theta~, p~) from (theta, p) at every step (as
+        seeds/003 Algorithm 4 is written) rather than once per trajectory.
+    tol : float, default=1e-6
+        Fixed-point tolerance of the implicit integrator (largest absolute change).
+    max_fixed_point : int, default=100
+        Fixed-point iterations at most; a chain that has not converged is rejected as divergent.
+    divergence_threshold : float, default=1000
+        Energy error above which a trajectory counts as divergent.
+
+    Notes
+    -----
+    Dense metrics hold D x D matrices per chain and differentiate the Hessian: they are for
+    models of at most a few hundred parameters; the metric refuses larger ones with the memory it
+    would need. The step size is adapted by the sampling loop's dual averaging like HMC's; the
+    loop's diagonal mass matrix is ignored (the metric replaces it).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_bnn.samplers import RMHMC, sample
+    >>> res = sample(lambda x: -0.5 * (x**2).sum(), torch.zeros(2, dtype=torch.float64),
+    ...              RMHMC(n_leapfrog=3), n_warmup=20, n_samples=20, n_chains=2, random_state=0)
+    >>> res.draws.shape
+    torch.Size([2, 20, 2])
+    """
+
+    def __init__(
+        self,
+        n_leapfrog=10,
+        integrator="explicit",
+        metric=None,
+        omega=10.0,
+        reset_copies=False,
+        tol=1e-6,
+        max_fixed_point=100,
+        divergence_threshold=1000.0,
+    ):
+        self.n_leapfrog = n_leapfrog
+        self.integrator = integrator
+        self.metric = metric
+        self.omega = omega
+        self.reset_copies = reset_copies
+        self.tol = tol
+        self.max_fixed_point = max_fixed_point
+        self.divergence_threshold = divergence_threshold
+
+    def _metric(self):
+        return SoftAbsMetric() if self.metric is None else self.metric
+
+    def check_target(self, target) -> None:
+        check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
+        if self.integrator not in ("implicit", "explicit"):
+            raise ValueError(
+                f"integrator must be 'implicit' or 'explicit', got {self.integrator!r}."
+            )
+        check_scalar_param(self.omega, "omega", low=0)
+        check_scalar_param(self.tol, "tol", low=0, low_inclusive=False)
+        check_scalar_param(self.max_fixed_point, "max_fixed_point", kind="int", low=1)
+        check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
+        metric = self._metric()
+        if not callable(getattr(metric, "evaluate", None)):
+            raise ValueError(f"metric must be a metric object with evaluate(), got {metric!r}.")
+        itemsize = torch.finfo(getattr(target, "dtype", torch.float64)).bits // 8
+        metric.check(int(target.dim), 1, itemsize)
+        if getattr(target, "n_hyper", 0):
+            raise ValueError(
+                "RMHMC samples the weights under a fixed prior; this target also carries "
+                f"{target.n_hyper} hyperparameters (a HierarchicalPrior): use sampler=S3HMC()."
+            )
+        second_order_derivatives(target)
+
+    def build(self, target) -> RMHMCKernel:
+        self.check_target(target)
+        return RMHMCKernel(
+            target,
+            metric=self._metric(),
+            n_leapfrog=self.n_leapfrog,
+            integrator=self.integrator,
+            omega=self.omega,
+            reset_copies=self.reset_copies,
+            tol=self.tol,
+            max_fixed_point=self.max_fixed_point,
+            divergence_threshold=self.divergence_threshold,
+        )
+
+
+class RMHMCKernel(Kernel):
+    """The RMHMC transition kernel bound to a target (built by :class:`RMHMC`)."""
+
+    def __init__(
+        self,
+        target,
+        metric=None,
+        step_size=0.1,
+        n_leapfrog=10,
+        integrator="explicit",
+        omega=10.0,
+        reset_copies=False,
+        tol=1e-6,
+        max_fixed_point=100,
+        divergence_threshold=1000.0,
+    ):
+        self.target = target
+        self.metric = SoftAbsMetric() if metric is None else metric
+        self.step_size = step_size
+        self.n_leapfrog = n_leapfrog
+        self.integrator = integrator
+        self.omega = omega
+        self.reset_copies = reset_copies
+        self.tol = tol
+        self.max_fixed_point = max_fixed_point
+        self.divergence_threshold = divergence_threshold
+        self.derivs = second_order_derivatives(target)
+        if isinstance(self.metric, FisherMetric):
+            metric_fn = self.metric.bind(target)
+            self.evaluate = lambda theta: self.metric.evaluate(self.derivs, theta, metric_fn)
+        else:
+            self.evaluate = lambda theta: self.metric.evaluate(self.derivs, theta)
+
+    def init(self, position: torch.Tensor) -> State:
+        if position.ndim == 1:
+            position = position[None]
+        itemsize = torch.finfo(position.dtype).bits // 8
+        self.metric.check(position.shape[-1], position.shape[0], itemsize)
+        return super().init(position)
+
+    def trajectory(self, geo, p, eps):
+        """Integrate ``n_leapfrog`` steps from (geo.theta, p): (geo, p, converged, n_eval)."""
+        n_eval = 0
+        converged = torch.ones(p.shape[0], dtype=torch.bool, device=p.device)
+        if self.integrator == "implicit":
+            for _ in range(self.n_leapfrog):
+                geo, p, ok, n = implicit_step(
+                    self.evaluate, geo, p, eps, self.tol, self.max_fixed_point
+                )
+                converged &= ok
+                n_eval += n
+            return geo, p, converged, n_eval
+        aug = (geo, p, geo, p)
+        for _ in range(self.n_leapfrog):
+            if self.reset_copies:
+                aug = (aug[0], aug[1], aug[0], aug[1])
+            aug, n = explicit_step(self.evaluate, aug, eps, self.omega)
+            n_eval += n
+        return aug[0], aug[1], converged, n_eval
+
+    def step(self, state: State, generator: torch.Generator, step_size=None, inv_mass=None):
+        """One RMHMC transition per chain (seeds/003 Algorithm 4); ``inv_mass`` is ignored."""
+        q = state.position
+        eps_in = self.step_size if step_size is None else step_size
+        eps = torch.as_tensor(eps_in, dtype=q.dtype, device=q.device).expand(q.shape[0])
+        geo0 = self.evaluate(q)
+        z = torch.randn(q.shape, generator=generator, dtype=q.dtype, device=q.device)
+        p0 = geo0.sqrt_mul(z)
+        h0 = geo0.energy(p0)
+        with torch.no_grad():
+            geo1, p1, converged, n_eval = self.trajectory(geo0, p0, eps[:, None])
+        h1 = geo1.energy(p1)
+        h1 = torch.where(converged, h1, torch.full_like(h1, math.inf))
+        proposal = State(geo1.theta, geo1.log_prob, geo1.grad)
+        new_state, accept_prob, accepted, energy_error, divergent = metropolis_hastings(
+            state, proposal, h0, h1, generator, self.divergence_threshold
+        )
+        extra = {"not_converged": ~converged}
+        return new_state, Info(
+            accept_prob, accepted, energy_error, divergent, eps, float(n_eval), extra
+        )
+
+    def describe(self, stats: dict) -> dict:
+        nc = stats.get("not_converged")
+        if nc is None or self.integrator != "implicit":
+            return {}
+        return {"fixed_point_failures": int(nc.sum())}

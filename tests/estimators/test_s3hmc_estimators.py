@@ -1,0 +1,96 @@
+"""Estimators with a hierarchical prior (S3HMC) and with RMHMC (seeds/002, seeds/003 ch. 5-6)."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sklearn_bnn import HMCClassifier, HMCRegressor
+from sklearn_bnn._persistence import load, save
+from sklearn_bnn.priors import HierarchicalPrior
+from sklearn_bnn.samplers import RMHMC, S3HMC
+
+FAST = dict(
+    hidden_layer_sizes=(4,),
+    n_samples=10,
+    n_warmup=10,
+    n_leapfrog=3,
+    n_init_steps=150,
+    random_state=0,
+)
+
+
+@parametrize_with_checks(
+    [
+        HMCClassifier(prior_precision=HierarchicalPrior(), sampler="s3hmc", **FAST),
+        HMCRegressor(prior_precision=HierarchicalPrior(), sampler=S3HMC(n_leapfrog=3), **FAST),
+    ]
+)
+def test_sklearn_contract_with_a_hierarchical_prior(estimator, check):
+    check(estimator)
+
+
+def _regression(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, (n, 1))
+    return X, np.sin(X[:, 0]) + 0.1 * rng.normal(size=n)
+
+
+def test_precisions_are_kept_beside_the_weights_and_survive_persistence(tmp_path):
+    X, y = _regression()
+    reg = HMCRegressor(
+        prior_precision=HierarchicalPrior(), sampler="s3hmc", n_chains=2, **FAST
+    ).fit(X, y)
+    n_weights = sum(p.numel() for p in reg.network_.module.parameters())
+    assert reg.samples_.draws.shape == (2, 10, n_weights)  # weights only: prediction unchanged
+    assert reg.precisions_.shape == (2, 10, 5)
+    assert reg.precision_names_[-1] == "noise_precision"
+    assert (reg.precisions_ > 0).all()
+    assert set(reg.diagnostics_["rhat_precisions"]) == set(reg.precision_names_)
+    assert torch.equal(reg.samples_.stats["noise_precision"], reg.precisions_[..., -1])
+    path = tmp_path / "reg.pt"
+    save(reg, path)
+    back = load(path)
+    assert torch.equal(back.precisions_, reg.precisions_)
+    assert np.allclose(back.predict(X), reg.predict(X))
+    _, std = reg.predict(X, return_std=True)
+    assert np.isfinite(std).all()
+
+
+def test_warm_start_continues_with_the_precisions():
+    X, y = _regression()
+    reg = HMCRegressor(
+        prior_precision=HierarchicalPrior(), sampler="s3hmc", warm_start=True, **FAST
+    ).fit(X, y)
+    reg.fit(X, y)
+    assert reg.precisions_.shape[1] == 20 and reg.samples_.draws.shape[1] == 20
+
+
+def test_a_sampler_that_cannot_sample_precisions_is_refused():
+    X, y = _regression()
+    with pytest.raises(ValueError, match="S3HMC"):
+        HMCRegressor(prior_precision=HierarchicalPrior(), sampler=RMHMC(), **FAST).fit(X, y)
+
+
+def test_bad_hyperprior_is_refused_by_name():
+    X, y = _regression()
+    with pytest.raises(ValueError, match="noise_alpha"):
+        HMCRegressor(
+            prior_precision=HierarchicalPrior(noise_alpha=1.0), sampler="s3hmc", **FAST
+        ).fit(X, y)
+
+
+def test_rmhmc_on_a_small_network():
+    X, y = _regression(30)
+    reg = HMCRegressor(
+        hidden_layer_sizes=(3,),
+        sampler=RMHMC(n_leapfrog=2),
+        n_samples=4,
+        n_warmup=4,
+        dtype="float64",
+        random_state=0,
+        noise_precision=50.0,
+    )
+    reg.fit(X, y)
+    assert reg.samples_.draws.shape == (1, 4, 10)
+    assert np.isfinite(reg.predict(X)).all()
