@@ -91,7 +91,6 @@ def forward_with_masks(net: nn.Sequential, x: torch.Tensor, masks) -> torch.Tens
     return h
 
 
-
 class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
     """Shared fit / predict machinery; subclasses define the likelihood."""
 
