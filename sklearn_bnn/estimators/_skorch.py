@@ -31,6 +31,7 @@ from skorch import NeuralNet
 from skorch.callbacks import Callback, EarlyStopping
 from skorch.dataset import unpack_data
 from skorch.helper import predefined_split
+from skorch.utils import TeeGenerator
 from tqdm.auto import tqdm
 
 from .._utils import resolve_device
@@ -242,21 +243,52 @@ class BNNNet(NeuralNet):
         return self.loss(self, y_pred, y_true, X, training)
 
     def train_step_single(self, batch, **fit_params):
-        """Forward, loss plus regulariser, backward; a non-finite objective stops the fit."""
+        """Forward, loss plus regulariser, backward; ``loss`` returned is the data term."""
         self._set_training(True)
         Xi, yi = unpack_data(batch)
         y_pred = self.infer(Xi, **fit_params)
         loss = self.get_loss(y_pred, yi, X=Xi, training=True)
         objective = loss if self.penalty is None else loss + self.penalty(self.module_)
-        if not torch.isfinite(objective):
-            value = float(objective.detach())
-            raise NonFiniteLossError(
-                f"the training loss became {value} at epoch {len(self.history)}; "
-                "the inputs may be far too large or the learning rate too high. Scale X (e.g. "
-                "with sklearn.preprocessing.StandardScaler) or lower learning_rate."
-            )
         objective.backward()
         return {"loss": loss.detach(), "y_pred": y_pred}
+
+    def train_step(self, batch, **fit_params):
+        """One optimizer step: as skorch's, without the closure (Adam evaluates it once)."""
+        self._zero_grad_optimizer()
+        step = self.train_step_single(batch, **fit_params)
+        self.notify(
+            "on_grad_computed",
+            named_parameters=TeeGenerator(self.get_all_learnable_params()),
+            batch=batch,
+            training=True,
+        )
+        self._step_optimizer(None)
+        return step
+
+    def _set_training(self, training=True):
+        # skorch sets the mode before every batch; walking the module tree each time costs
+        # more than a small network's step, so switch only when the mode changes (the cache
+        # is cleared at every epoch, in case a callback changed a module's mode itself)
+        if getattr(self, "_training_mode", None) is not training:
+            super()._set_training(training)
+            self._training_mode = training
+
+    def on_epoch_begin(self, net, **kwargs):
+        self._training_mode = None
+        super().on_epoch_begin(net, **kwargs)
+
+    def on_epoch_end(self, net, **kwargs):
+        """A NaN or infinite batch loss stops the fit with an error that says what to try."""
+        super().on_epoch_end(net, **kwargs)
+        for batch in self.history[-1, "batches"]:
+            for key in ("train_loss", "valid_loss"):
+                value = batch.get(key)
+                if value is not None and not np.isfinite(value):
+                    raise NonFiniteLossError(
+                        f"{key} became {value} at epoch {len(self.history)}; the inputs may be "
+                        "far too large or the learning rate too high. Scale X (e.g. with "
+                        "sklearn.preprocessing.StandardScaler) or lower learning_rate."
+                    )
 
     @property
     def epoch(self) -> int:
@@ -317,6 +349,7 @@ def train_net(
     desc: str | None = None,
     extra_callbacks=(),
     params=None,
+    optimizer_params=None,
 ) -> BNNNet:
     """Train ``module`` on ``data`` with Adam through a :class:`BNNNet`; return the net.
 
@@ -324,7 +357,8 @@ def train_net(
     the estimator ``est`` (the already resolved values may be passed in ``params``). Runs under
     :func:`isolated_rng` seeded with ``seed``. With ``early_stopping``, skorch's EarlyStopping
     watches ``valid_loss`` (after ``warmup`` epochs) with ``patience`` and absolute threshold
-    ``tol``, and restores the best weights.
+    ``tol``, and restores the best weights. ``optimizer_params`` are routed to Adam as
+    skorch's ``optimizer__*`` (e.g. ``param_groups``).
     """
     params = dict(params or {})
     lr = params.get("learning_rate", getattr(est, "learning_rate", None))
@@ -365,6 +399,7 @@ def train_net(
             callbacks__print_log=None,
             device=device,
             verbose=0,
+            **{f"optimizer__{k}": v for k, v in (optimizer_params or {}).items()},
         )
         net.fit(data, None)
     return net

@@ -230,10 +230,10 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         yt = self._targets_tensor(targets, device, dtype)
         module = self._training_module(net).to(device)
         decay = self._weight_decay_terms(net, len(idx_train), params["prior_precision"])
-
-        def penalty(module):
-            return sum(c * p.pow(2).sum() for p, c in decay)
-
+        # c ||p||^2 in the loss has gradient 2 c p: exactly Adam's (coupled, L2) weight decay
+        # 2 c, which skips building the penalty into the graph at every step
+        names = {id(p): name for name, p in module.named_parameters()}
+        groups = [(names[id(p)], {"weight_decay": 2.0 * c}) for p, c in decay if c > 0]
         train = TensorData(Xt[idx_train], yt[idx_train])
         valid = None if idx_val is None else TensorData(Xt[idx_val], yt[idx_val])
         net_ = train_net(
@@ -242,7 +242,6 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
             train,
             valid,
             loss=self._loss,
-            penalty=penalty if decay else None,
             seed=seed,
             device=device,
             early_stopping=bool(self.early_stopping),
@@ -250,6 +249,7 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
             warmup=self._n_warmup_epochs(params["max_iter"]),
             extra_callbacks=self._extra_callbacks(),
             params=params,
+            optimizer_params={"param_groups": groups},
         )
         self.loss_curve_, self.validation_loss_curve_ = history_curves(net_)
         self.n_iter_ = len(net_.history)
@@ -474,6 +474,7 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
                     f"class_weight must map classes to finite weights >= 0, got {bad!r}."
                 )
         self.class_weight_ = compute_class_weight(self.class_weight, classes=self.classes_, y=y)
+        self._unweighted = bool(np.all(self.class_weight_ == 1.0))
         return encoded
 
     def _targets_tensor(self, targets, device, dtype):
@@ -481,6 +482,12 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
 
     def _n_net_outputs(self):
         return len(self.classes_)
+
+    def _loss(self, net, y_pred, y_true, X, training):
+        """skorch loss hook: mean (weighted) cross-entropy of a batch."""
+        if self._unweighted:
+            return F.cross_entropy(y_pred, y_true)
+        return self._nll(y_pred, y_true, None).mean()
 
     def _nll(self, out, yb, log_tau):
         """Weighted cross-entropy ``-alpha_y log softmax(out)_y`` (eq. 4.12)."""
@@ -645,13 +652,17 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
     def _loss(self, net, y_pred, y_true, X, training):
         """Gaussian data term; in training also accumulates the residuals for the noise update."""
         module = net.module_
+        sq = (y_true - y_pred).pow(2)
         if training and self.noise_precision is None:
-            module.record(y_true, y_pred)
-        return self._nll(y_pred, y_true, module.log_tau).mean()
+            module.record(sq.detach())
+        return self._gaussian_nll(sq, module.log_tau).mean()
 
     def _nll(self, out, yb, log_tau):
         """Gaussian ``-log N(y; f, tau^-1)`` summed over outputs (standardised units)."""
-        sq = (yb - out).pow(2)
+        return self._gaussian_nll((yb - out).pow(2), log_tau)
+
+    @staticmethod
+    def _gaussian_nll(sq, log_tau):
         return 0.5 * (log_tau.exp() * sq - log_tau + math.log(2 * math.pi)).sum(-1)
 
     def _finish(self, module):
@@ -714,9 +725,10 @@ class _WithNoise(nn.Module):
         return self.net(x)
 
     @torch.no_grad()
-    def record(self, y, f) -> None:
-        self.sq_sum += (y - f).pow(2).sum(0)
-        self.count += len(y)
+    def record(self, sq) -> None:
+        # in-place (``+=`` on a module attribute would go through Module.__setattr__)
+        self.sq_sum.add_(sq.sum(0))
+        self.count.add_(len(sq))
 
 
 class _NoiseFromResiduals(Callback):
