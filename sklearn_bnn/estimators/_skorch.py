@@ -28,7 +28,7 @@ import torch
 from sklearn.model_selection import train_test_split
 from sklearn.utils._param_validation import Hidden, StrOptions
 from skorch import NeuralNet
-from skorch.callbacks import Callback, EarlyStopping
+from skorch.callbacks import Callback, EarlyStopping, EpochTimer, PassthroughScoring, PrintLog
 from skorch.dataset import unpack_data
 from skorch.helper import predefined_split
 from skorch.utils import TeeGenerator
@@ -280,7 +280,7 @@ class BNNNet(NeuralNet):
     def on_epoch_end(self, net, **kwargs):
         """A NaN or infinite batch loss stops the fit with an error that says what to try."""
         super().on_epoch_end(net, **kwargs)
-        for batch in self.history[-1, "batches"]:
+        for batch in _last_epoch(self.history)["batches"]:
             for key in ("train_loss", "valid_loss"):
                 value = batch.get(key)
                 if value is not None and not np.isfinite(value):
@@ -291,9 +291,45 @@ class BNNNet(NeuralNet):
                     )
 
     @property
+    def _default_callbacks(self):
+        return [
+            ("epoch_timer", EpochTimer()),
+            ("train_loss", EpochMeanLoss(name="train_loss", on_train=True)),
+            ("valid_loss", EpochMeanLoss(name="valid_loss")),
+            ("print_log", PrintLog()),
+        ]
+
+    @property
     def epoch(self) -> int:
         """Index of the epoch under way (0 for the first)."""
         return len(self.history) - 1
+
+
+def _last_epoch(history) -> dict:
+    """The last row of a skorch History as the plain dict it is (no fancy indexing)."""
+    return list.__getitem__(history, -1)
+
+
+class EpochMeanLoss(PassthroughScoring):
+    """skorch's ``PassthroughScoring`` (epoch mean of the batch losses, weighted by batch size,
+    and the ``*_best`` flag), reading the last epoch's batches directly: History's general
+    indexing costs as much as a small network's step, once per epoch and loss.
+    """
+
+    def on_epoch_end(self, net, **kwargs):
+        size_key = "train_batch_size" if self.on_train else "valid_batch_size"
+        batches = _last_epoch(net.history)["batches"]
+        pairs = [(b[size_key], b[self.name]) for b in batches if self.name in b]
+        if not pairs:
+            return
+        sizes, losses = zip(*pairs, strict=True)
+        score = float(np.average(losses, weights=sizes))
+        is_best = self._is_best_score(score)
+        if is_best:
+            self.best_score_ = score
+        net.history.record(self.name, score)
+        if is_best is not None:
+            net.history.record(self.name + "_best", bool(is_best))
 
 
 class DelayedEarlyStopping(EarlyStopping):
