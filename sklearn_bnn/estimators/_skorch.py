@@ -322,8 +322,7 @@ class EpochMeanLoss(PassthroughScoring):
         pairs = [(b[size_key], b[self.name]) for b in batches if self.name in b]
         if not pairs:
             return
-        sizes, losses = zip(*pairs, strict=True)
-        score = float(np.average(losses, weights=sizes))
+        score = sum(n * v for n, v in pairs) / sum(n for n, _ in pairs)
         is_best = self._is_best_score(score)
         if is_best:
             self.best_score_ = score
