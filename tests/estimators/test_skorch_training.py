@@ -83,22 +83,22 @@ def test_bad_callbacks_refused():
         (MCDropoutRegressor, "lr", 0.02, "learning_rate", 0.02),
         (MCDropoutClassifier, "max_epochs", 4, "max_iter", 4),
         (LossCalibratedBNN, "prior_length_scale", 3.0, "prior_precision", 9.0),
-        (PlanNetRegressor, "length_scale", 0.5, "prior_precision", 0.25),
     ],
 )
 def test_old_names_warn_and_still_work(Est, old, value, new, expected):
     est = Est(**{old: value})
     with pytest.warns(FutureWarning, match=f"'{old}' is deprecated.*'{new}'"):
-        resolved = (
-            est._resolved_params()[new] if hasattr(est, "_resolved_params") else _plannet_prior(est)
-        )
-    assert resolved == pytest.approx(expected)
+        assert est._resolved_params()[new] == pytest.approx(expected)
 
 
-def _plannet_prior(est):
-    from sklearn_bnn.estimators._skorch import renamed_param
-
-    return renamed_param(est, "prior_precision", "length_scale", convert=lambda v: v**2)
+def test_plannet_old_length_scale_warns_and_sets_the_prior():
+    X, y = sine(64)
+    kw = dict(max_iter=2, early_stopping=False, **PLAN)
+    with pytest.warns(FutureWarning, match="'length_scale' is deprecated.*'prior_precision'"):
+        old = PlanNetRegressor(length_scale=30.0, **kw).fit(X, y)
+    new = PlanNetRegressor(prior_precision=900.0, **kw).fit(X, y)
+    np.testing.assert_array_equal(old.predict(X), new.predict(X))
+    assert not np.array_equal(new.predict(X), PlanNetRegressor(**kw).fit(X, y).predict(X))
 
 
 def test_old_max_epochs_sets_the_epochs_run():
