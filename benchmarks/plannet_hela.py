@@ -76,7 +76,7 @@ def member(ensemble: PlanNetRegressor, m: int) -> PlanNetRegressor:
     one = copy.deepcopy(ensemble)
     one.n_estimators = 1
     one.estimators_ = one.estimators_[m : m + 1]
-    one._mc_seeds = one._mc_seeds[m : m + 1]
+    one.mc_seeds_ = one.mc_seeds_[m : m + 1]
     return one
 
 

@@ -9,47 +9,51 @@ passes gives the predictive distribution.
 The objective minimised here is the negative ELBO of eq. 3.20 divided by the number of training
 points ``N``, with the KL term replaced by its weight-decay form (eq. 3.21)::
 
-    (1/N) sum_n -log p(y_n | x_n, w_n) + sum_l (l^2 p_l / 2N) ||M_l||^2 + (l^2 / 2N) ||m_l||^2
+    (1/N) sum_n -log p(y_n | x_n, w_n) + sum_l (lambda p_l / 2N) ||M_l||^2 + (lambda / 2N) ||m_l||^2
 
-where ``w_n`` is the network with a fresh dropout mask for point ``n``, ``l`` is the prior
-length-scale (prior ``N(0, l^-2 I)`` on every weight, so the prior precision is ``l^2``), ``p_l``
-is the keep probability of the units feeding layer ``l`` (``1 - dropout`` after a hidden layer,
-1 for the inputs, which are not dropped) and ``m_l`` the biases.
+where ``w_n`` is the network with a fresh dropout mask for point ``n``, ``lambda`` is the prior
+precision (prior ``N(0, lambda^-1 I)`` on every weight; ``lambda = l^2`` for Gal's length-scale
+``l``), ``p_l`` is the keep probability of the units feeding layer ``l`` (``1 - dropout`` after a
+hidden layer, 1 for the inputs, which are not dropped) and ``m_l`` the biases.
 
-Training is a small plain-torch loop rather than skorch's: every random number (initial weights,
-shuffling, dropout masks during training and prediction) comes from a local
-:class:`torch.Generator` seeded from ``random_state``, which skorch's loop (global torch RNG for
-dropout) does not allow.
+Training runs through skorch (:mod:`sklearn_bnn.estimators._skorch`): the data term is the
+net's loss hook, the weight decay its regulariser, and the fit runs under torch's global
+generator forked and seeded from ``random_state``, so it is reproducible and leaves the caller's
+random state alone. Prediction draws its masks from a local generator seeded at fit.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+from numbers import Integral, Real
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
+from skorch.callbacks import Callback
 from torch import nn
-from tqdm.auto import tqdm
 
 from .._persistence import WeightsOnlyMixin, register
-from .._utils import (
-    check_scalar_param,
-    draw_seed,
-    make_generator,
-    resolve_device,
-    resolve_dtype,
-    seeded_torch,
-    to_numpy,
-)
+from .._utils import draw_seed, resolve_device, resolve_dtype, seeded_torch, to_numpy
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
+from ._skorch import (
+    DEPRECATED,
+    TensorData,
+    history_curves,
+    needs_validation,
+    predict_device,
+    renamed_param,
+    standardize_targets,
+    train_net,
+    validation_split,
+)
 
 __all__ = ["MCDropoutClassifier", "MCDropoutRegressor"]
 
@@ -61,7 +65,7 @@ def draw_masks(net: nn.Sequential, prefix: tuple, generator: torch.Generator, li
     """One scaled Bernoulli mask per dropout layer of ``net``, of shape ``(*prefix, width)``.
 
     Entries are ``z / (1 - p)`` with ``z ~ Bernoulli(1 - p)`` (inverted dropout), drawn from
-    ``generator`` only.
+    ``generator`` only (torch's global generator when it is None).
     """
     masks, width = [], None
     for layer in net:
@@ -90,6 +94,29 @@ def forward_with_masks(net: nn.Sequential, x: torch.Tensor, masks) -> torch.Tens
 class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
     """Shared fit / predict machinery; subclasses define the likelihood."""
 
+    _parameter_constraints: dict = {
+        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
+        "activation": [StrOptions(set(ACTIVATIONS))],
+        "dropout": [Interval(Real, 0, 1, closed="left")],
+        "prior_precision": [Interval(Real, 0, None, closed="neither")],
+        "weight_decay": [Interval(Real, 0, None, closed="left"), None],
+        "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "callbacks": [list, None],
+        "device": [str, torch.device],
+        "dtype": [StrOptions({"float32", "float64"})],
+        "verbose": ["verbose"],
+        "random_state": ["random_state"],
+        "lr": [Interval(Real, 0, None, closed="neither"), DEPRECATED],
+        "max_epochs": [Interval(Integral, 1, None, closed="left"), DEPRECATED],
+        "prior_length_scale": [Interval(Real, 0, None, closed="neither"), DEPRECATED],
+    }
+
     # ------------------------------------------------------------------ hooks
     def _prepare_targets(self, y) -> np.ndarray:
         raise NotImplementedError
@@ -100,59 +127,43 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
     def _n_net_outputs(self) -> int:
         raise NotImplementedError
 
-    def _init_extra(self, device, dtype) -> dict:
-        """Trainable tensors besides the network weights (e.g. a learned noise precision)."""
-        return {}
+    def _training_module(self, net: nn.Sequential) -> nn.Module:
+        """The module skorch trains (the network, or the network with extra parameters)."""
+        return net
 
-    def _nll(self, out, yb, extra) -> torch.Tensor:
+    def _nll(self, out, yb, log_tau) -> torch.Tensor:
         """Per-point negative log-likelihood of the targets ``yb`` given network outputs."""
         raise NotImplementedError
 
-    def _n_warmup_epochs(self) -> int:
+    def _n_warmup_epochs(self, max_iter: int) -> int:
         """Leading epochs during which early stopping does not track the validation loss."""
         return 0
 
-    def _batch_loss(self, net, extra, xb, yb, generator, epoch) -> torch.Tensor:
-        """Mean data term over a minibatch, one fresh dropout mask per point (eq. 3.20)."""
-        out = forward_with_masks(net, xb, draw_masks(net, (len(xb),), generator, xb))
-        return self._nll(out, yb, extra).mean()
+    def _extra_callbacks(self) -> list:
+        return []
 
-    def _validation_loss(self, net, extra, X, y, epoch) -> float:
-        """Mean negative log-likelihood with dropout replaced by its expectation."""
-        return float(self._nll(net(X), y, extra).mean())
+    def _loss(self, net, y_pred, y_true, X, training) -> torch.Tensor:
+        """skorch loss hook: the mean data term of a batch (eq. 3.20).
 
-    def _store_extra(self, extra) -> None:
-        """Keep fitted values of the extra tensors as attributes."""
+        In training the module's ``nn.Dropout`` layers draw one fresh mask per point; in
+        validation skorch puts the module in eval mode, replacing dropout by its expectation.
+        """
+        return self._nll(y_pred, y_true, None).mean()
 
-    # ------------------------------------------------------------- validation
-    def _check_params(self) -> None:
-        check_hidden_layer_sizes(self.hidden_layer_sizes)
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}."
-            )
-        check_scalar_param(self.dropout, "dropout", low=0, high=1, high_inclusive=False)
-        check_scalar_param(
-            self.prior_length_scale, "prior_length_scale", low=0, low_inclusive=False
-        )
-        if self.weight_decay is not None:
-            check_scalar_param(self.weight_decay, "weight_decay", low=0)
-        self._check_n_mc_samples()
-        check_scalar_param(self.max_epochs, "max_epochs", kind="int", low=1)
-        check_scalar_param(self.batch_size, "batch_size", kind="int", low=1)
-        check_scalar_param(self.lr, "lr", low=0, low_inclusive=False)
-        check_scalar_param(
-            self.validation_fraction,
-            "validation_fraction",
-            low=0,
-            high=1,
-            low_inclusive=False,
-            high_inclusive=False,
-        )
-        check_scalar_param(self.n_iter_no_change, "n_iter_no_change", kind="int", low=1)
+    def _finish(self, module) -> nn.Sequential:
+        """Keep fitted values of extra parameters as attributes; return the bare network."""
+        return module
 
-    def _check_n_mc_samples(self) -> None:
-        check_scalar_param(self.n_mc_samples, "n_mc_samples", kind="int", low=1)
+    # ------------------------------------------------------------- parameters
+    def _resolved_params(self) -> dict:
+        """Hyper-parameters under their current names, taken from deprecated ones if set."""
+        return {
+            "learning_rate": renamed_param(self, "learning_rate", "lr"),
+            "max_iter": renamed_param(self, "max_iter", "max_epochs"),
+            "prior_precision": renamed_param(
+                self, "prior_precision", "prior_length_scale", convert=lambda v: float(v) ** 2
+            ),
+        }
 
     def _build_net(self, dtype) -> nn.Sequential:
         return (
@@ -168,16 +179,18 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
             .eval()
         )
 
-    def _weight_decay_terms(self, net, n_train: int) -> list[tuple[torch.Tensor, float]]:
+    def _weight_decay_terms(self, net, n_train: int, prior_precision=None):
         """(parameter, coefficient) pairs of the KL term, eq. 3.21 (see the module docstring)."""
         if self.weight_decay is not None:
             return [(p, float(self.weight_decay)) for p in net.parameters()]
-        l2 = float(self.prior_length_scale) ** 2
+        if prior_precision is None:
+            prior_precision = self._resolved_params()["prior_precision"]
+        lam = float(prior_precision)
         terms, keep = [], 1.0
         for layer in net:
             if isinstance(layer, nn.Linear):
-                terms.append((layer.weight, l2 * keep / (2 * n_train)))
-                terms.append((layer.bias, l2 / (2 * n_train)))
+                terms.append((layer.weight, lam * keep / (2 * n_train)))
+                terms.append((layer.bias, lam / (2 * n_train)))
                 keep = 1.0
             elif isinstance(layer, nn.Dropout):
                 keep = 1.0 - layer.p
@@ -196,70 +209,53 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         -------
         self
         """
-        self._check_params()
+        self._validate_params()
+        check_hidden_layer_sizes(self.hidden_layer_sizes)
+        params = self._resolved_params()
         X, y = self._validate_xy(X, y)
         targets = self._prepare_targets(y)
         device, dtype = resolve_device(self.device), resolve_dtype(self.dtype)
         rng = check_random_state(self.random_state)
-        with seeded_torch(draw_seed(rng)):
-            net = self._build_net(dtype).to(device)
-        generator = make_generator(rng, device)
+        seed = draw_seed(rng)
+        with seeded_torch(seed):
+            net = self._build_net(dtype)
 
-        idx_train = np.arange(len(X))
-        idx_val = None
-        if self.early_stopping:
+        idx_train, idx_val = np.arange(len(X)), None
+        if needs_validation(self):
             stratify = targets if isinstance(self, ClassifierMixin) else None
-            idx_train, idx_val = train_test_split(
-                idx_train,
-                test_size=self.validation_fraction,
-                stratify=stratify,
-                random_state=rng,
+            idx_train, idx_val = validation_split(
+                len(X), self.validation_fraction, rng, stratify=stratify
             )
         Xt = torch.tensor(X, dtype=dtype, device=device)
         yt = self._targets_tensor(targets, device, dtype)
-        extra = self._init_extra(device, dtype)
-        params = list(net.parameters()) + list(extra.values())
-        optimizer = torch.optim.Adam(params, lr=self.lr)
-        decay = self._weight_decay_terms(net, len(idx_train))
-        train_idx = torch.as_tensor(idx_train, device=device)
-
-        self.loss_curve_, self.validation_loss_curve_ = [], []
-        best, best_state, stall = math.inf, None, 0
-        n_warmup = self._n_warmup_epochs()
-        bar = tqdm(range(self.max_epochs), disable=not self.verbose, desc=type(self).__name__)
-        for epoch in bar:
-            order = train_idx[torch.randperm(len(train_idx), generator=generator, device=device)]
-            total = 0.0
-            for batch in order.split(self.batch_size):
-                loss = self._batch_loss(net, extra, Xt[batch], yt[batch], generator, epoch)
-                penalty = sum(c * p.pow(2).sum() for p, c in decay)
-                optimizer.zero_grad()
-                (loss + penalty).backward()
-                optimizer.step()
-                total += float(loss.detach()) * len(batch)
-            self.loss_curve_.append(total / len(train_idx))
-            postfix = {"loss": f"{self.loss_curve_[-1]:.4f}"}
-            if idx_val is not None:
-                with torch.no_grad():
-                    val = self._validation_loss(net, extra, Xt[idx_val], yt[idx_val], epoch)
-                self.validation_loss_curve_.append(val)
-                postfix["val_loss"] = f"{val:.4f}"
-                if epoch >= n_warmup and val < best:
-                    best, stall = val, 0
-                    best_state = copy.deepcopy((net.state_dict(), extra))
-                elif epoch >= n_warmup:
-                    stall += 1
-            bar.set_postfix(postfix)
-            if stall >= self.n_iter_no_change:
-                break
-        bar.close()
-        if best_state is not None:
-            net.load_state_dict(best_state[0])
-            extra = best_state[1]
-        self.n_iter_ = epoch + 1
-        self.best_validation_loss_ = best if idx_val is not None else None
-        self._store_extra(extra)
-        self.module_ = net.cpu()
+        module = self._training_module(net).to(device)
+        decay = self._weight_decay_terms(net, len(idx_train), params["prior_precision"])
+        # c ||p||^2 in the loss has gradient 2 c p: exactly Adam's (coupled, L2) weight decay
+        # 2 c, which skips building the penalty into the graph at every step
+        names = {id(p): name for name, p in module.named_parameters()}
+        groups = [(names[id(p)], {"weight_decay": 2.0 * c}) for p, c in decay if c > 0]
+        train = TensorData(Xt[idx_train], yt[idx_train])
+        valid = None if idx_val is None else TensorData(Xt[idx_val], yt[idx_val])
+        net_ = train_net(
+            self,
+            module,
+            train,
+            valid,
+            loss=self._loss,
+            seed=seed,
+            device=device,
+            early_stopping=bool(self.early_stopping),
+            patience=self.n_iter_no_change,
+            warmup=self._n_warmup_epochs(params["max_iter"]),
+            extra_callbacks=self._extra_callbacks(),
+            params=params,
+            optimizer_params={"param_groups": groups},
+        )
+        self.loss_curve_, self.validation_loss_curve_ = history_curves(net_)
+        self.n_iter_ = len(net_.history)
+        tracked = self.validation_loss_curve_[self._n_warmup_epochs(params["max_iter"]) :]
+        self.best_validation_loss_ = min(tracked) if self.early_stopping and tracked else None
+        self.module_ = self._finish(net_.module_).cpu().eval()
         self.mc_seed_ = draw_seed(rng)
         return self
 
@@ -275,9 +271,8 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         depend on how ``X`` is ordered or split into batches.
         """
         check_is_fitted(self)
-        self._check_n_mc_samples()
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        device = resolve_device(self.device)
+        device = predict_device(self.device)
         net = self.module_ if device.type == "cpu" else copy.deepcopy(self.module_).to(device)
         dtype = next(net.parameters()).dtype
         generator = torch.Generator(device).manual_seed(self.mc_seed_)
@@ -292,7 +287,7 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
                 forward_with_masks(net, chunk, masks).expand(T, len(chunk), -1)
                 for chunk in Xt.split(rows)
             ]
-        return torch.cat(out, dim=1).cpu()
+        return torch.cat(out, dim=1).cpu().double()
 
     # ----------------------------------------------------------- persistence
     def _get_state(self) -> dict:
@@ -362,36 +357,49 @@ _COMMON_PARAMS_DOC = """
         ``"identity"``.
     dropout : float in [0, 1), default=0.1
         Dropout probability after every hidden layer, in training and at prediction.
-    prior_length_scale : float > 0, default=1.0
-        Length-scale ``l`` of the Gaussian prior ``N(0, l^-2 I)`` on the weights (prior precision
-        ``l^2``). It sets the weight decay of each layer as in Gal & Ghahramani (2016): weights
-        fed by dropped-out units get ``l^2 (1 - dropout) / (2 N)``, the other weights and the
-        biases ``l^2 / (2 N)``, ``N`` being the number of training points.
+    prior_precision : float > 0, default=1.0
+        Precision ``lambda`` of the Gaussian prior ``N(0, lambda^-1 I)`` on the weights (Gal's
+        length-scale ``l`` is ``sqrt(lambda)``). It sets the weight decay of each layer as in Gal &
+        Ghahramani (2016): weights fed by dropped-out units get ``lambda (1 - dropout) / (2 N)``,
+        the other weights and the biases ``lambda / (2 N)``, ``N`` being the number of training
+        points.
     weight_decay : float >= 0 or None, default=None
-        If given, one coefficient ``lambda`` for every parameter (``lambda ||w||^2`` added to the
-        per-point loss), overriding ``prior_length_scale``; it corresponds to a prior length-scale
-        ``l^2 = 2 N lambda / (1 - dropout)``.
+        If given, one coefficient ``c`` for every parameter (``c ||w||^2`` added to the
+        per-point loss), overriding ``prior_precision``; it corresponds to a prior precision
+        ``lambda = 2 N c / (1 - dropout)``.
     n_mc_samples : int, default=100
         Number of dropout passes averaged at prediction.
-    max_epochs : int, default=200
-        Passes over the training data.
+    max_iter : int, default=200
+        Maximum number of passes over the training data (epochs).
     batch_size : int, default=128
-    lr : float, default=1e-3
-        Adam learning rate.
+    learning_rate : float, default=1e-3
+        Adam step size.
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training data, stop when the validation loss has
-        not improved for ``n_iter_no_change`` epochs and keep the best weights. The validation
-        loss is the negative log-likelihood with dropout replaced by its expectation.
+        not improved for ``n_iter_no_change`` epochs and keep the best weights (skorch's
+        ``EarlyStopping``). The validation loss is the negative log-likelihood with dropout
+        replaced by its expectation.
     validation_fraction : float in (0, 1), default=0.1
+        Also held out when a callback in ``callbacks`` monitors a ``"valid_*"`` quantity.
     n_iter_no_change : int, default=10
+    callbacks : list of skorch callbacks or None, default=None
+        Extra :mod:`skorch.callbacks` for the training loop (e.g. ``LRScheduler``,
+        ``EarlyStopping``, ``Checkpoint``), or ``(name, callback)`` pairs; copied at each fit.
+        Their losses are ``train_loss`` and ``valid_loss`` (the data term per point).
     device : str, default="cpu"
         ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
     dtype : {"float32", "float64"}, default="float32"
     verbose : bool, default=False
         Show a progress bar over epochs.
     random_state : int, RandomState or None, default=None
-        Seeds a local generator for the initial weights, the shuffling and every dropout mask
-        (global random state is left alone). Results are reproducible on a given device.
+        Seeds the initial weights, the shuffling and every dropout mask. Training runs with
+        torch's global generator forked and seeded from it, prediction with a local generator:
+        results are reproducible on a given device and the caller's global random state (torch's
+        and numpy's) is unchanged by ``fit`` and ``predict``. (Two threads fitting at once share
+        torch's global generator and lose reproducibility.)
+    lr, max_epochs, prior_length_scale : deprecated
+        Old names of ``learning_rate``, ``max_iter`` and ``prior_precision``
+        (``prior_precision = prior_length_scale**2``); they warn and take precedence when set.
 """
 
 
@@ -415,6 +423,7 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
     ----------
     classes_ : ndarray of shape (n_classes,)
     class_weight_ : ndarray of shape (n_classes,)
+        Weights must be finite and >= 0.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only when ``X`` had string column names.
@@ -435,7 +444,7 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
     >>> from sklearn.datasets import load_iris
     >>> from sklearn_bnn import MCDropoutClassifier
     >>> X, y = load_iris(return_X_y=True)
-    >>> clf = MCDropoutClassifier(hidden_layer_sizes=(32,), max_epochs=100, lr=1e-2,
+    >>> clf = MCDropoutClassifier(hidden_layer_sizes=(32,), max_iter=100, learning_rate=1e-2,
     ...                           random_state=0).fit(X, y)
     >>> clf.predict_samples(X[:2]).shape
     (100, 2, 3)
@@ -448,38 +457,51 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
         hidden_layer_sizes=(100,),
         activation="relu",
         dropout=0.1,
-        prior_length_scale=1.0,
+        prior_precision=1.0,
         weight_decay=None,
         n_mc_samples=100,
-        max_epochs=200,
+        max_iter=200,
         batch_size=128,
-        lr=1e-3,
+        learning_rate=1e-3,
         early_stopping=False,
         validation_fraction=0.1,
         n_iter_no_change=10,
         class_weight=None,
+        callbacks=None,
         device="cpu",
         dtype="float32",
         verbose=False,
         random_state=None,
+        lr="deprecated",
+        max_epochs="deprecated",
+        prior_length_scale="deprecated",
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
         self.dropout = dropout
-        self.prior_length_scale = prior_length_scale
+        self.prior_precision = prior_precision
         self.weight_decay = weight_decay
         self.n_mc_samples = n_mc_samples
-        self.max_epochs = max_epochs
+        self.max_iter = max_iter
         self.batch_size = batch_size
-        self.lr = lr
+        self.learning_rate = learning_rate
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.class_weight = class_weight
+        self.callbacks = callbacks
         self.device = device
         self.dtype = dtype
         self.verbose = verbose
         self.random_state = random_state
+        self.lr = lr
+        self.max_epochs = max_epochs
+        self.prior_length_scale = prior_length_scale
+
+    _parameter_constraints: dict = {
+        **_MCDropoutBase._parameter_constraints,
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+    }
 
     def _prepare_targets(self, y):
         check_classification_targets(y)
@@ -489,7 +511,14 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
                 f"{type(self).__name__} needs samples of at least 2 classes in the data, "
                 f"but the data contain only one class: {self.classes_[0]!r}."
             )
+        if isinstance(self.class_weight, dict):
+            bad = {k: v for k, v in self.class_weight.items() if not (np.isfinite(v) and v >= 0)}
+            if bad:
+                raise ValueError(
+                    f"class_weight must map classes to finite weights >= 0, got {bad!r}."
+                )
         self.class_weight_ = compute_class_weight(self.class_weight, classes=self.classes_, y=y)
+        self._unweighted = bool(np.all(self.class_weight_ == 1.0))
         return encoded
 
     def _targets_tensor(self, targets, device, dtype):
@@ -498,13 +527,19 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
     def _n_net_outputs(self):
         return len(self.classes_)
 
-    def _nll(self, out, yb, extra):
+    def _loss(self, net, y_pred, y_true, X, training):
+        """skorch loss hook: mean (weighted) cross-entropy of a batch."""
+        if self._unweighted:
+            return F.cross_entropy(y_pred, y_true)
+        return self._nll(y_pred, y_true, None).mean()
+
+    def _nll(self, out, yb, log_tau):
         """Weighted cross-entropy ``-alpha_y log softmax(out)_y`` (eq. 4.12)."""
         alpha = torch.as_tensor(self.class_weight_, dtype=out.dtype, device=out.device)
         return alpha[yb] * F.cross_entropy(out, yb, reduction="none")
 
     def predict_samples(self, X) -> np.ndarray:
-        """Class probabilities of every dropout draw.
+        """Class probabilities of every dropout draw (float64).
 
         Returns
         -------
@@ -541,8 +576,12 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
     ----------
     {_COMMON_PARAMS_DOC.strip()}
     noise_precision : float > 0 or None, default=None
-        Precision ``tau`` of the Gaussian noise in the units of ``y``. ``None`` learns one
-        precision per output jointly with the weights (maximising the same objective).
+        Precision ``tau`` of the Gaussian noise, in the units of ``y`` (the targets are
+        standardised internally; the value given here and ``noise_precision_`` are not).
+        ``None`` learns one precision per output on the same objective: before every epoch it
+        is set to its maximiser given the network, ``1 / mean (y - f(x, w_n))^2`` over the
+        previous epoch's training residuals (dropout on), so it tracks the fit from the start
+        rather than creeping by one Adam step at a time.
 
     Attributes
     ----------
@@ -565,7 +604,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
     >>> from sklearn_bnn import MCDropoutRegressor
     >>> X = np.linspace(-2, 2, 200)[:, None]
     >>> y = np.sin(2 * X[:, 0]) + 0.1 * np.random.default_rng(0).normal(size=200)
-    >>> reg = MCDropoutRegressor(hidden_layer_sizes=(50,), max_epochs=300, lr=1e-2,
+    >>> reg = MCDropoutRegressor(hidden_layer_sizes=(50,), max_iter=300, learning_rate=1e-2,
     ...                          random_state=0).fit(X, y)
     >>> mean, std = reg.predict(X[:3], return_std=True)
     >>> mean.shape, std.shape, reg.predict_samples(X[:3]).shape
@@ -577,48 +616,56 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         hidden_layer_sizes=(100,),
         activation="relu",
         dropout=0.1,
-        prior_length_scale=1.0,
+        prior_precision=1.0,
         weight_decay=None,
         n_mc_samples=100,
-        max_epochs=200,
+        max_iter=200,
         batch_size=128,
-        lr=1e-3,
+        learning_rate=1e-3,
         early_stopping=False,
         validation_fraction=0.1,
         n_iter_no_change=10,
         noise_precision=None,
+        callbacks=None,
         device="cpu",
         dtype="float32",
         verbose=False,
         random_state=None,
+        lr="deprecated",
+        max_epochs="deprecated",
+        prior_length_scale="deprecated",
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
         self.dropout = dropout
-        self.prior_length_scale = prior_length_scale
+        self.prior_precision = prior_precision
         self.weight_decay = weight_decay
         self.n_mc_samples = n_mc_samples
-        self.max_epochs = max_epochs
+        self.max_iter = max_iter
         self.batch_size = batch_size
-        self.lr = lr
+        self.learning_rate = learning_rate
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.noise_precision = noise_precision
+        self.callbacks = callbacks
         self.device = device
         self.dtype = dtype
         self.verbose = verbose
         self.random_state = random_state
+        self.lr = lr
+        self.max_epochs = max_epochs
+        self.prior_length_scale = prior_length_scale
+
+    _parameter_constraints: dict = {
+        **_MCDropoutBase._parameter_constraints,
+        "noise_precision": [Interval(Real, 0, None, closed="neither"), None],
+    }
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         return tags
-
-    def _check_params(self):
-        super()._check_params()
-        if self.noise_precision is not None:
-            check_scalar_param(self.noise_precision, "noise_precision", low=0, low_inclusive=False)
 
     def _validate_xy(self, X, y):
         return validate_data(
@@ -628,10 +675,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
     def _prepare_targets(self, y):
         y2 = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
         self.n_outputs_ = y2.shape[1]
-        self.y_mean_ = y2.mean(axis=0)
-        scale = y2.std(axis=0)
-        self.y_scale_ = np.where(scale > 0, scale, 1.0)
-        return (y2 - self.y_mean_) / self.y_scale_
+        return standardize_targets(self, y2)
 
     def _targets_tensor(self, targets, device, dtype):
         return torch.as_tensor(targets, dtype=dtype, device=device)
@@ -639,25 +683,36 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
     def _n_net_outputs(self):
         return self.n_outputs_
 
-    def _init_extra(self, device, dtype):
+    def _training_module(self, net):
         if self.noise_precision is None:
-            return {
-                "log_tau": torch.zeros(
-                    self.n_outputs_, dtype=dtype, device=device, requires_grad=True
-                )
-            }
-        tau = float(self.noise_precision) * self.y_scale_**2  # in standardised units
-        return {"log_tau": torch.as_tensor(np.log(tau), dtype=dtype, device=device)}
+            tau = np.ones(self.n_outputs_)  # noise sd = sd of y; set from residuals each epoch
+        else:
+            tau = float(self.noise_precision) * self.y_scale_**2  # in standardised units
+        return _WithNoise(net, np.log(tau))
 
-    def _nll(self, out, yb, extra):
+    def _extra_callbacks(self):
+        return [("noise_update", _NoiseFromResiduals())] if self.noise_precision is None else []
+
+    def _loss(self, net, y_pred, y_true, X, training):
+        """Gaussian data term; in training also accumulates the residuals for the noise update."""
+        module = net.module_
+        sq = (y_true - y_pred).pow(2)
+        if training and self.noise_precision is None:
+            module.record(sq.detach())
+        return self._gaussian_nll(sq, module.log_tau).mean()
+
+    def _nll(self, out, yb, log_tau):
         """Gaussian ``-log N(y; f, tau^-1)`` summed over outputs (standardised units)."""
-        log_tau = extra["log_tau"]
-        sq = (yb - out).pow(2)
+        return self._gaussian_nll((yb - out).pow(2), log_tau)
+
+    @staticmethod
+    def _gaussian_nll(sq, log_tau):
         return 0.5 * (log_tau.exp() * sq - log_tau + math.log(2 * math.pi)).sum(-1)
 
-    def _store_extra(self, extra):
-        tau_std = to_numpy(extra["log_tau"].exp()).astype(np.float64)
+    def _finish(self, module):
+        tau_std = to_numpy(module.log_tau.exp()).astype(np.float64)
         self.noise_precision_ = tau_std / self.y_scale_**2
+        return module.net
 
     def predict_samples(self, X) -> np.ndarray:
         """Predicted means of every dropout draw, in the units of ``y``.
@@ -689,7 +744,49 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         mean = samples.mean(axis=0)
         if not return_std:
             return mean
-        noise_var = 1.0 / self.noise_precision_
+        noise_var = 1.0 / np.asarray(self.noise_precision_, dtype=np.float64)
         if self.n_outputs_ == 1:
             noise_var = noise_var[0]
         return mean, np.sqrt(noise_var + samples.var(axis=0))
+
+
+class _WithNoise(nn.Module):
+    """The regression network plus its log noise precision (standardised units) as a buffer.
+
+    ``record`` accumulates squared training residuals (non-persistent buffers, left out of the
+    state dict) for :class:`_NoiseFromResiduals`.
+    """
+
+    def __init__(self, net: nn.Sequential, log_tau):
+        super().__init__()
+        self.net = net
+        dtype = next(net.parameters()).dtype
+        self.register_buffer("log_tau", torch.as_tensor(log_tau, dtype=dtype))
+        self.register_buffer("sq_sum", torch.zeros_like(self.log_tau), persistent=False)
+        self.register_buffer("count", torch.zeros((), dtype=dtype), persistent=False)
+
+    def forward(self, x):
+        return self.net(x)
+
+    @torch.no_grad()
+    def record(self, sq) -> None:
+        # in-place (``+=`` on a module attribute would go through Module.__setattr__)
+        self.sq_sum.add_(sq.sum(0))
+        self.count.add_(len(sq))
+
+
+class _NoiseFromResiduals(Callback):
+    """Sets the noise precision to ``1 / mean squared residual`` of the previous epoch.
+
+    For a Gaussian likelihood with one precision per output, this is the exact maximiser of the
+    data term in ``tau`` given the network (the KL term does not involve ``tau``): a coordinate
+    step on the same objective, taken before each epoch.
+    """
+
+    def on_epoch_begin(self, net, **kwargs):
+        module = net.module_
+        if float(module.count) > 0:
+            mse = (module.sq_sum / module.count).clamp_min(1e-10)
+            module.log_tau.copy_(-mse.log())
+        module.sq_sum.zero_()
+        module.count.zero_()

@@ -13,13 +13,16 @@ gradient step on the weights with resetting each point's decision to the Bayes a
 
 from __future__ import annotations
 
+from numbers import Integral, Real
+
 import numpy as np
 import torch
 import torch.nn.functional as F
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from .._persistence import register
-from .._utils import check_scalar_param, to_numpy
+from .._utils import to_numpy
 from ..decision import bayes_decision, check_utility, expected_utilities
 from .dropout import _COMMON_PARAMS_DOC, MCDropoutClassifier, draw_masks, forward_with_masks
 
@@ -95,7 +98,7 @@ class LossCalibratedBNN(MCDropoutClassifier):
     n_decision_samples : int, default=10
         Dropout passes ``T`` used to reset each point's decision during training.
     warmup_fraction : float in [0, 1), default=0.5
-        Fraction of ``max_epochs`` trained on the dropout loss alone before the penalty is
+        Fraction of ``max_iter`` trained on the dropout loss alone before the penalty is
         switched on, so that the alternation of Algorithm 1 starts from an MC-dropout fit
         rather than from random weights (whose near-uniform predictions make every point take
         the same decision, and the penalty then pulls all of them towards that one class).
@@ -120,8 +123,8 @@ class LossCalibratedBNN(MCDropoutClassifier):
     >>> from sklearn_bnn import LossCalibratedBNN
     >>> X, y = load_iris(return_X_y=True)
     >>> U = np.eye(3); U[2] = [0.5, 0.5, 1.0]  # missing class 2 costs less than others
-    >>> clf = LossCalibratedBNN(U, hidden_layer_sizes=(32,), max_epochs=100, lr=1e-2,
-    ...                         random_state=0).fit(X, y)
+    >>> clf = LossCalibratedBNN(U, hidden_layer_sizes=(32,), max_iter=100,
+    ...                         learning_rate=1e-2, random_state=0).fit(X, y)
     >>> clf.predict_expected_utility(X[:2]).shape
     (2, 3)
     >>> bool(clf.score(X, y) > 0.9)  # mean utility of the decisions
@@ -137,20 +140,24 @@ class LossCalibratedBNN(MCDropoutClassifier):
         hidden_layer_sizes=(100,),
         activation="relu",
         dropout=0.1,
-        prior_length_scale=1.0,
+        prior_precision=1.0,
         weight_decay=None,
         n_mc_samples=100,
-        max_epochs=200,
+        max_iter=200,
         batch_size=128,
-        lr=1e-3,
+        learning_rate=1e-3,
         early_stopping=False,
         validation_fraction=0.1,
         n_iter_no_change=10,
         class_weight=None,
+        callbacks=None,
         device="cpu",
         dtype="float32",
         verbose=False,
         random_state=None,
+        lr="deprecated",
+        max_epochs="deprecated",
+        prior_length_scale="deprecated",
     ):
         self.utility = utility
         self.utility_bound = utility_bound
@@ -160,29 +167,33 @@ class LossCalibratedBNN(MCDropoutClassifier):
             hidden_layer_sizes=hidden_layer_sizes,
             activation=activation,
             dropout=dropout,
-            prior_length_scale=prior_length_scale,
+            prior_precision=prior_precision,
             weight_decay=weight_decay,
             n_mc_samples=n_mc_samples,
-            max_epochs=max_epochs,
+            max_iter=max_iter,
             batch_size=batch_size,
-            lr=lr,
+            learning_rate=learning_rate,
             early_stopping=early_stopping,
             validation_fraction=validation_fraction,
             n_iter_no_change=n_iter_no_change,
             class_weight=class_weight,
+            callbacks=callbacks,
             device=device,
             dtype=dtype,
             verbose=verbose,
             random_state=random_state,
+            lr=lr,
+            max_epochs=max_epochs,
+            prior_length_scale=prior_length_scale,
         )
 
-    def _check_params(self):
-        super()._check_params()
-        check_scalar_param(self.utility_bound, "utility_bound", low=0, low_inclusive=False)
-        check_scalar_param(self.n_decision_samples, "n_decision_samples", kind="int", low=1)
-        check_scalar_param(
-            self.warmup_fraction, "warmup_fraction", low=0, high=1, high_inclusive=False
-        )
+    _parameter_constraints: dict = {
+        **MCDropoutClassifier._parameter_constraints,
+        "utility": ["array-like", None],
+        "utility_bound": [Interval(Real, 0, None, closed="neither")],
+        "n_decision_samples": [Interval(Integral, 1, None, closed="left")],
+        "warmup_fraction": [Interval(Real, 0, 1, closed="left")],
+    }
 
     def _prepare_targets(self, y):
         encoded = super()._prepare_targets(y)
@@ -204,32 +215,29 @@ class LossCalibratedBNN(MCDropoutClassifier):
         penalty = loss_calibrated_penalty(F.log_softmax(out, dim=-1), decisions, u_star)
         return self._nll(out, yb, None) + penalty
 
-    def _n_warmup_epochs(self):
-        return int(round(self.warmup_fraction * self.max_epochs))
+    def _n_warmup_epochs(self, max_iter):
+        return int(round(self.warmup_fraction * max_iter))
 
-    def _batch_loss(self, net, extra, xb, yb, generator, epoch):
-        """One step of Algorithm 1: reset the decisions ``h*``, then the loss of eq. 4.10.
+    def _loss(self, net, y_pred, y_true, X, training):
+        """skorch loss hook: one step of Algorithm 1, or the dropout loss during the warm-up.
 
-        During the warm-up epochs, the dropout loss alone.
+        In training, the decisions ``h*`` are first reset to the Bayes actions under
+        ``n_decision_samples`` dropout passes (one mask per pass and point), then the loss of
+        eq. 4.10 is taken on ``y_pred``, the module's output with a fresh dropout mask per
+        point. In validation (dropout replaced by its expectation) the decisions are the Bayes
+        actions of the deterministic output.
         """
-        if epoch < self._n_warmup_epochs():
-            return super()._batch_loss(net, extra, xb, yb, generator, epoch)
-        n = len(xb)
-        with torch.no_grad():
-            masks = draw_masks(net, (self.n_decision_samples, n), generator, xb)
-            probs = torch.softmax(forward_with_masks(net, xb, masks), dim=-1)
-            probs = probs.reshape(-1, n, probs.shape[-1]).mean(dim=0)
+        if net.epoch < self._n_warmup_epochs(net.max_epochs):
+            return super()._loss(net, y_pred, y_true, X, training)
+        if training:
+            module, n = net.module_, len(X)
+            with torch.no_grad():
+                masks = draw_masks(module, (self.n_decision_samples, n), None, X)
+                probs = torch.softmax(forward_with_masks(module, X, masks), dim=-1).mean(0)
+        else:
+            probs = torch.softmax(y_pred.detach(), dim=-1)
         decisions = bayes_decision(to_numpy(probs), self.utility_)
-        out = forward_with_masks(net, xb, draw_masks(net, (n,), generator, xb))
-        return self._calibrated_loss(out, yb, decisions).mean()
-
-    def _validation_loss(self, net, extra, X, y, epoch):
-        """The calibrated loss with dropout replaced by its expectation (decisions likewise)."""
-        if epoch < self._n_warmup_epochs():
-            return super()._validation_loss(net, extra, X, y, epoch)
-        out = net(X)
-        decisions = bayes_decision(to_numpy(torch.softmax(out, dim=-1)), self.utility_)
-        return float(self._calibrated_loss(out, y, decisions).mean())
+        return self._calibrated_loss(y_pred, y_true, decisions).mean()
 
     def predict_expected_utility(self, X) -> np.ndarray:
         """Posterior expected utility of every decision, ``sum_c p(c | x) u[c, h]`` (eq. 4.3).
@@ -253,13 +261,11 @@ class LossCalibratedBNN(MCDropoutClassifier):
     def score(self, X, y, sample_weight=None) -> float:
         """Mean utility ``u[y_i, h_i]`` of the decisions on the true labels ``y``.
 
-        With the default identity utility this is the accuracy.
+        :func:`sklearn_bnn.metrics.mean_utility` of the Bayes actions; with the default identity
+        utility this is the accuracy.
         """
+        from ..metrics import mean_utility
+
         check_is_fitted(self)
-        y = np.asarray(y)
-        idx = np.searchsorted(self.classes_, y)
-        idx = np.clip(idx, 0, len(self.classes_) - 1)
-        if not np.array_equal(self.classes_[idx], y):
-            raise ValueError("y contains labels not seen at fit.")
         h = np.argmax(self.predict_expected_utility(X), axis=1)
-        return float(np.average(self.utility_[idx, h], weights=sample_weight))
+        return mean_utility(y, h, self.utility_, labels=self.classes_, sample_weight=sample_weight)

@@ -8,19 +8,32 @@ ensemble of ``M`` networks is combined by the law of total variance (eq. 7.7-7.8
 from __future__ import annotations
 
 import copy
-import numbers
+from numbers import Integral, Real
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
-from tqdm.auto import tqdm
+from skorch.callbacks import Callback
+from torch import nn
 
-from .._persistence import register
+from .._persistence import WeightsOnlyMixin, register
 from .._utils import check_scalar_param, draw_seed, resolve_device, resolve_dtype, seeded_torch
 from ..losses import cholesky_factor, cholesky_gaussian_loss
 from ..nets import ACTIVATIONS, PlanNet, check_hidden_layer_sizes
+from ._skorch import (
+    DEPRECATED,
+    TensorData,
+    history_curves,
+    needs_validation,
+    predict_device,
+    renamed_param,
+    standardize_targets,
+    train_net,
+    validation_split,
+)
 
 __all__ = ["PlanNetRegressor", "combine_gaussians"]
 
@@ -57,19 +70,31 @@ def combine_gaussians(means, covs):
 
 def _precision_inverse(precision: torch.Tensor) -> torch.Tensor:
     """``precision^-1`` through its Cholesky factor (symmetric to rounding)."""
-    return torch.cholesky_inverse(torch.linalg.cholesky(precision))
+    factor, info = torch.linalg.cholesky_ex(precision)
+    if bool((info != 0).any()):
+        raise ValueError(_NOT_FINITE)
+    return torch.cholesky_inverse(factor)
+
+
+_NOT_FINITE = (
+    "the networks' predicted precision is not finite and positive definite for some inputs; "
+    "X may lie far outside the range of the training data (e.g. scaled by a huge factor), or "
+    "training diverged (lower learning_rate)."
+)
 
 
 @register
-class PlanNetRegressor(RegressorMixin, BaseEstimator):
+class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
     """Multi-output regression with a full predictive covariance per input: plan-net.
 
     An ensemble of ``n_estimators`` networks, each a stack of concrete-dropout layers
     (Gal, Hron & Kendall 2017) ending in a Gaussian head that outputs a mean ``mu`` and the
     Cholesky factor ``L`` of the precision ``L L^T`` (exp on its diagonal), trained with Adam on
     the loss of seeds/003 eq. 7.1 plus the concrete-dropout regularisers, with early stopping on a
-    held-out fraction. Inputs and targets are standardised internally; every output is in the
-    original units. Cobb et al. (2019) / seeds/003 ch. 7.
+    held-out fraction. Training runs through skorch (eq. 7.1 is the net's loss hook, the
+    regularisers its penalty; ``callbacks`` takes skorch callbacks). Inputs and targets are
+    standardised internally; every output (means, covariances, draws) is in the units of ``y``.
+    Cobb et al. (2019) / seeds/003 ch. 7.
 
     Parameters
     ----------
@@ -87,9 +112,10 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         (eq. 7.4-7.5). ``"sampling"``: each pass is its own Gaussian and the network predicts
         their mixture (eq. 7.6; its moments for ``predict``, one pass per draw in
         :meth:`sample_y`).
-    length_scale : float, default=1e-4
-        Prior length-scale ``l`` of the weights: weight regulariser ``l^2 / N``; the dropout
-        regulariser is ``2 / N`` (``N`` training points).
+    prior_precision : float >= 0, default=1e-8
+        Precision ``lambda`` of the Gaussian prior on the weights (``l^2`` for the thesis's
+        length-scale ``l = 1e-4``): weight regulariser ``lambda / N``; the dropout regulariser
+        is ``2 / N`` (``N`` training points, standardised inputs).
     temperature : float, default=0.1
         Concrete relaxation temperature.
     init_dropout : float, default=0.1
@@ -107,11 +133,19 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
     tol : float, default=1e-4
     device : {"auto", "cpu", "cuda"} or torch.device, default="auto"
     dtype : {"float32", "float64"}, default="float32"
+    callbacks : list of skorch callbacks or None, default=None
+        Extra :mod:`skorch.callbacks` (``LRScheduler``, ``EarlyStopping``, ``Checkpoint`` ...)
+        or ``(name, callback)`` pairs, copied for every network. A callback monitoring
+        ``"valid_*"`` makes the fit hold out ``validation_fraction`` even without
+        ``early_stopping``.
     verbose : int, default=0
         Show a progress bar per network.
     random_state : int, RandomState or None, default=None
         Seeds initialisation, shuffling, the validation split and the dropout masks; prediction
-        is deterministic once fitted.
+        is deterministic once fitted. Training runs with torch's global generator forked and
+        seeded from it, so the caller's global random state is unchanged.
+    length_scale : deprecated
+        Old name; ``prior_precision = length_scale**2``.
 
     Attributes
     ----------
@@ -127,6 +161,14 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         Best held-out eq. 7.1 loss per point (standardised units; NaN without early stopping).
     dropout_rates_ : ndarray of shape (n_estimators, n_layers)
         Learned drop probability of every concrete-dropout layer, input side first.
+    x_mean_, x_scale_ : ndarray of shape (n_features_in_,)
+        Standardisation of the inputs.
+    y_mean_, y_scale_ : ndarray of shape (n_outputs_,)
+        Standardisation of the targets.
+    single_target_ : bool
+        Whether ``y`` was 1-D at fit (predictions are then 1-D).
+    mc_seeds_ : list of int
+        Seeds of each network's prediction masks.
 
     Examples
     --------
@@ -148,7 +190,7 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         n_estimators=5,
         n_mc_samples=30,
         prediction="expectation",
-        length_scale=1e-4,
+        prior_precision=1e-8,
         temperature=0.1,
         init_dropout=0.1,
         learning_rate=1e-3,
@@ -158,10 +200,12 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         validation_fraction=0.1,
         n_iter_no_change=20,
         tol=1e-4,
+        callbacks=None,
         device="auto",
         dtype="float32",
         verbose=0,
         random_state=None,
+        length_scale="deprecated",
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -169,7 +213,7 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         self.n_estimators = n_estimators
         self.n_mc_samples = n_mc_samples
         self.prediction = prediction
-        self.length_scale = length_scale
+        self.prior_precision = prior_precision
         self.temperature = temperature
         self.init_dropout = init_dropout
         self.learning_rate = learning_rate
@@ -179,10 +223,12 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
+        self.callbacks = callbacks
         self.device = device
         self.dtype = dtype
         self.verbose = verbose
         self.random_state = random_state
+        self.length_scale = length_scale
 
     # ------------------------------------------------------------------ checks and set-up
     def __sklearn_tags__(self):
@@ -190,29 +236,30 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         tags.target_tags.multi_output = True
         return tags
 
-    def _check_params(self) -> None:
-        for name, choices in (
-            ("covariance", ("full", "diagonal")),
-            ("prediction", ("expectation", "sampling")),
-            ("activation", tuple(sorted(ACTIVATIONS))),
-        ):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}.")
-        check_hidden_layer_sizes(self.hidden_layer_sizes)
-        for name in ("n_estimators", "n_mc_samples", "batch_size", "max_iter", "n_iter_no_change"):
-            check_scalar_param(getattr(self, name), name, kind="int", low=1)
-        check_scalar_param(self.length_scale, "length_scale", low=0)
-        check_scalar_param(self.tol, "tol", low=0)
-        for name in ("temperature", "learning_rate"):
-            check_scalar_param(getattr(self, name), name, low=0, low_inclusive=False)
-        for name in ("init_dropout", "validation_fraction"):
-            check_scalar_param(
-                getattr(self, name), name, low=0, high=1, low_inclusive=False, high_inclusive=False
-            )
-        if not isinstance(self.early_stopping, bool | np.bool_):
-            raise ValueError(f"early_stopping must be True or False, got {self.early_stopping!r}.")
-        if not isinstance(self.verbose, numbers.Integral):
-            raise ValueError(f"verbose must be an integer or a bool, got {self.verbose!r}.")
+    _parameter_constraints: dict = {
+        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
+        "activation": [StrOptions(set(ACTIVATIONS))],
+        "covariance": [StrOptions({"full", "diagonal"})],
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
+        "prediction": [StrOptions({"expectation", "sampling"})],
+        "prior_precision": [Interval(Real, 0, None, closed="left")],
+        "temperature": [Interval(Real, 0, None, closed="neither")],
+        "init_dropout": [Interval(Real, 0, 1, closed="neither")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "callbacks": [list, None],
+        "device": [str, torch.device],
+        "dtype": [StrOptions({"float32", "float64"})],
+        "verbose": ["verbose"],
+        "random_state": ["random_state"],
+        "length_scale": [Interval(Real, 0, None, closed="left"), DEPRECATED],
+    }
 
     def _new_net(self) -> PlanNet:
         return PlanNet(
@@ -238,113 +285,76 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         -------
         self
         """
-        self._check_params()
+        self._validate_params()
+        check_hidden_layer_sizes(self.hidden_layer_sizes)
+        prior_precision = renamed_param(
+            self, "prior_precision", "length_scale", convert=lambda v: float(v) ** 2
+        )
         X, y = validate_data(
             self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32]
         )
         device, dtype = resolve_device(self.device), resolve_dtype(self.dtype)
-        self._single_target = y.ndim == 1
+        self.single_target_ = y.ndim == 1
         Y = y.reshape(len(y), -1)
         self.n_outputs_ = Y.shape[1]
-        self._x_mean, self._x_scale = _moments(X)
-        self._y_mean, self._y_scale = _moments(Y)
-        Xs = torch.as_tensor((X - self._x_mean) / self._x_scale, dtype=dtype, device=device)
-        Ys = torch.as_tensor((Y - self._y_mean) / self._y_scale, dtype=dtype, device=device)
+        self.x_mean_ = X.mean(0)
+        self.x_scale_ = np.where(X.std(0) > 0, X.std(0), 1.0)
+        Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=dtype, device=device)
+        Ys = torch.as_tensor(standardize_targets(self, Y), dtype=dtype, device=device)
 
         rng = check_random_state(self.random_state)
-        train, val = self._split(len(X), rng)
+        train, val = np.arange(len(X)), None
+        if needs_validation(self):
+            train, val = validation_split(len(X), self.validation_fraction, rng)
+            train, val = np.sort(train), np.sort(val)
+        data = TensorData(Xs[train], Ys[train])
+        valid = None if val is None else TensorData(Xs[val], Ys[val])
         seeds = [draw_seed(rng) for _ in range(self.n_estimators)]
-        self._mc_seeds = [draw_seed(rng) for _ in range(self.n_estimators)]
+        self.mc_seeds_ = [draw_seed(rng) for _ in range(self.n_estimators)]
+        weight_reg, dropout_reg = prior_precision / len(train), 2.0 / len(train)
+
+        def penalty(module):
+            return module.net.regularizer(weight_reg, dropout_reg)
+
         self.estimators_, n_iter, val_loss = [], [], []
         for m, seed in enumerate(seeds):
-            net, epochs, best = self._train_one(m, seed, Xs, Ys, train, val, device, dtype)
-            self.estimators_.append(net.cpu())
-            n_iter.append(epochs)
-            val_loss.append(best)
+            with seeded_torch(seed):
+                net = self._new_net().to(dtype=dtype)
+            trained = train_net(
+                self,
+                _FixedValidationNoise(net, seed + 3),
+                data,
+                valid,
+                loss=_plannet_loss,
+                penalty=penalty,
+                seed=seed,
+                device=device,
+                early_stopping=bool(self.early_stopping),
+                patience=self.n_iter_no_change,
+                tol=self.tol,
+                desc=f"plan-net {m + 1}/{self.n_estimators}",
+                extra_callbacks=[("validation_noise", _ReseedValidationNoise())],
+            )
+            self.estimators_.append(trained.module_.net.cpu())
+            n_iter.append(len(trained.history))
+            curve = history_curves(trained)[1]
+            val_loss.append(min(curve) if self.early_stopping and curve else np.nan)
         self.n_iter_ = np.array(n_iter)
         self.validation_loss_ = np.array(val_loss, dtype=float)
         self.dropout_rates_ = np.array([net.dropout_rates() for net in self.estimators_])
         return self
 
-    def _split(self, n: int, rng) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if not self.early_stopping:
-            return torch.arange(n), None
-        n_val = max(1, int(round(self.validation_fraction * n)))
-        if n - n_val < 1:
-            raise ValueError(
-                f"early_stopping=True needs at least 2 samples to hold out a validation set; "
-                f"got n_samples = {n}. Set early_stopping=False."
-            )
-        perm = torch.as_tensor(rng.permutation(n))
-        return perm[n_val:], perm[:n_val]
-
-    def _train_one(self, m, seed, Xs, Ys, train, val, device, dtype):
-        """Adam on eq. 7.1 + regularisers for one network; returns (net, epochs, best val)."""
-        with seeded_torch(seed):
-            net = self._new_net()
-        net.to(device=device, dtype=dtype)
-        mask_gen = torch.Generator(device=device).manual_seed(seed + 1)
-        order_gen = torch.Generator().manual_seed(seed + 2)
-        optimizer = torch.optim.Adam(net.parameters(), lr=self.learning_rate)
-        n_train = len(train)
-        weight_reg, dropout_reg = self.length_scale**2 / n_train, 2.0 / n_train
-        best, best_state, stall, epochs = np.inf, None, 0, 0
-        bar = tqdm(
-            range(self.max_iter),
-            desc=f"plan-net {m + 1}/{self.n_estimators}",
-            disable=not self.verbose,
-            leave=False,
-        )
-        for _ in bar:
-            epochs += 1
-            total = torch.zeros((), device=device, dtype=dtype)
-            for idx in train[torch.randperm(n_train, generator=order_gen)].split(self.batch_size):
-                idx = idx.to(device)
-                mean, log_diag, off = net(Xs[idx], mask_gen)
-                loss = cholesky_gaussian_loss(Ys[idx], mean, log_diag, off)
-                objective = loss + net.regularizer(weight_reg, dropout_reg)
-                optimizer.zero_grad()
-                objective.backward()
-                optimizer.step()
-                total += loss.detach() * len(idx)
-            postfix = {"loss": f"{total.item() / n_train:.4g}"}
-            if val is not None:
-                current = self._held_out_loss(net, Xs[val.to(device)], Ys[val.to(device)], seed)
-                postfix["val"] = f"{current:.4g}"
-                if current < best - self.tol:
-                    best, stall = current, 0
-                    best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-                else:
-                    stall += 1
-            bar.set_postfix(postfix)
-            if stall >= self.n_iter_no_change:
-                break
-        bar.close()
-        if best_state is not None:
-            net.load_state_dict(best_state)
-        return net, epochs, best if val is not None else np.nan
-
-    @staticmethod
-    @torch.no_grad()
-    def _held_out_loss(net, X, Y, seed) -> float:
-        """Eq. 7.1 per point on held-out data, with the same dropout noise every epoch."""
-        gen = torch.Generator(device=X.device).manual_seed(seed + 3)
-        total = 0.0
-        for xb, yb in zip(X.split(_ROWS_PER_FORWARD), Y.split(_ROWS_PER_FORWARD), strict=True):
-            total += cholesky_gaussian_loss(yb, *net(xb, gen), reduction="sum").item()
-        return total / len(X)
-
     # ------------------------------------------------------------------ prediction
     def _prepare(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        device = resolve_device(self.device)
+        device = predict_device(self.device)
         nets = [
             net if device.type == "cpu" else copy.deepcopy(net).to(device)
             for net in self.estimators_
         ]
         dtype = next(self.estimators_[0].parameters()).dtype
-        Xs = torch.as_tensor((X - self._x_mean) / self._x_scale, dtype=dtype, device=device)
+        Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=dtype, device=device)
         return nets, Xs
 
     @torch.no_grad()
@@ -359,8 +369,11 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
             gen = torch.Generator(device=Xs.device).manual_seed(seed)
             xb = Xs[start : start + rows]
             mean, log_diag, off = net(xb.expand(n_passes, *xb.shape), gen, share_mask=True)
-            L = cholesky_factor(log_diag, off).double()
-            yield slice(start, start + len(xb)), mean.double(), L
+            mean, log_diag, off = mean.double(), log_diag.double(), off.double()
+            if not all(bool(t.isfinite().all()) for t in (mean, log_diag, off)):
+                raise ValueError(_NOT_FINITE)
+            L = cholesky_factor(log_diag, off)
+            yield slice(start, start + len(xb)), mean, L
 
     def _member_moments(self, X):
         """Per-network predictive mean and covariance, standardised units.
@@ -371,7 +384,7 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         n, d, T = len(Xs), self.n_outputs_, self.n_mc_samples
         means = torch.empty(len(nets), n, d, dtype=torch.float64, device=Xs.device)
         covs = torch.empty(len(nets), n, d, d, dtype=torch.float64, device=Xs.device)
-        for m, (net, seed) in enumerate(zip(nets, self._mc_seeds, strict=True)):
+        for m, (net, seed) in enumerate(zip(nets, self.mc_seeds_, strict=True)):
             for rows, mu, L in self._passes(net, Xs, T, seed):
                 precision = L @ L.transpose(-1, -2)
                 if self.prediction == "expectation":  # eq. 7.4-7.5
@@ -383,8 +396,8 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
 
     def _to_original_units(self, mean, cov=None):
         """Undo the target standardisation: ndarrays ``mean`` and, if given, ``cov``."""
-        scale = torch.as_tensor(self._y_scale, dtype=mean.dtype, device=mean.device)
-        mean = (mean * scale + torch.as_tensor(self._y_mean, device=mean.device)).cpu().numpy()
+        scale = torch.as_tensor(self.y_scale_, dtype=mean.dtype, device=mean.device)
+        mean = (mean * scale + torch.as_tensor(self.y_mean_, device=mean.device)).cpu().numpy()
         if cov is None:
             return mean
         return mean, (cov * scale[:, None] * scale[None, :]).cpu().numpy()
@@ -415,12 +428,12 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         if return_std and return_cov:
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
         mean, cov = self._to_original_units(*combine_gaussians(*self._member_moments(X)))
-        out_mean = mean[:, 0] if self._single_target else mean
+        out_mean = mean[:, 0] if self.single_target_ else mean
         if return_cov:
             return out_mean, cov
         if return_std:
             std = np.sqrt(np.diagonal(cov, axis1=1, axis2=2))
-            return out_mean, std[:, 0] if self._single_target else std
+            return out_mean, std[:, 0] if self.single_target_ else std
         return out_mean
 
     def sample_y(self, X, n_samples: int = 1, random_state=0):
@@ -447,12 +460,15 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
         if self.prediction == "expectation":
             mean, cov = combine_gaussians(*self._member_moments(X))
             eps = torch.randn(n_samples, *mean.shape, generator=noise_gen, dtype=torch.float64)
-            chol = torch.linalg.cholesky(cov).cpu()
+            chol, info = torch.linalg.cholesky_ex(cov)
+            if bool((info != 0).any()):
+                raise ValueError(_NOT_FINITE)
+            chol = chol.cpu()
             draws = mean.cpu() + (chol @ eps[..., None])[..., 0]
         else:
             draws = self._sample_passes(X, n_samples, rng, noise_gen)
         draws = np.moveaxis(self._to_original_units(draws), 0, -1)  # (n, D, n_samples)
-        return draws[:, 0] if self._single_target else draws
+        return draws[:, 0] if self.single_target_ else draws
 
     def _sample_passes(self, X, n_samples, rng, noise_gen):
         """Eq. 7.6: draw k comes from one dropout pass of network k mod M."""
@@ -472,10 +488,8 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ persistence
     def _get_state(self) -> dict:
-        state = {k: v for k, v in vars(self).items() if k.endswith("_") and k != "estimators_"}
+        state = super()._get_state()
         state["estimators_"] = [net.state_dict() for net in self.estimators_]
-        for k in ("_single_target", "_x_mean", "_x_scale", "_y_mean", "_y_scale", "_mc_seeds"):
-            state[k] = getattr(self, k)
         return state
 
     def _check_loaded_state(self, state: dict) -> None:
@@ -514,9 +528,9 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
             P.check_named_shapes(f"estimators_[{i}]", weights, expected, what)
 
     def _set_state(self, state: dict) -> None:
+        state = dict(state)
         weights = state.pop("estimators_")
-        for k, v in state.items():
-            setattr(self, k, v)
+        super()._set_state(state)
         self.estimators_ = []
         for sd in weights:
             net = self._new_net().to(next(iter(sd.values())).dtype)
@@ -524,9 +538,34 @@ class PlanNetRegressor(RegressorMixin, BaseEstimator):
             self.estimators_.append(net)
 
 
-def _moments(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Column means and standard deviations (1 where a column is constant)."""
-    mean = a.mean(0)
-    scale = a.std(0)
-    scale[scale == 0] = 1.0
-    return mean, scale
+def _plannet_loss(net, y_pred, y_true, X, training) -> torch.Tensor:
+    """skorch loss hook: eq. 7.1 per point (standardised units)."""
+    return cholesky_gaussian_loss(y_true, *y_pred)
+
+
+class _FixedValidationNoise(nn.Module):
+    """A :class:`PlanNet` whose eval-mode passes (validation) reuse one seed every epoch.
+
+    In training mode the concrete-dropout noise comes from torch's global generator (forked
+    and seeded for the fit); in eval mode from a generator reset to ``seed`` at the start of
+    every epoch, so successive validation losses differ by the training only.
+    """
+
+    def __init__(self, net: PlanNet, seed: int):
+        super().__init__()
+        self.net, self.seed, self.generator = net, seed, None
+
+    def reset(self, device) -> None:
+        self.generator = torch.Generator(device=device).manual_seed(self.seed)
+
+    def forward(self, x):
+        if self.training:
+            return self.net(x)
+        if self.generator is None or self.generator.device != x.device:
+            self.reset(x.device)
+        return self.net(x, self.generator)
+
+
+class _ReseedValidationNoise(Callback):
+    def on_epoch_begin(self, net, **kwargs):
+        net.module_.generator = None

@@ -13,8 +13,8 @@ from sklearn_bnn.estimators.lcbnn import loss_calibrated_penalty, transformed_ut
 
 FAST = dict(
     hidden_layer_sizes=(16,),
-    max_epochs=30,
-    lr=1e-2,
+    max_iter=30,
+    learning_rate=1e-2,
     n_mc_samples=10,
     n_decision_samples=4,
     random_state=0,
@@ -75,7 +75,12 @@ def test_decisions_are_bayes_actions(iris):
     X, y = iris
     u = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.8], [0.0, 0.2, 1.0]])
     clf = LossCalibratedBNN(
-        u, hidden_layer_sizes=(16,), max_epochs=40, lr=1e-2, n_mc_samples=30, random_state=0
+        u,
+        hidden_layer_sizes=(16,),
+        max_iter=40,
+        learning_rate=1e-2,
+        n_mc_samples=30,
+        random_state=0,
     ).fit(X, y)
     proba = clf.predict_proba(X)
     np.testing.assert_allclose(clf.predict_expected_utility(X), proba @ u)
@@ -88,7 +93,7 @@ def test_decisions_are_bayes_actions(iris):
 def test_non_square_utility_returns_decision_indices(iris):
     X, y = iris
     u = np.array([[1.0, 0.0, 0.0, 0.5], [0.0, 1.0, 0.0, 0.5], [0.0, 0.0, 1.0, 0.5]])
-    clf = LossCalibratedBNN(u, hidden_layer_sizes=(8,), max_epochs=5, random_state=0).fit(X, y)
+    clf = LossCalibratedBNN(u, hidden_layer_sizes=(8,), max_iter=5, random_state=0).fit(X, y)
     assert clf.predict_expected_utility(X).shape == (len(X), 4)
     assert set(clf.predict(X)) <= {0, 1, 2, 3}
 
@@ -126,7 +131,9 @@ def digits():
     return train_test_split(X / 16.0, y, test_size=0.5, stratify=y, random_state=0)
 
 
-DIGITS = dict(hidden_layer_sizes=(50,), dropout=0.2, max_epochs=60, lr=3e-3, n_mc_samples=50)
+DIGITS = dict(
+    hidden_layer_sizes=(50,), dropout=0.2, max_iter=60, learning_rate=3e-3, n_mc_samples=50
+)
 
 
 def test_identity_utility_behaves_like_mc_dropout(digits, one_thread):
@@ -162,7 +169,7 @@ def test_label_noise_lcbnn_utility_at_least_mc_dropout(digits, one_thread):
 
 def test_reproducible_and_persistent(tmp_path, iris):
     X, y = iris
-    kw = dict(utility=np.eye(3) + 0.1, hidden_layer_sizes=(8,), max_epochs=10, n_mc_samples=20)
+    kw = dict(utility=np.eye(3) + 0.1, hidden_layer_sizes=(8,), max_iter=10, n_mc_samples=20)
     a = LossCalibratedBNN(random_state=5, **kw).fit(X, y)
     b = LossCalibratedBNN(random_state=5, **kw).fit(X, y)
     expected = a.predict_expected_utility(X)

@@ -1,0 +1,452 @@
+"""Training through skorch, shared by the gradient-trained estimators.
+
+:class:`MCDropoutClassifier`, :class:`MCDropoutRegressor`, :class:`LossCalibratedBNN` and
+:class:`PlanNetRegressor` train their networks with a :class:`skorch.NeuralNet` built here at
+``fit``: skorch runs the epochs, the callbacks (early stopping, learning-rate schedules, a user's
+own) and the device; our estimators supply the loss through the :meth:`BNNNet.get_loss` hook and
+the regulariser (the KL term of the ELBO) through :meth:`BNNNet.train_step_single`.
+
+Everything random in training (initial weights, shuffling, dropout masks) draws from torch's
+global generator, as skorch and ``nn.Dropout`` expect; :func:`isolated_rng` forks that generator,
+seeds it from ``random_state`` and restores it afterwards, so a fit is reproducible and the
+user's global random state (torch's and numpy's) is the same after it as before.
+
+The other shared pieces live here too: target standardisation (:func:`standardize_targets`),
+the validation split (:func:`validation_split`), the prediction device, the deprecation of old
+parameter names (:func:`renamed_param`) and the parameter-constraint helpers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import warnings
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from sklearn.model_selection import train_test_split
+from sklearn.utils._param_validation import Hidden, StrOptions
+from skorch import NeuralNet
+from skorch.callbacks import Callback, EarlyStopping, EpochTimer, PassthroughScoring, PrintLog
+from skorch.dataset import unpack_data
+from skorch.helper import predefined_split
+from skorch.utils import TeeGenerator
+from tqdm.auto import tqdm
+
+from .._utils import resolve_device
+
+__all__ = [
+    "BNNNet",
+    "DelayedEarlyStopping",
+    "EpochProgress",
+    "TensorBatches",
+    "TensorData",
+    "check_callbacks",
+    "isolated_rng",
+    "predict_device",
+    "renamed_param",
+    "standardize_targets",
+    "train_net",
+    "validation_split",
+]
+
+DEPRECATED = Hidden(StrOptions({"deprecated"}))
+"""Constraint admitting the ``"deprecated"`` default of a renamed parameter."""
+
+
+# ----------------------------------------------------------------------------- random state
+@contextlib.contextmanager
+def isolated_rng(seed: int, device: torch.device | None = None) -> Iterator[None]:
+    """Run a block under torch's global generator seeded with ``seed``, then restore it.
+
+    The CPU generator, and the CUDA generator of ``device`` when it is a GPU, are forked
+    (:func:`torch.random.fork_rng`): what the block draws is fixed by ``seed`` and the caller's
+    generators are left exactly as they were. numpy's global state is never used.
+    """
+    cuda = device is not None and torch.device(device).type == "cuda"
+    index = torch.device(device).index if cuda else None
+    if cuda and index is None:
+        index = torch.cuda.current_device()
+    with torch.random.fork_rng(devices=[index] if cuda else []):
+        torch.default_generator.manual_seed(int(seed))
+        if cuda:
+            with torch.cuda.device(index):
+                torch.cuda.manual_seed(int(seed))
+        yield
+
+
+def predict_device(device) -> torch.device:
+    """Device for prediction: the fit-time ``device``, or the CPU where CUDA is missing.
+
+    A model fitted on a GPU and loaded on a machine without one predicts on the CPU.
+    """
+    if device not in ("cpu", None) and not torch.cuda.is_available():
+        return torch.device("cpu")
+    return resolve_device(device)
+
+
+# ----------------------------------------------------------------------------- parameters
+def renamed_param(est, new: str, old: str, convert=None):
+    """The value of parameter ``new``, taken from its deprecated name ``old`` if that was set.
+
+    ``old`` set (not ``"deprecated"``) raises a :class:`FutureWarning` and wins over ``new``;
+    ``convert`` maps an old value to the new parameter's units (e.g. a length-scale ``l`` to a
+    precision ``l**2``).
+    """
+    value = getattr(est, old)
+    if isinstance(value, str) and value == "deprecated":
+        return getattr(est, new)
+    hint = f" (as {new} = {old}**2)" if convert is not None else ""
+    warnings.warn(
+        f"{type(est).__name__}: the parameter {old!r} is deprecated and will be removed; use "
+        f"{new!r} instead{hint}.",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return convert(value) if convert is not None else value
+
+
+def check_callbacks(callbacks) -> list:
+    """Validate the ``callbacks`` parameter: skorch callbacks or ``(name, callback)`` pairs."""
+    if callbacks is None:
+        return []
+    out = []
+    for cb in callbacks:
+        inner = cb[1] if isinstance(cb, tuple) and len(cb) == 2 else cb
+        if not isinstance(inner, Callback) and not (
+            isinstance(inner, type) and issubclass(inner, Callback)
+        ):
+            raise ValueError(
+                "callbacks must be a list of skorch callbacks (skorch.callbacks.Callback) or "
+                f"(name, callback) pairs, got {cb!r}."
+            )
+        out.append(cb)
+    return out
+
+
+def _monitors_validation(callbacks) -> bool:
+    for cb in callbacks:
+        inner = cb[1] if isinstance(cb, tuple) else cb
+        monitor = getattr(inner, "monitor", None)
+        if isinstance(monitor, str) and monitor.startswith("valid"):
+            return True
+    return False
+
+
+# ----------------------------------------------------------------------------- data
+def standardize_targets(est, Y: np.ndarray) -> np.ndarray:
+    """Set ``est.y_mean_`` and ``est.y_scale_`` (1 for a constant column); return the scaled Y.
+
+    ``Y`` is 2-D, one column per output. Predictions are mapped back with
+    ``f * y_scale_ + y_mean_``; a noise precision ``tau`` in standardised units is
+    ``tau / y_scale_**2`` in the units of ``y``.
+    """
+    Y = np.asarray(Y, dtype=np.float64)
+    est.y_mean_ = Y.mean(axis=0)
+    scale = Y.std(axis=0)
+    est.y_scale_ = np.where(scale > 0, scale, 1.0)
+    return (Y - est.y_mean_) / est.y_scale_
+
+
+def validation_split(n: int, fraction: float, rng, stratify=None):
+    """Indices ``(train, valid)`` holding out ``fraction`` of ``n`` points.
+
+    Stratified on ``stratify`` when given. A split that leaves either part empty (or, stratified,
+    without every class) raises a ``ValueError`` naming ``validation_fraction``.
+    """
+    idx = np.arange(n)
+    n_valid = int(np.ceil(fraction * n))
+    n_classes = 1 if stratify is None else len(np.unique(stratify))
+    if n_valid < n_classes or n - n_valid < n_classes:
+        need = "at least one point" if stratify is None else "every class"
+        raise ValueError(
+            f"validation_fraction={fraction} on {n} samples leaves {n - n_valid} for training "
+            f"and {n_valid} for validation; both need {need}. Change validation_fraction or "
+            "set early_stopping=False."
+        )
+    try:
+        return train_test_split(idx, test_size=n_valid, stratify=stratify, random_state=rng)
+    except ValueError as exc:  # e.g. a class with a single member when stratifying
+        raise ValueError(
+            f"could not hold out validation_fraction={fraction} of the data: {exc} Change "
+            "validation_fraction or set early_stopping=False."
+        ) from exc
+
+
+class TensorData(torch.utils.data.Dataset):
+    """Inputs and targets as two tensors of equal length (already on the training device)."""
+
+    def __init__(self, X: torch.Tensor, y: torch.Tensor):
+        self.X, self.y = X, y
+
+    def __len__(self) -> int:
+        return len(self.X)
+
+    def __getitem__(self, i):
+        return self.X[i], self.y[i]
+
+
+class TensorBatches:
+    """Minibatches of a :class:`TensorData` by slicing, shuffled with torch's global generator.
+
+    Used as skorch's ``iterator_train`` / ``iterator_valid``: a :class:`torch.utils.data.DataLoader`
+    would fetch and collate one row at a time, which costs more than the small networks' steps.
+    """
+
+    def __init__(self, dataset: TensorData, batch_size: int = 128, shuffle: bool = False):
+        self.dataset, self.batch_size, self.shuffle = dataset, int(batch_size), shuffle
+
+    def __len__(self) -> int:
+        return -(-len(self.dataset) // self.batch_size)
+
+    def __iter__(self):
+        X, y = self.dataset.X, self.dataset.y
+        if not self.shuffle:
+            yield from zip(X.split(self.batch_size), y.split(self.batch_size), strict=True)
+            return
+        order = torch.randperm(len(X), device=X.device)
+        for idx in order.split(self.batch_size):
+            yield X[idx], y[idx]
+
+
+# ----------------------------------------------------------------------------- skorch pieces
+class NonFiniteLossError(FloatingPointError, ValueError):
+    """Training reached a NaN or infinite loss."""
+
+
+class BNNNet(NeuralNet):
+    """A :class:`skorch.NeuralNet` whose loss and regulariser come from our estimators.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The network (an instance, used as it is).
+    loss : callable
+        ``loss(net, y_pred, y_true, X, training) -> Tensor``: the mean data term of a batch;
+        called from :meth:`get_loss`, so training and validation use it alike.
+    penalty : callable or None
+        ``penalty(module) -> Tensor`` added to the training objective only (the KL term);
+        ``train_loss`` in the history is the data term alone.
+    **kwargs
+        Passed to :class:`skorch.NeuralNet` (``optimizer``, ``lr``, ``max_epochs``,
+        ``batch_size``, ``callbacks``, ``device``, ``train_split``, ``optimizer__*`` ...).
+    """
+
+    def __init__(self, module, *, loss, penalty=None, **kwargs):
+        super().__init__(module, criterion=torch.nn.Identity, **kwargs)
+        self.loss = loss
+        self.penalty = penalty
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        """The estimator's loss on one batch (skorch's loss hook)."""
+        return self.loss(self, y_pred, y_true, X, training)
+
+    def train_step_single(self, batch, **fit_params):
+        """Forward, loss plus regulariser, backward; ``loss`` returned is the data term."""
+        self._set_training(True)
+        Xi, yi = unpack_data(batch)
+        y_pred = self.infer(Xi, **fit_params)
+        loss = self.get_loss(y_pred, yi, X=Xi, training=True)
+        objective = loss if self.penalty is None else loss + self.penalty(self.module_)
+        objective.backward()
+        return {"loss": loss.detach(), "y_pred": y_pred}
+
+    def train_step(self, batch, **fit_params):
+        """One optimizer step: as skorch's, without the closure (Adam evaluates it once)."""
+        self._zero_grad_optimizer()
+        step = self.train_step_single(batch, **fit_params)
+        self.notify(
+            "on_grad_computed",
+            named_parameters=TeeGenerator(self.get_all_learnable_params()),
+            batch=batch,
+            training=True,
+        )
+        self._step_optimizer(None)
+        return step
+
+    def _set_training(self, training=True):
+        # skorch sets the mode before every batch; walking the module tree each time costs
+        # more than a small network's step, so switch only when the mode changes (the cache
+        # is cleared at every epoch, in case a callback changed a module's mode itself)
+        if getattr(self, "_training_mode", None) is not training:
+            super()._set_training(training)
+            self._training_mode = training
+
+    def on_epoch_begin(self, net, **kwargs):
+        self._training_mode = None
+        super().on_epoch_begin(net, **kwargs)
+
+    def on_epoch_end(self, net, **kwargs):
+        """A NaN or infinite batch loss stops the fit with an error that says what to try."""
+        super().on_epoch_end(net, **kwargs)
+        for batch in _last_epoch(self.history)["batches"]:
+            for key in ("train_loss", "valid_loss"):
+                value = batch.get(key)
+                if value is not None and not np.isfinite(value):
+                    raise NonFiniteLossError(
+                        f"{key} became {value} at epoch {len(self.history)}; the inputs may be "
+                        "far too large or the learning rate too high. Scale X (e.g. with "
+                        "sklearn.preprocessing.StandardScaler) or lower learning_rate."
+                    )
+
+    @property
+    def _default_callbacks(self):
+        return [
+            ("epoch_timer", EpochTimer()),
+            ("train_loss", EpochMeanLoss(name="train_loss", on_train=True)),
+            ("valid_loss", EpochMeanLoss(name="valid_loss")),
+            ("print_log", PrintLog()),
+        ]
+
+    @property
+    def epoch(self) -> int:
+        """Index of the epoch under way (0 for the first)."""
+        return len(self.history) - 1
+
+
+def _last_epoch(history) -> dict:
+    """The last row of a skorch History as the plain dict it is (no fancy indexing)."""
+    return list.__getitem__(history, -1)
+
+
+class EpochMeanLoss(PassthroughScoring):
+    """skorch's ``PassthroughScoring`` (epoch mean of the batch losses, weighted by batch size,
+    and the ``*_best`` flag), reading the last epoch's batches directly: History's general
+    indexing costs as much as a small network's step, once per epoch and loss.
+    """
+
+    def on_epoch_end(self, net, **kwargs):
+        size_key = "train_batch_size" if self.on_train else "valid_batch_size"
+        batches = _last_epoch(net.history)["batches"]
+        pairs = [(b[size_key], b[self.name]) for b in batches if self.name in b]
+        if not pairs:
+            return
+        score = sum(n * v for n, v in pairs) / sum(n for n, _ in pairs)
+        is_best = self._is_best_score(score)
+        if is_best:
+            self.best_score_ = score
+        net.history.record(self.name, score)
+        if is_best is not None:
+            net.history.record(self.name + "_best", bool(is_best))
+
+
+class DelayedEarlyStopping(EarlyStopping):
+    """skorch's :class:`~skorch.callbacks.EarlyStopping`, ignoring the first ``start`` epochs.
+
+    Used where the monitored loss changes meaning after a warm-up (the loss-calibrated bound).
+    """
+
+    def __init__(self, *args, start: int = 0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.start = start
+
+    def on_epoch_end(self, net, **kwargs):
+        if len(net.history) > self.start:
+            super().on_epoch_end(net, **kwargs)
+
+
+class EpochProgress(Callback):
+    """A tqdm bar over epochs, showing the training and validation losses."""
+
+    def __init__(self, total: int, desc: str):
+        self.total, self.desc = total, desc
+
+    def on_train_begin(self, net, **kwargs):
+        self.bar_ = tqdm(total=self.total, desc=self.desc, leave=False)
+
+    def on_epoch_end(self, net, **kwargs):
+        row = net.history[-1]
+        postfix = {"loss": f"{row['train_loss']:.4g}"}
+        if "valid_loss" in row:
+            postfix["val"] = f"{row['valid_loss']:.4g}"
+        self.bar_.set_postfix(postfix)
+        self.bar_.update()
+
+    def on_train_end(self, net, **kwargs):
+        self.bar_.close()
+
+
+def train_net(
+    est,
+    module: torch.nn.Module,
+    data: TensorData,
+    valid: TensorData | None,
+    *,
+    loss,
+    penalty=None,
+    seed: int,
+    device: torch.device,
+    early_stopping: bool,
+    patience: int,
+    tol: float = 0.0,
+    warmup: int = 0,
+    desc: str | None = None,
+    extra_callbacks=(),
+    params=None,
+    optimizer_params=None,
+) -> BNNNet:
+    """Train ``module`` on ``data`` with Adam through a :class:`BNNNet`; return the net.
+
+    Reads ``learning_rate``, ``max_iter``, ``batch_size``, ``verbose`` and ``callbacks`` from
+    the estimator ``est`` (the already resolved values may be passed in ``params``). Runs under
+    :func:`isolated_rng` seeded with ``seed``. With ``early_stopping``, skorch's EarlyStopping
+    watches ``valid_loss`` (after ``warmup`` epochs) with ``patience`` and absolute threshold
+    ``tol``, and restores the best weights. ``optimizer_params`` are routed to Adam as
+    skorch's ``optimizer__*`` (e.g. ``param_groups``).
+    """
+    params = dict(params or {})
+    lr = params.get("learning_rate", getattr(est, "learning_rate", None))
+    max_iter = params.get("max_iter", getattr(est, "max_iter", None))
+    callbacks = list(extra_callbacks)
+    if early_stopping:
+        callbacks.append(
+            (
+                "early_stopping",
+                DelayedEarlyStopping(
+                    monitor="valid_loss",
+                    patience=patience,
+                    threshold=tol,
+                    threshold_mode="abs",
+                    load_best=True,
+                    sink=lambda *a: None,
+                    start=warmup,
+                ),
+            )
+        )
+    if est.verbose:
+        callbacks.append(("progress", EpochProgress(max_iter, desc or type(est).__name__)))
+    callbacks += copy.deepcopy(check_callbacks(est.callbacks))
+    with isolated_rng(seed, device):
+        net = BNNNet(
+            module,
+            loss=loss,
+            penalty=penalty,
+            optimizer=torch.optim.Adam,
+            lr=lr,
+            max_epochs=max_iter,
+            batch_size=est.batch_size,
+            iterator_train=TensorBatches,
+            iterator_train__shuffle=True,
+            iterator_valid=TensorBatches,
+            train_split=None if valid is None else predefined_split(valid),
+            callbacks=callbacks,
+            callbacks__print_log=None,
+            device=device,
+            verbose=0,
+            **{f"optimizer__{k}": v for k, v in (optimizer_params or {}).items()},
+        )
+        net.fit(data, None)
+    return net
+
+
+def needs_validation(est) -> bool:
+    """Whether to hold out data: ``early_stopping``, or a user callback monitoring ``valid_*``."""
+    return bool(est.early_stopping) or _monitors_validation(check_callbacks(est.callbacks))
+
+
+def history_curves(net: BNNNet) -> tuple[list[float], list[float]]:
+    """``(train_loss per epoch, valid_loss per epoch or [])`` from a trained net's history."""
+    train = [float(v) for v in net.history[:, "train_loss"]]
+    valid = [float(r["valid_loss"]) for r in net.history if "valid_loss" in r]
+    return train, valid
