@@ -12,6 +12,8 @@ from ._driver import sample
 from ._loop import ChainRun, run_chains
 from ._registry import SAMPLERS, register_sampler, resolve_sampler
 from .adaptation import DualAveraging, find_reasonable_step_size
+from .bridged import BridgedHMC
+from .constrained import ConstrainedHMC, ConstrainedHMCKernel
 from .hmc import HMC, HMCKernel, metropolis_hastings
 from .integrators import (
     INTEGRATORS,
@@ -24,6 +26,9 @@ from .integrators import (
 from .nuts import NUTS, NUTSKernel
 
 __all__ = [
+    "BridgedHMC",
+    "ConstrainedHMC",
+    "ConstrainedHMCKernel",
     "CHAIN_METHODS",
     "HMC",
     "INTEGRATORS",
