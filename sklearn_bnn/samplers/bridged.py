@@ -6,8 +6,9 @@ list. Each box runs one chain of :class:`~.constrained.ConstrainedHMCKernel` (wa
 included) in its own joblib job, with a generator seeded from one
 :class:`numpy.random.SeedSequence` (child b for box b), then computes its bridge-sampling terms
 (:func:`.bridge.bridge_terms`). The parent estimates the box masses
-(:func:`.bridge.bridge_log_masses`) and returns an equal-weight sample: draws resampled systematically in proportion to w_j / n_j,
-shuffled and laid out as the caller's ``n_chains`` chains.
+(:func:`.bridge.bridge_log_masses`) and returns an equal-weight sample: draws resampled
+systematically in proportion to w_j / n_j, shuffled and laid out as the caller's ``n_chains``
+chains.
 
 The returned :class:`~._loop.ChainRun` is therefore made of *resampled* chains. Its per-transition
 arrays (``accept_prob``, ``accepted``, ``acceptance``, ``divergent``, ``energy_error``) are those of
