@@ -68,7 +68,9 @@ def explicit_boxes(boxes, dim: int):
 def _log_density(target, theta: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
     values = []
     for start in range(0, theta.shape[0], chunk):
-        rows = theta[start : start + chunk].to(target.device, target.dtype)
+        rows = theta[start : start + chunk].to(
+            getattr(target, "device", "cpu"), getattr(target, "dtype", torch.float64)
+        )
         values.append(target.value_and_grad(rows)[0].detach().double().cpu())
     return torch.cat(values) if values else torch.zeros(0, dtype=torch.float64)
 

@@ -32,7 +32,7 @@ from ._chains import chain_seeds
 from ._loop import ChainRun, run_chains
 from ._registry import register_sampler
 from .bridge import bridge_log_masses, bridge_terms, explicit_boxes, split_boxes
-from .constrained import ConstrainedHMCKernel, to_box
+from .constrained import ConstrainedHMCKernel, _where, to_box
 from .init import find_mode
 
 __all__ = ["BridgedHMC", "run_box"]
@@ -56,11 +56,12 @@ def run_box(
 ):
     """One box: start inside it, warm up and sample with constrained HMC, then the bridge
     terms; one joblib job. Returns ``(run, ll1, ll2, inside)`` on the CPU."""
-    generator = torch.Generator(device=target.device).manual_seed(seed)
+    dtype, device = _where(target)
+    generator = torch.Generator(device=device).manual_seed(seed)
     kernel = ConstrainedHMCKernel(
         target, lower, upper, n_leapfrog=n_leapfrog, divergence_threshold=divergence_threshold
     )
-    position = position.to(target.device, target.dtype)[None]
+    position = position.to(device, dtype)[None]
     if n_init_steps > 0:
         position = find_mode(target, position, n_init_steps)
     position = to_box(position, kernel.lower, kernel.upper)

@@ -102,6 +102,11 @@ def _bounds(lower, upper, dim: int, dtype, device):
     return lo, hi
 
 
+def _where(target):
+    """The target's dtype and device (float64 on the CPU when it does not say)."""
+    return getattr(target, "dtype", torch.float64), getattr(target, "device", "cpu")
+
+
 def to_box(position: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor, margin=0.1):
     """A start strictly inside the box: a coordinate outside (or on a wall) of a half-open
     interval is mirrored across the wall, at least ``margin`` from it; one outside a bounded
@@ -131,7 +136,7 @@ class ConstrainedHMCKernel(HMCKernel):
     def __init__(
         self, target, lower, upper, n_leapfrog=20, step_size=0.01, divergence_threshold=1000.0
     ):
-        lower, upper = _bounds(lower, upper, target.dim, target.dtype, target.device)
+        lower, upper = _bounds(lower, upper, target.dim, *_where(target))
         super().__init__(
             target,
             step_size=step_size,
@@ -183,7 +188,7 @@ class ConstrainedHMC(Sampler):
     def check_target(self, target) -> None:
         check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
-        _bounds(self.lower, self.upper, target.dim, target.dtype, target.device)
+        _bounds(self.lower, self.upper, target.dim, *_where(target))
 
     def build(self, target) -> ConstrainedHMCKernel:
         self.check_target(target)
