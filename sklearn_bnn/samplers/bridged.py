@@ -69,7 +69,7 @@ def run_box(
         kernel, kernel.init(position), generator, verbose=verbose, desc=desc, **run_kwargs
     )
     run.state = State(*(t.detach().cpu() for t in run.state))
-    proposal_gen = torch.Generator().manual_seed(seed)
+    proposal_gen = torch.Generator().manual_seed(chain_seeds(seed, 1)[0])  # its own stream
     ll1, ll2, inside = bridge_terms(
         target, run.draws[0], run.log_prob[0], lower, upper, proposal_gen, n_proposal
     )
