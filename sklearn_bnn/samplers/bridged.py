@@ -47,6 +47,7 @@ def run_box(
     position,
     seed,
     n_leapfrog,
+    step_jitter,
     divergence_threshold,
     n_init_steps,
     n_proposal,
@@ -59,7 +60,12 @@ def run_box(
     dtype, device = _where(target)
     generator = torch.Generator(device=device).manual_seed(seed)
     kernel = ConstrainedHMCKernel(
-        target, lower, upper, n_leapfrog=n_leapfrog, divergence_threshold=divergence_threshold
+        target,
+        lower,
+        upper,
+        n_leapfrog=n_leapfrog,
+        step_jitter=step_jitter,
+        divergence_threshold=divergence_threshold,
     )
     position = position.to(device, dtype)[None]
     if n_init_steps > 0:
@@ -98,6 +104,9 @@ class BridgedHMC(Sampler):
         overlap and should cover the posterior's mass.
     n_leapfrog : int, default=20
         Leapfrog steps per trajectory.
+    step_jitter : float in [0, 1), default=0.2
+        Each transition's step size is scaled by a factor uniform in ``[1 - step_jitter,
+        1 + step_jitter]``, so that fixed-length trajectories do not resonate between walls.
     n_proposal : int, optional
         Proposal draws for bridge sampling per box (default: as many as the posterior half).
     tol, max_iter : float, int
@@ -126,6 +135,7 @@ class BridgedHMC(Sampler):
         split_points=0.0,
         boxes=None,
         n_leapfrog=20,
+        step_jitter=0.2,
         n_proposal=None,
         tol=1e-10,
         max_iter=1000,
@@ -137,6 +147,7 @@ class BridgedHMC(Sampler):
         self.split_points = split_points
         self.boxes = boxes
         self.n_leapfrog = n_leapfrog
+        self.step_jitter = step_jitter
         self.n_proposal = n_proposal
         self.tol = tol
         self.max_iter = max_iter
@@ -145,6 +156,7 @@ class BridgedHMC(Sampler):
 
     def check_target(self, target) -> None:
         check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
+        check_scalar_param(self.step_jitter, "step_jitter", low=0, high=1, high_inclusive=False)
         check_scalar_param(self.tol, "tol", low=0, low_inclusive=False)
         check_scalar_param(self.max_iter, "max_iter", kind="int", low=1)
         check_scalar_param(self.min_box_draws, "min_box_draws", kind="int", low=2)
@@ -214,6 +226,7 @@ class BridgedHMC(Sampler):
                 positions[b % positions.shape[0]],
                 seeds[b],
                 self.n_leapfrog,
+                self.step_jitter,
                 self.divergence_threshold,
                 n_init_steps,
                 self.n_proposal,

@@ -131,10 +131,21 @@ class ConstrainedHMCKernel(HMCKernel):
         The box (infinite where free); (C, D) gives each chain its own box.
     n_leapfrog, step_size, divergence_threshold
         As :class:`~.hmc.HMCKernel`.
+    step_jitter : float in [0, 1), default=0
+        Each transition scales the step size by a factor uniform in
+        ``[1 - step_jitter, 1 + step_jitter]`` (drawn from the generator), which breaks the
+        near-periodic trajectories a fixed length can make between walls.
     """
 
     def __init__(
-        self, target, lower, upper, n_leapfrog=20, step_size=0.01, divergence_threshold=1000.0
+        self,
+        target,
+        lower,
+        upper,
+        n_leapfrog=20,
+        step_size=0.01,
+        divergence_threshold=1000.0,
+        step_jitter=0.0,
     ):
         lower, upper = _bounds(lower, upper, target.dim, *_where(target))
         super().__init__(
@@ -145,6 +156,15 @@ class ConstrainedHMCKernel(HMCKernel):
             divergence_threshold=divergence_threshold,
         )
         self.lower, self.upper = lower, upper
+        self.step_jitter = step_jitter
+
+    def step(self, state: State, generator: torch.Generator, step_size=None, inv_mass=None):
+        """One constrained HMC transition for every chain (see :class:`~.hmc.HMCKernel`)."""
+        if self.step_jitter > 0:
+            eps = self._step_size(state, step_size)
+            u = torch.rand(eps.shape, generator=generator, dtype=eps.dtype, device=eps.device)
+            step_size = eps * (1 + self.step_jitter * (2 * u - 1))
+        return super().step(state, generator, step_size=step_size, inv_mass=inv_mass)
 
     def init(self, position: torch.Tensor) -> State:
         if position.ndim == 1:
@@ -167,6 +187,9 @@ class ConstrainedHMC(Sampler):
         Leapfrog steps per trajectory.
     divergence_threshold : float, default=1000
         Energy error above which a trajectory counts as divergent.
+    step_jitter : float in [0, 1), default=0
+        Scale each transition's step size by a factor uniform in ``[1 - step_jitter,
+        1 + step_jitter]``.
 
     Examples
     --------
@@ -179,15 +202,19 @@ class ConstrainedHMC(Sampler):
     True
     """
 
-    def __init__(self, lower=None, upper=None, n_leapfrog=20, divergence_threshold=1000.0):
+    def __init__(
+        self, lower=None, upper=None, n_leapfrog=20, divergence_threshold=1000.0, step_jitter=0.0
+    ):
         self.lower = lower
         self.upper = upper
         self.n_leapfrog = n_leapfrog
         self.divergence_threshold = divergence_threshold
+        self.step_jitter = step_jitter
 
     def check_target(self, target) -> None:
         check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
+        check_scalar_param(self.step_jitter, "step_jitter", low=0, high=1, high_inclusive=False)
         _bounds(self.lower, self.upper, target.dim, *_where(target))
 
     def build(self, target) -> ConstrainedHMCKernel:
@@ -198,4 +225,5 @@ class ConstrainedHMC(Sampler):
             self.upper,
             n_leapfrog=self.n_leapfrog,
             divergence_threshold=self.divergence_threshold,
+            step_jitter=self.step_jitter,
         )

@@ -141,6 +141,8 @@ def test_sampler_object_in_the_driver_and_errors():
         ConstrainedHMC(lower=[1.0, 0.0], upper=[0.0, 1.0]).build(GaussianTarget([0, 0], np.eye(2)))
     with pytest.raises(ValueError, match="n_leapfrog"):
         ConstrainedHMC(n_leapfrog=0).build(GaussianTarget([0, 0], np.eye(2)))
+    with pytest.raises(ValueError, match="step_jitter"):
+        ConstrainedHMC(step_jitter=1.0).build(GaussianTarget([0, 0], np.eye(2)))
     kernel = ConstrainedHMCKernel(GaussianTarget([0, 0], np.eye(2)), [0.0, 0.0], None)
     with pytest.raises(ValueError, match="outside the box"):
         kernel.init(torch.tensor([-1.0, 1.0], dtype=torch.float64))
