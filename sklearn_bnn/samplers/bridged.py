@@ -171,8 +171,10 @@ class BridgedHMC(Sampler):
             "estimator (run_sampler calls its run_chains), not build()."
         )
 
-    def partition(self, dim: int, seed: int):
-        """The boxes on a ``dim``-dimensional space: ``lower, upper`` arrays (B, dim)."""
+    def partition(self, dim: int, seed):
+        """The boxes on a ``dim``-dimensional space: ``lower, upper`` arrays (B, dim); ``seed``
+        (anything :func:`numpy.random.default_rng` takes) draws the split coordinates when
+        ``split_coords`` is None."""
         if self.boxes is not None:
             return explicit_boxes(self.boxes, dim)
         if self.split_coords is None:
@@ -215,7 +217,7 @@ class BridgedHMC(Sampler):
             raise ValueError("BridgedHMC cannot continue a previous run (warm_start=True).")
         self.check_target(target)
         seed = 0 if seed is None else seed
-        lower, upper = self.partition(target.dim, chain_seeds(seed, 1)[0])
+        lower, upper = self.partition(target.dim, seed=[seed, 1])  # its own stream
         n_boxes = len(lower)
         seeds = chain_seeds(seed, n_boxes + 1)
         jobs = [

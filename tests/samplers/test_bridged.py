@@ -8,7 +8,7 @@ from conftest import GaussianTarget
 from scipy.stats import norm
 
 from sklearn_bnn import HMCClassifier
-from sklearn_bnn.samplers import BridgedHMC, sample
+from sklearn_bnn.samplers import BridgedHMC, resolve_sampler, sample
 from sklearn_bnn.samplers.bridge import bridge_log_masses, explicit_boxes, split_boxes
 
 
@@ -49,6 +49,10 @@ def test_split_boxes_cover_every_sign_pattern():
     assert lo.shape == hi.shape == (2, 2)
     with pytest.raises(ValueError, match="boxes"):
         explicit_boxes([([1.0, 0.0], [0.0, 1.0])], 2)
+    by_name = resolve_sampler("bridged_hmc", n_leapfrog=7, max_tree_depth=5)
+    assert isinstance(by_name, BridgedHMC) and by_name.n_leapfrog == 7
+    lo, hi = BridgedHMC(n_split_params=3).partition(10, seed=[0, 1])
+    assert lo.shape == (8, 10) and (np.isfinite(lo).sum(0) > 0).sum() == 3
 
 
 @pytest.mark.parametrize(
