@@ -19,6 +19,7 @@ import math
 import numpy as np
 import torch
 from scipy.special import logsumexp
+from sklearn.covariance import ledoit_wolf
 
 __all__ = ["bridge_log_masses", "bridge_terms", "explicit_boxes", "split_boxes"]
 
@@ -78,10 +79,13 @@ def _log_density(target, theta: torch.Tensor, chunk: int = 1024) -> torch.Tensor
 def bridge_terms(target, draws, log_prob, lower, upper, generator, n_proposal=None):
     """The log ratios ll1 (posterior draws) and ll2 (proposal draws) of seeds/001 §3.3.1.
 
-    The first half of ``draws`` fits the Gaussian proposal g (sample mean and covariance; a
-    diagonal covariance when there are too few draws for a full one); the second half are the
-    posterior draws. ll1_j = log q(theta*_j) - log g(theta*_j); ll2_i = log q(theta~_i) -
-    log g(theta~_i) with theta~_i ~ g, and -inf where theta~_i is outside the box.
+    The first half of ``draws`` fits the Gaussian proposal g (sample mean and covariance, as
+    seeds/001 §4.1, shrunk toward a multiple of the identity by Ledoit and Wolf's formula, which
+    leaves it unchanged when there are many draws per dimension and keeps it from collapsing
+    along some directions when there are few; a diagonal covariance when there are fewer draws
+    than dimensions); the second half are the posterior draws. ll1_j = log q(theta*_j) -
+    log g(theta*_j); ll2_i = log q(theta~_i) - log g(theta~_i) with theta~_i ~ g, and -inf where
+    theta~_i is outside the box.
 
     Returns
     -------
@@ -97,11 +101,11 @@ def bridge_terms(target, draws, log_prob, lower, upper, generator, n_proposal=No
     post_lp = log_prob[n_fit:].double().cpu()
     dim = draws.shape[1]
     mean = fit.mean(0)
-    centred = fit - mean
-    var = (centred**2).sum(0) / max(n_fit - 1, 1)
+    var = ((fit - mean) ** 2).sum(0) / max(n_fit - 1, 1)
     jitter = 1e-10 * (1.0 + float(var.mean()))
-    if n_fit > dim + 1:
-        cov = centred.T @ centred / (n_fit - 1) + jitter * torch.eye(dim, dtype=torch.float64)
+    if n_fit > dim + 1:  # Ledoit-Wolf shrinkage: no spuriously narrow directions when n ~ D
+        shrunk = ledoit_wolf(fit.numpy())[0] * n_fit / (n_fit - 1)
+        cov = torch.as_tensor(shrunk) + jitter * torch.eye(dim, dtype=torch.float64)
     else:
         cov = torch.diag(var + jitter)
     chol = torch.linalg.cholesky(cov)
@@ -123,7 +127,7 @@ def bridge_terms(target, draws, log_prob, lower, upper, generator, n_proposal=No
     ll2 = torch.full((n2,), -math.inf, dtype=torch.float64)
     if bool(inside.any()):
         ll2[inside] = _log_density(target, proposals[inside]) - log_g(proposals[inside])
-    ll2 = torch.nan_to_num(ll2, nan=-math.inf, posinf=-math.inf)
+    ll2 = torch.nan_to_num(ll2, nan=-math.inf, posinf=-math.inf, neginf=-math.inf)
     ll1 = post_lp - log_g(post)
     return ll1.numpy(), ll2.numpy(), float(inside.double().mean()) if n2 else 0.0
 
