@@ -12,6 +12,8 @@ from ._driver import sample
 from ._loop import ChainRun, run_chains
 from ._registry import SAMPLERS, register_sampler, resolve_sampler
 from .adaptation import DualAveraging, find_reasonable_step_size
+from .bridged import BridgedHMC
+from .constrained import ConstrainedHMC, ConstrainedHMCKernel
 from .hmc import HMC, HMCKernel, metropolis_hastings
 from .integrators import (
     INTEGRATORS,
@@ -32,6 +34,9 @@ __all__ = [
     "HTE",
     "SGHMC",
     "SGLD",
+    "BridgedHMC",
+    "ConstrainedHMC",
+    "ConstrainedHMCKernel",
     "CHAIN_METHODS",
     "HMC",
     "INTEGRATORS",

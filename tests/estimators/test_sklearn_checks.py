@@ -10,7 +10,7 @@ from sklearn_bnn import (
     SplitHMCClassifier,
     SplitHMCRegressor,
 )
-from sklearn_bnn.samplers import NUTS
+from sklearn_bnn.samplers import NUTS, BridgedHMC
 
 FAST = dict(hidden_layer_sizes=(16,), n_samples=30, n_warmup=30, n_leapfrog=5, random_state=0)
 
@@ -36,6 +36,7 @@ ESTIMATORS = [
         n_warmup=10,
         random_state=0,
     ),
+    HMCClassifier(**{**FAST, "sampler": BridgedHMC(n_split_params=1, n_leapfrog=5)}),
 ]
 
 

@@ -1,0 +1,339 @@
+"""Bridged HMC: constrained HMC on a partition of the parameter space, recombined by bridge
+sampling, each box an independent joblib job (seeds/001 ch. 3; REFERENCE §5).
+
+The boxes are either 2^s boxes made by splitting s coordinates at chosen points, or an explicit
+list. Each box runs one chain of :class:`~.constrained.ConstrainedHMCKernel` (warmup adaptation
+included) in its own joblib job, with a generator seeded from one
+:class:`numpy.random.SeedSequence` (child b for box b), then computes its bridge-sampling terms
+(:func:`.bridge.bridge_terms`). The parent estimates the box masses
+(:func:`.bridge.bridge_log_masses`) and returns an equal-weight sample: draws resampled
+systematically in proportion to w_j / n_j, shuffled and laid out as the caller's ``n_chains``
+chains.
+
+The returned :class:`~._loop.ChainRun` is therefore made of *resampled* chains. Its per-transition
+arrays (``accept_prob``, ``accepted``, ``acceptance``, ``divergent``, ``energy_error``) are those of
+the transitions that produced each resampled draw (posterior-weighted figures); ``step_size`` and
+``inv_mass`` are the weight-averaged box values; ``warmup_divergent`` holds the total over boxes in
+chain 0; ``state`` is the last resampled draw of each chain (gradients zero: a bridged run cannot
+be continued with ``warm_start``). The unweighted per-box figures are in ``stats`` (``box_*``).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+from joblib import Parallel, delayed
+
+from .._utils import check_scalar_param
+from ._base import Sampler, State
+from ._chains import chain_seeds
+from ._loop import ChainRun, run_chains
+from ._registry import register_sampler
+from .bridge import bridge_log_masses, bridge_terms, explicit_boxes, split_boxes
+from .constrained import ConstrainedHMCKernel, _where, to_box
+from .init import find_mode
+
+__all__ = ["BridgedHMC", "run_box"]
+
+_TRANSITION_FIELDS = ("accept_prob", "accepted", "acceptance", "divergent", "energy_error")
+
+
+def run_box(
+    target,
+    lower,
+    upper,
+    position,
+    seed,
+    n_leapfrog,
+    step_jitter,
+    divergence_threshold,
+    n_init_steps,
+    n_proposal,
+    run_kwargs,
+    desc,
+    verbose,
+):
+    """One box: start inside it, warm up and sample with constrained HMC, then the bridge
+    terms; one joblib job. Returns ``(run, ll1, ll2, inside)`` on the CPU."""
+    dtype, device = _where(target)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    kernel = ConstrainedHMCKernel(
+        target,
+        lower,
+        upper,
+        n_leapfrog=n_leapfrog,
+        step_jitter=step_jitter,
+        divergence_threshold=divergence_threshold,
+    )
+    position = position.to(device, dtype)[None]
+    if n_init_steps > 0:
+        position = find_mode(target, position, n_init_steps)
+    position = to_box(position, kernel.lower, kernel.upper)
+    run = run_chains(
+        kernel, kernel.init(position), generator, verbose=verbose, desc=desc, **run_kwargs
+    )
+    run.state = State(*(t.detach().cpu() for t in run.state))
+    proposal_gen = torch.Generator().manual_seed(chain_seeds(seed, 1)[0])  # its own stream
+    ll1, ll2, inside = bridge_terms(
+        target, run.draws[0], run.log_prob[0], lower, upper, proposal_gen, n_proposal
+    )
+    return run, ll1, ll2, inside
+
+
+@register_sampler("bridged_hmc")
+class BridgedHMC(Sampler):
+    """Bridged Hamiltonian Monte Carlo (a sampler object; seeds/001 ch. 3, Algorithm 2,
+    eq. 3.1-3.6).
+
+    Every box runs ``n_warmup`` + ``n_samples`` transitions of one constrained chain, so a run
+    makes ``n_boxes * n_samples`` draws, resampled into an equal-weight sample of the same size.
+
+    Parameters
+    ----------
+    n_split_params : int, default=1
+        s, the number of coordinates split (2^s boxes). Ignored when ``boxes`` is given.
+    split_coords : sequence of int, optional
+        Which coordinates to split; by default s coordinates drawn at random from the run's seed
+        (seeds/001 §3.3.2).
+    split_points : float or sequence of float, default=0.0
+        Where to split each coordinate (zero, as seeds/001 does for networks).
+    boxes : list of (lower, upper), optional
+        An explicit partition (bounds per coordinate, infinite where free); the boxes must not
+        overlap and should cover the posterior's mass.
+    n_leapfrog : int, default=20
+        Leapfrog steps per trajectory.
+    step_jitter : float in [0, 1), default=0.2
+        Each transition's step size is scaled by a factor uniform in ``[1 - step_jitter,
+        1 + step_jitter]``, so that fixed-length trajectories do not resonate between walls.
+    n_proposal : int, optional
+        Proposal draws for bridge sampling per box (default: as many as the posterior half).
+    tol, max_iter : float, int
+        Convergence of the bridge iteration (eq. 3.3) on log r; a warning when not reached.
+    min_box_draws : int, default=20
+        A box with fewer posterior draws for bridge sampling gets a warning.
+    divergence_threshold : float, default=1000
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_bnn.samplers import sample
+    >>> def log_p(x):  # two modes, split at x_0 = 0
+    ...     return torch.logaddexp(-0.5 * ((x - 3) ** 2).sum(), -0.5 * ((x + 3) ** 2).sum())
+    >>> result = sample(log_p, torch.zeros(2, dtype=torch.float64),
+    ...                 BridgedHMC(split_coords=[0]), n_warmup=100, n_samples=200,
+    ...                 n_chains=1, random_state=0)
+    >>> result.info["box_weight"].round(1).tolist()
+    [0.5, 0.5]
+    """
+
+    def __init__(
+        self,
+        n_split_params=1,
+        split_coords=None,
+        split_points=0.0,
+        boxes=None,
+        n_leapfrog=20,
+        step_jitter=0.2,
+        n_proposal=None,
+        tol=1e-10,
+        max_iter=1000,
+        min_box_draws=20,
+        divergence_threshold=1000.0,
+    ):
+        self.n_split_params = n_split_params
+        self.split_coords = split_coords
+        self.split_points = split_points
+        self.boxes = boxes
+        self.n_leapfrog = n_leapfrog
+        self.step_jitter = step_jitter
+        self.n_proposal = n_proposal
+        self.tol = tol
+        self.max_iter = max_iter
+        self.min_box_draws = min_box_draws
+        self.divergence_threshold = divergence_threshold
+
+    def check_target(self, target) -> None:
+        check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
+        check_scalar_param(self.step_jitter, "step_jitter", low=0, high=1, high_inclusive=False)
+        check_scalar_param(self.tol, "tol", low=0, low_inclusive=False)
+        check_scalar_param(self.max_iter, "max_iter", kind="int", low=1)
+        check_scalar_param(self.min_box_draws, "min_box_draws", kind="int", low=2)
+        check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
+        if self.n_proposal is not None:
+            check_scalar_param(self.n_proposal, "n_proposal", kind="int", low=1)
+        self.partition(target.dim, seed=0)
+
+    def build(self, target):
+        raise TypeError(
+            "BridgedHMC runs one constrained kernel per box: run it through sample() or an "
+            "estimator (run_sampler calls its run_chains), not build()."
+        )
+
+    def partition(self, dim: int, seed):
+        """The boxes on a ``dim``-dimensional space: ``lower, upper`` arrays (B, dim); ``seed``
+        (anything :func:`numpy.random.default_rng` takes) draws the split coordinates when
+        ``split_coords`` is None."""
+        if self.boxes is not None:
+            return explicit_boxes(self.boxes, dim)
+        if self.split_coords is None:
+            check_scalar_param(self.n_split_params, "n_split_params", kind="int", low=1, high=dim)
+            rng = np.random.default_rng(seed)
+            coords = sorted(rng.choice(dim, size=self.n_split_params, replace=False).tolist())
+        else:
+            coords = [int(c) for c in np.atleast_1d(self.split_coords)]
+            if (
+                not coords
+                or len(set(coords)) != len(coords)
+                or not all(0 <= c < dim for c in coords)
+            ):
+                raise ValueError(
+                    f"split_coords must be distinct coordinates in [0, {dim}), got "
+                    f"{self.split_coords!r}."
+                )
+        points = np.broadcast_to(np.asarray(self.split_points, float), (len(coords),))
+        if not np.isfinite(points).all():
+            raise ValueError(f"split_points must be finite, got {self.split_points!r}.")
+        return split_boxes(dim, coords, points)
+
+    def run_chains(
+        self,
+        target,
+        positions,
+        *,
+        chain_method,
+        n_jobs,
+        seed,
+        generator_states,
+        n_init_steps,
+        run_kwargs,
+        desc,
+        verbose,
+    ):
+        """Run every box as a joblib job and recombine (the :func:`~._chains.run_sampler`
+        hook); returns ``(run, [])``."""
+        if generator_states:
+            raise ValueError("BridgedHMC cannot continue a previous run (warm_start=True).")
+        self.check_target(target)
+        seed = 0 if seed is None else seed
+        lower, upper = self.partition(target.dim, seed=[seed, 1])  # its own stream
+        n_boxes = len(lower)
+        seeds = chain_seeds(seed, n_boxes + 1)
+        jobs = [
+            delayed(run_box)(
+                target,
+                torch.as_tensor(lower[b]),
+                torch.as_tensor(upper[b]),
+                positions[b % positions.shape[0]],
+                seeds[b],
+                self.n_leapfrog,
+                self.step_jitter,
+                self.divergence_threshold,
+                n_init_steps,
+                self.n_proposal,
+                dict(run_kwargs),
+                f"{desc} box {b}",
+                verbose,
+            )
+            for b in range(n_boxes)
+        ]
+        results = Parallel(n_jobs=1 if chain_method == "sequential" else n_jobs)(jobs)
+        runs = [r for r, *_ in results]
+        masses = bridge_log_masses(
+            [(ll1, ll2) for _, ll1, ll2, _ in results], tol=self.tol, max_iter=self.max_iter
+        )
+        self._warn(runs, masses)
+        run = _resample(runs, masses["weight"], positions.shape[0], seeds[-1])
+        n_half = np.array([r.draws.shape[1] - r.draws.shape[1] // 2 for r in runs])
+        run.stats.update(
+            n_boxes=n_boxes,
+            box_lower=lower,
+            box_upper=upper,
+            box_n_draws=np.array([r.draws.shape[1] for r in runs]),
+            box_acceptance_rate=np.array([float(r.acceptance.double().mean()) for r in runs]),
+            box_step_size=np.array([float(r.step_size[0]) for r in runs]),
+            box_n_divergent=np.array([int(r.divergent.sum()) for r in runs]),
+            box_log_mass=masses["log_mass"],
+            box_log_mass_se=masses["log_mass_se"],
+            box_weight=masses["weight"],
+            box_bridge_converged=masses["converged"],
+            box_bridge_iterations=masses["n_iter"],
+            box_bridge_draws=n_half,
+            box_proposals_inside=np.array([inside for *_, inside in results]),
+        )
+        return run, []
+
+    def _warn(self, runs, masses) -> None:
+        few = [b for b, r in enumerate(runs) if r.draws.shape[1] // 2 < self.min_box_draws]
+        if few:
+            warnings.warn(
+                f"boxes {few} have fewer than min_box_draws={self.min_box_draws} posterior "
+                "draws for bridge sampling: their weights are unreliable; increase n_samples.",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        bad = np.flatnonzero(~masses["converged"]).tolist()
+        if bad:
+            warnings.warn(
+                f"the bridge-sampling iteration did not converge for boxes {bad} (no proposal "
+                f"draw inside the box, or max_iter={self.max_iter} reached): their weights are "
+                "unreliable.",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+
+
+def _resample(runs, weight, n_chains: int, seed: int) -> ChainRun:
+    """Systematic resampling of all box draws with probabilities w_j / n_j, shuffled into
+    ``n_chains`` equal chains (seeds/001 eq. 3.5: expectations are the w-weighted mixture)."""
+    sizes = np.array([r.draws.shape[1] for r in runs])
+    total = int(sizes.sum())
+    n_per = max(total // n_chains, 1)
+    n_out = n_per * n_chains
+    probs = np.concatenate([np.full(n, w / n) for w, n in zip(weight, sizes, strict=True)])
+    if not np.isfinite(probs).all() or probs.sum() <= 0:
+        probs = np.full(total, 1.0 / total)
+    cum = np.cumsum(probs / probs.sum())
+    gen = torch.Generator().manual_seed(seed)
+    u0 = float(torch.rand((), generator=gen, dtype=torch.float64))
+    index = np.minimum(np.searchsorted(cum, (u0 + np.arange(n_out)) / n_out), total - 1)
+    index = index[torch.randperm(n_out, generator=gen).numpy()]
+    box = np.repeat(np.arange(len(runs)), sizes)[index]
+    within = index - np.concatenate([[0], np.cumsum(sizes)[:-1]])[box]
+    n_trans = np.array([r.accept_prob.shape[1] for r in runs])
+    thin = np.maximum(n_trans // np.maximum(sizes, 1), 1)[box]
+    transition = np.minimum((within + 1) * thin - 1, n_trans[box] - 1)
+
+    def gather(get):
+        parts = [get(runs[b])[0, i] for b, i in zip(box.tolist(), within.tolist(), strict=True)]
+        return torch.stack(parts).reshape(n_chains, n_per, *parts[0].shape)
+
+    def gather_t(name):
+        parts = [getattr(runs[b], name)[0, t] for b, t in zip(box, transition, strict=True)]
+        return torch.stack(parts).reshape(n_chains, n_per)
+
+    draws = gather(lambda r: r.draws)
+    log_prob = gather(lambda r: r.log_prob)
+    w = torch.as_tensor(weight, dtype=torch.float64)
+    step = sum(float(wb) * float(r.step_size[0]) for wb, r in zip(w, runs, strict=True))
+    inv_mass = sum(
+        wb * r.inv_mass.double().reshape(-1, draws.shape[-1])[0]
+        for wb, r in zip(w, runs, strict=True)
+    )
+    warmup_div = torch.zeros(n_chains, dtype=torch.long)
+    warmup_div[0] = sum(int(r.warmup_divergent.sum()) for r in runs)
+    draw_stats = {k: gather(lambda r, k=k: r.draw_stats[k]) for k in runs[0].draw_stats}
+    draw_stats["box"] = torch.as_tensor(box).reshape(n_chains, n_per)
+    return ChainRun(
+        draws=draws,
+        log_prob=log_prob,
+        **{name: gather_t(name) for name in _TRANSITION_FIELDS},
+        warmup_divergent=warmup_div,
+        step_size=torch.full((n_chains,), step, dtype=draws.dtype),
+        state=State(draws[:, -1], log_prob[:, -1], torch.zeros_like(draws[:, -1])),
+        inv_mass=inv_mass.to(draws.dtype),
+        draw_stats=draw_stats,
+        n_grad=sum(r.n_grad for r in runs),
+        interrupted=any(r.interrupted for r in runs),
+    )

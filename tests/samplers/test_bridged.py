@@ -1,0 +1,159 @@
+"""Bridged HMC: partitions, bridge-sampling box masses, parallel boxes, estimators (seeds/001)."""
+
+import joblib
+import numpy as np
+import pytest
+import torch
+from conftest import GaussianTarget
+from scipy.stats import norm
+
+from sklearn_bnn import HMCClassifier
+from sklearn_bnn.samplers import BridgedHMC, resolve_sampler, sample
+from sklearn_bnn.samplers.bridge import bridge_log_masses, explicit_boxes, split_boxes
+
+
+class MixtureTarget:
+    """0.5 N([0, 0], S) + 0.5 N([5, 5], S), correlation 0.8 (seeds/001 §4.1), analytic."""
+
+    dim, dtype, device = 2, torch.float64, torch.device("cpu")
+
+    def __init__(self):
+        self.means = torch.tensor([[0.0, 0.0], [5.0, 5.0]], dtype=torch.float64)
+        self.precision = torch.linalg.inv(torch.tensor([[1.0, 0.8], [0.8, 1.0]]).double())
+
+    def value_and_grad(self, theta):
+        d = theta[:, None, :] - self.means  # (C, 2, D)
+        g = -(d @ self.precision)
+        comp = 0.5 * (g * d).sum(-1)  # (C, 2)
+        value = torch.logsumexp(comp, 1)
+        resp = torch.softmax(comp, 1)
+        return value, (resp[..., None] * g).sum(1)
+
+
+def _gaussian():
+    t = GaussianTarget(torch.zeros(2), torch.diag(torch.tensor([1.0, 4.0])))
+    t.dtype, t.device = torch.float64, torch.device("cpu")
+    return t
+
+
+RUN = dict(n_warmup=150, n_samples=800, n_chains=1)
+
+
+def test_split_boxes_cover_every_sign_pattern():
+    lower, upper = split_boxes(3, [0, 2], [0.5, -1.0])
+    assert lower.shape == (4, 3)
+    np.testing.assert_array_equal(lower[:, 0], [-np.inf, 0.5, -np.inf, 0.5])
+    np.testing.assert_array_equal(upper[:, 2], [-1.0, -1.0, np.inf, np.inf])
+    assert np.isinf(lower[:, 1]).all() and np.isinf(upper[:, 1]).all()
+    lo, hi = explicit_boxes([([-np.inf, 0], [0, np.inf]), (0.0, np.inf)], 2)
+    assert lo.shape == hi.shape == (2, 2)
+    with pytest.raises(ValueError, match="boxes"):
+        explicit_boxes([([1.0, 0.0], [0.0, 1.0])], 2)
+    by_name = resolve_sampler("bridged_hmc", n_leapfrog=7, max_tree_depth=5)
+    assert isinstance(by_name, BridgedHMC) and by_name.n_leapfrog == 7
+    lo, hi = BridgedHMC(n_split_params=3).partition(10, seed=[0, 1])
+    assert lo.shape == (8, 10) and (np.isfinite(lo).sum(0) > 0).sum() == 3
+
+
+@pytest.mark.parametrize(
+    "coords, points", [([0], [0.4]), ([0, 1], [0.4, -0.6])], ids=["2 boxes", "4 boxes"]
+)
+def test_bridge_sampling_recovers_gaussian_box_masses(coords, points):
+    # unnormalised N(0, diag(1, 4)): total mass 2 pi * 2; box masses from the normal CDF
+    sampler = BridgedHMC(split_coords=coords, split_points=points, n_leapfrog=10)
+    result = sample(_gaussian(), torch.zeros(2), sampler, random_state=0, **RUN)
+    info = result.info
+    lower, upper = info["box_lower"], info["box_upper"]
+    sd = np.array([1.0, 2.0])
+    prob = np.prod(norm.cdf(upper / sd) - norm.cdf(lower / sd), axis=1)
+    log_true = np.log(4 * np.pi * prob)
+    assert info["n_boxes"] == 2 ** len(coords)
+    assert info["box_bridge_converged"].all()
+    z = (info["box_log_mass"] - log_true) / info["box_log_mass_se"]
+    assert np.abs(z).max() < 4, (info["box_log_mass"], log_true, info["box_log_mass_se"])
+    assert (info["box_log_mass_se"] < 0.1).all()
+    np.testing.assert_allclose(info["box_weight"].sum(), 1.0)
+    assert np.abs(info["box_weight"] - prob).max() < 0.05
+
+
+@pytest.mark.slow
+def test_bivariate_mixture_mean():
+    sampler = BridgedHMC(split_coords=[1], split_points=1.0, n_leapfrog=10)
+    result = sample(MixtureTarget(), torch.zeros(2), sampler, random_state=0, **RUN)
+    mean = result.draws.double().mean((0, 1)).numpy()
+    assert np.abs(mean - 2.5).max() < 0.1, mean
+    assert result.draws.shape == (1, 1600, 2)
+    # weights: the lower box holds N([0,0]) below y = 1 (and nothing of the other mode)
+    np.testing.assert_allclose(result.info["box_weight"][0], 0.5 * norm.cdf(1.0), atol=0.03)
+    boxes = result.stats["box"].numpy().ravel()
+    np.testing.assert_allclose(np.mean(boxes == 0), result.info["box_weight"][0], atol=1e-3)
+
+
+def test_log_space_iteration_with_a_huge_shift():
+    rng = np.random.default_rng(0)
+    ll1, ll2 = rng.normal(size=400), rng.normal(size=400) - 0.5
+    small = bridge_log_masses([(ll1, ll2), (ll1 - 1.0, ll2 - 1.0)])
+    huge = bridge_log_masses([(ll1 - 5000, ll2 - 5000), (ll1 - 5001, ll2 - 5001)])
+    np.testing.assert_allclose(huge["log_mass"], small["log_mass"] - 5000, atol=1e-8)
+    np.testing.assert_allclose(huge["weight"], small["weight"], atol=1e-10)
+    np.testing.assert_allclose(small["weight"], [np.e / (1 + np.e), 1 / (1 + np.e)])
+
+
+def test_warnings_for_few_draws_and_no_convergence():
+    sampler = BridgedHMC(split_coords=[0], n_leapfrog=5, max_iter=1)
+    with pytest.warns(RuntimeWarning) as record:
+        sample(
+            _gaussian(),
+            torch.zeros(2),
+            sampler,
+            n_warmup=20,
+            n_samples=20,
+            n_chains=1,
+            random_state=0,
+        )
+    messages = " ".join(str(w.message) for w in record)
+    assert "min_box_draws" in messages and "did not converge" in messages
+
+
+@pytest.mark.slow
+def test_same_seed_same_result_whatever_runs_the_boxes():
+    sampler = BridgedHMC(n_split_params=2, n_leapfrog=5)
+    kw = dict(n_warmup=40, n_samples=60, n_chains=2, random_state=3)
+    one = sample(MixtureTarget(), torch.zeros(2), sampler, n_jobs=1, **kw)
+    two = sample(MixtureTarget(), torch.zeros(2), sampler, n_jobs=2, chain_method="parallel", **kw)
+    assert torch.equal(one.draws, two.draws)
+    np.testing.assert_array_equal(one.info["box_weight"], two.info["box_weight"])
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        with distributed.Client(cluster), joblib.parallel_config(backend="dask"):
+            dask = sample(MixtureTarget(), torch.zeros(2), sampler, n_jobs=2, **kw)
+    assert torch.equal(one.draws, dask.draws)
+    np.testing.assert_array_equal(one.info["box_weight"], dask.info["box_weight"])
+    other = sample(MixtureTarget(), torch.zeros(2), sampler, **{**kw, "random_state": 4})
+    assert not torch.equal(one.draws, other.draws)
+
+
+def test_classifier_with_a_bridged_sampler():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    clf = HMCClassifier(
+        hidden_layer_sizes=(4,),
+        sampler=BridgedHMC(n_split_params=2, n_leapfrog=10),
+        n_warmup=60,
+        n_samples=60,
+        n_chains=2,
+        random_state=0,
+    )
+    clf.fit(X, y)
+    diag = clf.diagnostics_
+    assert diag["n_boxes"] == 4 and clf.samples_.draws.shape[:2] == (2, 120)
+    np.testing.assert_allclose(diag["box_weight"].sum(), 1.0)
+    for key in ("box_n_draws", "box_acceptance_rate", "box_log_mass", "box_log_mass_se"):
+        assert diag[key].shape == (4,)
+    assert clf.score(X, y) > 0.8
+    assert "chain" in clf.summary()
+    with pytest.raises(ValueError, match="split_coords"):
+        HMCClassifier(sampler=BridgedHMC(split_coords=[10**6]), n_samples=5, n_warmup=5).fit(X, y)
