@@ -185,6 +185,17 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         -------
         self
         """
+        before = dict(vars(self))
+        try:
+            return self._fit(X, y)
+        except BaseException:
+            # a fit that fails or is interrupted part-way (e.g. Ctrl-C during the MAP start)
+            # leaves the estimator as it was: unfitted, or the previous fit intact
+            vars(self).clear()
+            vars(self).update(before)
+            raise
+
+    def _fit(self, X, y):
         self._validate_params()
         continuing = self._continuing()
         X, y = validate_data(

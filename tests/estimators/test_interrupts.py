@@ -106,3 +106,21 @@ def test_ctrl_c_with_parallel_chains_keeps_every_workers_draws(tmp_path):
     assert kept[0] == "kept" and kept[1] == "2" and kept[3] == "True", out
     assert 0 < int(kept[2]) < 100000
     assert np.isfinite(int(kept[2]))
+
+
+def test_ctrl_c_during_the_map_start_leaves_the_estimator_unfitted(iris, monkeypatch):
+    from sklearn.exceptions import NotFittedError
+
+    import sklearn_bnn.samplers._chains as chains
+
+    def interrupted_find_mode(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(chains, "find_mode", interrupted_find_mode)
+    X, y = iris
+    clf = HMCClassifier(**SMALL)
+    with pytest.raises(KeyboardInterrupt):
+        clf.fit(X, y)
+    assert not hasattr(clf, "n_features_in_") and not hasattr(clf, "n_outputs_")
+    with pytest.raises(NotFittedError):
+        clf.predict(X)
