@@ -154,8 +154,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         check_scalar_param(self.step_size, "step_size", low=0, low_inclusive=False, allow=("auto",))
         if self.thin > self.n_samples:
             raise ValueError(f"thin={self.thin} must not exceed n_samples={self.n_samples}.")
-        check_scalar_param(self.temperature, "temperature", low=0, low_inclusive=False)
-        if self.trajectory_length is not None:
+        check_scalar_param(getattr(self, "temperature", 1.0), "temperature", low=0, low_inclusive=False)
+        if getattr(self, "trajectory_length", None) is not None:
             check_scalar_param(
                 self.trajectory_length, "trajectory_length", low=0, low_inclusive=False
             )
@@ -232,9 +232,9 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             self.n_outputs_ = n_outputs
 
         target = self._make_target(network, X, targets)
-        target.temperature = float(self.temperature)  # p(theta | D)^(1/T); 1 leaves it as it is
+        target.temperature = float(getattr(self, "temperature", 1.0))  # p(theta | D)^(1/T); 1 leaves it as it is
         n_hyper = getattr(target, "n_hyper", 0)  # trailing hyperparameter coordinates (S3HMC)
-        if n_hyper and float(self.temperature) != 1.0:
+        if n_hyper and float(getattr(self, "temperature", 1.0)) != 1.0:
             raise ValueError(
                 "temperature must be 1 with a hierarchical prior (S3HMC does not temper its "
                 f"hyperparameters), got temperature={self.temperature!r}."
@@ -293,7 +293,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         """The flat parameters that configure a sampler given by name."""
         return {
             "n_leapfrog": self.n_leapfrog,
-            "trajectory_length": self.trajectory_length,
+            "trajectory_length": getattr(self, "trajectory_length", None),
             "max_tree_depth": self.max_tree_depth,
         }
 
