@@ -154,7 +154,9 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         check_scalar_param(self.step_size, "step_size", low=0, low_inclusive=False, allow=("auto",))
         if self.thin > self.n_samples:
             raise ValueError(f"thin={self.thin} must not exceed n_samples={self.n_samples}.")
-        check_scalar_param(getattr(self, "temperature", 1.0), "temperature", low=0, low_inclusive=False)
+        check_scalar_param(
+            getattr(self, "temperature", 1.0), "temperature", low=0, low_inclusive=False
+        )
         if getattr(self, "trajectory_length", None) is not None:
             check_scalar_param(
                 self.trajectory_length, "trajectory_length", low=0, low_inclusive=False
@@ -232,7 +234,9 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             self.n_outputs_ = n_outputs
 
         target = self._make_target(network, X, targets)
-        target.temperature = float(getattr(self, "temperature", 1.0))  # p(theta | D)^(1/T); 1 leaves it as it is
+        target.temperature = float(
+            getattr(self, "temperature", 1.0)
+        )  # p(theta | D)^(1/T); 1 leaves it as it is
         n_hyper = getattr(target, "n_hyper", 0)  # trailing hyperparameter coordinates (S3HMC)
         if n_hyper and float(getattr(self, "temperature", 1.0)) != 1.0:
             raise ValueError(
@@ -283,7 +287,11 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         hierarchical = hierarchical_prior_for(self.prior_precision, self._sampler_object())
         if hierarchical is not None:  # weights and log-precisions (seeds/002)
             return network_hierarchical_target(
-                network, X, targets, self._likelihood(), hierarchical,
+                network,
+                X,
+                targets,
+                self._likelihood(),
+                hierarchical,
                 regression=not self._is_classifier(),
                 noise_init=float(getattr(self, "noise_precision", 1.0)),
             )

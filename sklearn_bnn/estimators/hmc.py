@@ -316,7 +316,7 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         super()._validate_params()
         if self.noise_precision is not None:
             check_scalar_param(self.noise_precision, "noise_precision", low=0, low_inclusive=False)
-        prior = self.noise_prior
+        prior = getattr(self, "noise_prior", (1.0, 0.01))
         if not (isinstance(prior, tuple | list) and len(prior) == 2):
             raise ValueError(f"noise_prior must be a pair (shape, rate), got {prior!r}.")
         check_scalar_param(prior[0], "noise_prior shape", low=0, low_inclusive=False)
@@ -349,7 +349,7 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
                 return Gaussian(float(self.noise_precision * scale2[0]))
             return Gaussian(torch.as_tensor(self.noise_precision * scale2))
         # Gamma(a, b) on tau * Var(y) is Gamma(a, b Var(y) / scale^2) on the fitted units' tau
-        a, b = self.noise_prior
+        a, b = getattr(self, "noise_prior", (1.0, 0.01))
         rel = self._y_var / scale2  # Var(y) in fitted units
         return Gaussian(torch.as_tensor(25.0 / rel), prior=(float(a), torch.as_tensor(b * rel)))
 
