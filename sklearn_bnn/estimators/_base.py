@@ -417,7 +417,12 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             required["classes_"] = check_classes
         else:
             required.update(_y_2d=is_bool, _y_mean=is_any, _y_scale=is_any)
-        return required, {"feature_names_in_": is_array(ndim=1, kinds="UO")}
+        optional_entries = {"feature_names_in_": is_array(ndim=1, kinds="UO")}
+        if not self._is_classifier():  # the learned (or fixed) noise, in y units
+            optional_entries.update(_y_var=is_any, noise_precision_=is_any, noise_std_=is_any)
+        # S3HMC's sampled precisions
+        optional_entries.update(precisions_=is_tensor(ndim=3), precision_names_=is_any)
+        return required, optional_entries
 
     def _check_loaded_state(self, state: dict) -> None:
         """Check a decoded fitted state before :meth:`_set_state` (see ``sklearn_bnn.load``):
