@@ -306,7 +306,7 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
 
         from .. import _persistence as P
 
-        self._check_params()
+        self._validate_params()
         required = {
             "n_features_in_": P.is_int(1),
             "loss_curve_": P.list_of(P.is_float),

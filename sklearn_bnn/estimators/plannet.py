@@ -497,7 +497,7 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         these parameters build (on the ``meta`` device: no size in the file allocates memory)."""
         from .. import _persistence as P
 
-        self._check_params()
+        self._validate_params()
         m, n_in, n_out = self.n_estimators, state.get("n_features_in_"), state.get("n_outputs_")
         P.check_state(
             state,
