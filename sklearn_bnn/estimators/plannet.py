@@ -508,17 +508,17 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
                 "validation_loss_": P.is_array(kinds="f", shape=(m,)),
                 "dropout_rates_": P.is_array(kinds="f", shape=(m, None)),
                 "estimators_": P.list_of(P.dict_of(P.is_tensor(floating=True)), length=m),
-                "_single_target": P.is_bool,
-                "_x_mean": P.is_array(kinds="f", shape=(n_in,)),
-                "_x_scale": P.is_array(kinds="f", shape=(n_in,)),
-                "_y_mean": P.is_array(kinds="f", shape=(n_out,)),
-                "_y_scale": P.is_array(kinds="f", shape=(n_out,)),
-                "_mc_seeds": P.list_of(P.is_seed, length=m),
+                "single_target_": P.is_bool,
+                "x_mean_": P.is_array(kinds="f", shape=(n_in,)),
+                "x_scale_": P.is_array(kinds="f", shape=(n_in,)),
+                "y_mean_": P.is_array(kinds="f", shape=(n_out,)),
+                "y_scale_": P.is_array(kinds="f", shape=(n_out,)),
+                "mc_seeds_": P.list_of(P.is_seed, length=m),
             },
             {"feature_names_in_": P.is_array(ndim=1, kinds="UO")},
         )
         P.check_feature_names(state)
-        if state["_single_target"] and n_out != 1:
+        if state["single_target_"] and n_out != 1:
             raise ValueError(f"n_outputs_={n_out} for a single-target model.")
         self.n_features_in_, self.n_outputs_ = n_in, n_out  # read by _new_net
         P.check_depth(self.hidden_layer_sizes, len(state["estimators_"][0]), "estimators_[0]")
