@@ -182,5 +182,16 @@ class HierarchicalPrior(Prior, BaseEstimator):
         return self.get_params()
 
     @classmethod
+    def _check_state(cls, state: dict) -> None:
+        """A saved prior holds exactly its parameters, as numbers (checked before building)."""
+        expected = set(cls().get_params())
+        if not isinstance(state, dict) or set(state) != expected:
+            raise ValueError(f"a HierarchicalPrior state must hold {sorted(expected)}.")
+        for name, value in state.items():
+            if type(value) not in (int, float, bool):
+                raise ValueError(f"HierarchicalPrior {name} must be a number, got {value!r}.")
+        cls(**state).check()
+
+    @classmethod
     def from_state(cls, state: dict):
         return cls(**state)

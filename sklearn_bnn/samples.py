@@ -21,7 +21,7 @@ class PosteriorSamples:
         Log posterior density (up to a constant) of each draw.
     names, shapes : list
         Layout of the flat vector (parameter names and shapes of the network).
-    stats : dict of tensors (n_chains, n_draws), optional
+    stats : dict of tensors (n_chains, n_draws, ...), optional
         Sampler statistics of the transition that produced each draw (acceptance probability,
         divergence, energy error, tree depth).
 
@@ -158,13 +158,14 @@ class PosteriorSamples:
                 "log_prob": is_tensor(ndim=2, floating=True),
                 "names": list_of(is_name),
                 "shapes": list_of(list_of(is_int(0))),
-                "stats": dict_of(is_tensor(ndim=2)),
+                "stats": dict_of(is_tensor()),
             },
         )
         draws = state["draws"]
         n_chains, n_draws, dim = draws.shape
         for name, value in [("log_prob", state["log_prob"]), *state["stats"].items()]:
-            if tuple(value.shape) != (n_chains, n_draws):
+            # a statistic may carry more axes after (chain, draw): one noise precision per output
+            if tuple(value.shape[:2]) != (n_chains, n_draws):
                 raise ValueError(
                     f"{name} has shape {tuple(value.shape)}, but the draws have "
                     f"{n_chains} chains of {n_draws} draws."

@@ -293,9 +293,13 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
                 self._likelihood(),
                 hierarchical,
                 regression=not self._is_classifier(),
-                noise_init=float(getattr(self, "noise_precision", 1.0)),
+                noise_init=self._noise_start(hierarchical),
             )
         return Target(network, X, targets, self._likelihood(), GaussianPrior(self.prior_precision))
+
+    def _noise_start(self, hierarchical) -> float:
+        """Starting noise precision of a hierarchical regression target (fitted units)."""
+        return 1.0
 
     def _sampler_defaults(self) -> dict:
         """The flat parameters that configure a sampler given by name."""
@@ -466,6 +470,15 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         )
         check_named_shapes("network_ constants", net_state["constants"], net._constants, what)
         chains, dim = samples.n_chains, samples.dim
+        if state.get("precisions_") is not None:  # the chains also move the log-precisions
+            names = state.get("precision_names_")
+            n_hyper = len(names) if isinstance(names, list | tuple) else -1
+            if tuple(state["precisions_"].shape) != (chains, samples.n_draws, n_hyper):
+                raise ValueError(
+                    f"precisions_ does not have the shape ({chains}, {samples.n_draws}, "
+                    "len(precision_names_))."
+                )
+            dim += n_hyper
         if tuple(state["_last_position"].shape) != (chains, dim):
             raise ValueError(f"_last_position does not have the shape ({chains}, {dim}).")
         if len(state["_step_size_per_chain"]) != chains:
@@ -494,9 +507,13 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
 
 def _check_diagnostics(diag: dict, n_chains: int, dim: int) -> None:
     """``diagnostics_`` of a loaded model: numbers, or arrays with one row per chain (the
-    adapted inverse mass: (dim,) or (n_chains, dim))."""
+    adapted inverse mass: (dim,) or (n_chains, dim)), or dicts of numbers by name (the
+    hyperparameters' ESS and R-hat)."""
     for key, value in diag.items():
-        if isinstance(value, np.ndarray):
+        if isinstance(value, dict):
+            if not all(isinstance(v, bool | int | float) for v in value.values()):
+                raise ValueError(f"diagnostics_[{key!r}] must map names to numbers.")
+        elif isinstance(value, np.ndarray):
             shapes = [(dim,), (n_chains, dim)] if key == "inv_mass" else [(n_chains,)]
             if value.dtype.kind not in "biuf" or value.shape not in shapes:
                 raise ValueError(f"diagnostics_[{key!r}] must have a shape in {shapes}.")

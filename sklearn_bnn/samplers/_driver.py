@@ -128,11 +128,6 @@ def sample(
     check_scalar_param(
         target_accept, "target_accept", low=0, high=1, low_inclusive=False, high_inclusive=False
     )
-    if n_warmup == 0 and isinstance(step_size, str):
-        raise ValueError(
-            "step_size='auto' is adapted during warmup, but n_warmup=0: give n_warmup >= 1 "
-            "or a numeric step_size."
-        )
     if chain_method not in CHAIN_METHODS:
         raise ValueError(f"chain_method must be one of {CHAIN_METHODS}, got {chain_method!r}.")
 

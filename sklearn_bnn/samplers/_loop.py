@@ -72,6 +72,12 @@ def run_chains(
     """
     C, D = state.position.shape
     dtype, device = state.position.dtype, state.position.device
+    adapt = isinstance(step_size, str) and getattr(kernel, "adapts_step_size", True)
+    if adapt and n_warmup == 0:
+        raise ValueError(
+            "step_size='auto' is adapted during warmup, but n_warmup=0: give n_warmup >= 1 "
+            "or a numeric step_size."
+        )
     if inv_mass is None:
         inv_mass = torch.ones(D, dtype=dtype, device=device)
     inv_mass = inv_mass.to(device, dtype)
@@ -80,7 +86,6 @@ def run_chains(
     if gibbs is not None:
         state, gibbs_stats = gibbs(state, generator)
         n_grad += 1
-    adapt = isinstance(step_size, str) and getattr(kernel, "adapts_step_size", True)
     if isinstance(step_size, str) and not adapt:
         step_size = getattr(kernel, "step_size", 1.0)
     if adapt:
