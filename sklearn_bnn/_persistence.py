@@ -11,7 +11,10 @@ allow-list decoder (:func:`decode`) that can only produce:
 - instances of the classes registered with :func:`register` (this package's estimators and
   :class:`~sklearn_bnn.PosteriorSamples`), rebuilt from checked plain values, and
   :class:`sklearn.frozen.FrozenEstimator` around one of them;
-- network factories registered with :func:`register_network`, by their registered name.
+- network factories registered with :func:`register_network`, by their registered name;
+- sampler objects of the classes registered with
+  :func:`~sklearn_bnn.samplers.register_sampler`, by that name, rebuilt from their parameters
+  (plain values or other registered samplers).
 
 Any other entry is a ``ValueError`` naming the field. A class or factory is never imported or
 looked up by a name taken from the file: names are matched against in-process registries.
@@ -156,6 +159,10 @@ def encode(obj, where: str = "value"):
             return {"__network__": key}
     if type(obj).__name__ == "FrozenEstimator" and type(obj).__module__.startswith("sklearn."):
         return {"__frozen__": encode(obj.estimator, f"{where}.estimator")}
+    sampler_name = _registered_sampler_name(obj)
+    if sampler_name is not None:
+        params = obj.get_params(deep=False)
+        return {"__sampler__": sampler_name, "params": encode(params, f"{where}.params")}
     cls = type(obj)
     if _REGISTRY.get(cls.__name__) is cls:
         if _is_estimator(cls):
@@ -163,6 +170,29 @@ def encode(obj, where: str = "value"):
         if hasattr(obj, "to_state"):
             return {"__object__": cls.__name__, "state": encode(obj.to_state(), where)}
     raise _Unsaveable(f"{where}: {type(obj).__name__}")
+
+
+def _registered_sampler_name(obj) -> str | None:
+    """The name ``obj``'s class is registered under as a sampler, or None."""
+    from .samplers._registry import SAMPLERS
+
+    for name, cls in SAMPLERS.items():
+        if type(obj) is cls:
+            return name
+    return None
+
+
+def _decode_sampler(obj: dict, where: str, depth: int):
+    from .samplers._registry import SAMPLERS
+
+    name = obj["__sampler__"]
+    cls = SAMPLERS.get(name) if type(name) is str else None
+    if cls is None or set(obj) != {"__sampler__", "params"}:
+        raise ValueError(f"{where}: sampler {_describe(name)} is not registered in this process.")
+    params = decode(obj["params"], f"{where}.params", depth + 1)
+    if type(params) is not dict or set(params) - set(cls._get_param_names()):
+        raise ValueError(f"{where}: the parameters of sampler {name!r} do not match its class.")
+    return cls(**params)
 
 
 def _encode_estimator(estimator, where: str, nested: bool) -> dict:
@@ -218,8 +248,11 @@ def decode(obj, where: str = "value", _depth: int = 0):
         raise ValueError(f"{where}: unrecognised entry with keys {sorted(map(str, obj))[:8]}.")
     tag, value = tags[0], obj[tags[0]]
     extra = set(obj) - {tag}
-    allowed_extra = {"__objarray__": {"kind"}, "__object__": {"state"}}.get(tag, set())
-    if extra - allowed_extra or (tag in ("__objarray__", "__object__") and extra != allowed_extra):
+    allowed_extra = {"__objarray__": {"kind"}, "__object__": {"state"}, "__sampler__": {"params"}}
+    allowed_extra = allowed_extra.get(tag, set())
+    if extra - allowed_extra or (
+        tag in ("__objarray__", "__object__", "__sampler__") and extra != allowed_extra
+    ):
         raise ValueError(f"{where}: unrecognised entry with keys {sorted(map(str, obj))[:8]}.")
     if tag == "__ndarray__":
         if type(value) is not torch.Tensor or value.dtype not in _NDARRAY_DTYPES:
@@ -265,6 +298,8 @@ def decode(obj, where: str = "value", _depth: int = 0):
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
         return cls.from_state(state)
+    if tag == "__sampler__":
+        return _decode_sampler(obj, where, _depth)
     if tag == "__estimator__":
         return _rebuild(value, {}, where, _depth + 1)
     if tag == "__frozen__":

@@ -490,3 +490,61 @@ def test_custom_module_with_constants(tmp_path):
         r"network_ constants\['shift'\] has shape \(5,\)",
         module=_NetWithConstants,
     )
+
+
+# -- sampler objects and prior objects as parameters -------------------------------------------
+@pytest.mark.parametrize("name", sorted(__import__("sklearn_bnn.samplers").samplers.SAMPLERS))
+def test_every_registered_sampler_object_survives_a_file(tmp_path, name):
+    from sklearn_bnn._persistence import decode, encode
+    from sklearn_bnn.samplers import SAMPLERS
+
+    sampler = SAMPLERS[name]()
+    path = tmp_path / "s.pt"
+    torch.save(encode(sampler), path)
+    back = decode(torch.load(path, weights_only=True))
+    assert type(back) is type(sampler)
+    assert repr(back.get_params(deep=False)) == repr(sampler.get_params(deep=False))
+
+
+def test_estimator_with_sampler_and_prior_objects_round_trips(tmp_path):
+    from sklearn_bnn.priors import HierarchicalPrior
+    from sklearn_bnn.samplers import NUTS, S3HMC
+
+    X, _, _ = _data()
+    y = X[:, 0] + 0.1 * X[:, 1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        models = [
+            HMCRegressor(sampler=NUTS(max_tree_depth=3), **FAST_HMC).fit(X, y),
+            HMCRegressor(
+                sampler=S3HMC(n_leapfrog=3), prior_precision=HierarchicalPrior(beta=2.0), **FAST_HMC
+            ).fit(X, y),
+        ]
+    for model in models:
+        sklearn_bnn.save(model, tmp_path / "m.pt")
+        back = sklearn_bnn.load(tmp_path / "m.pt")
+        assert repr(back.get_params()) == repr(model.get_params())
+        np.testing.assert_allclose(back.predict(X), model.predict(X))
+
+
+def _sampler_payload(files, tmp_path):
+    from sklearn_bnn.samplers import NUTS
+
+    X, y2, _ = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = HMCClassifier(sampler=NUTS(max_tree_depth=3), **FAST_HMC).fit(X, y2)
+    sklearn_bnn.save(model, tmp_path / "nuts.pt")
+    return torch.load(tmp_path / "nuts.pt", weights_only=True)
+
+
+def test_sampler_name_not_registered_is_refused(files, tmp_path):
+    payload = _sampler_payload(files, tmp_path)
+    payload["params"]["sampler"]["__sampler__"] = "os.system"
+    _expect_rejected(payload, tmp_path, "sampler 'os.system'|sampler str 'os.system'")
+
+
+def test_sampler_parameter_not_of_its_class_is_refused(files, tmp_path):
+    payload = _sampler_payload(files, tmp_path)
+    payload["params"]["sampler"]["params"]["__dict__"]["__reduce__"] = "os.system"
+    _expect_rejected(payload, tmp_path, "do not match its class")

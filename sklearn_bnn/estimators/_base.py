@@ -213,6 +213,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         device, dtype = resolve_device(self.device), resolve_dtype(self.dtype)
 
         if continuing:
+            self._check_warm_start(X.shape[1], n_outputs)
             network = self.network_.to(device, dtype)
             positions = self._last_position
             step_size, n_warmup, n_init_steps, seed = self._step_size_per_chain, 0, 0, None
@@ -281,6 +282,26 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         if n_hyper:
             record_precisions(self, target)
         return self
+
+    def _check_warm_start(self, n_features: int, n_outputs: int) -> None:
+        """A warm start continues the stored chains: their number and the network they sample
+        must be those of the current parameters, or the change would be silently ignored."""
+        if self.n_chains != self.samples_.n_chains:
+            raise ValueError(
+                f"warm_start=True continues the previous fit's {self.samples_.n_chains} chains, "
+                f"but n_chains is now {self.n_chains}: set it back, or warm_start=False to "
+                "sample afresh."
+            )
+        net = FunctionalNetwork(
+            meta_module(lambda: self._build_network(0, n_features, n_outputs)), device="meta"
+        )
+        stored = dict(zip(self.samples_.names, map(tuple, self.samples_.shapes), strict=True))
+        if dict(zip(net.names, map(tuple, net.shapes), strict=True)) != stored:
+            raise ValueError(
+                "warm_start=True continues the previous fit's chains, but the network of the "
+                "current parameters (hidden_layer_sizes, activation, module) has other weights: "
+                "set them back, or warm_start=False to sample afresh."
+            )
 
     def _make_target(self, network: FunctionalNetwork, X, targets) -> Target:
         """The posterior density to sample (subclasses may split the data)."""

@@ -22,11 +22,12 @@ import contextlib
 import copy
 import warnings
 from collections.abc import Iterator
+from numbers import Integral, Real
 
 import numpy as np
 import torch
 from sklearn.model_selection import train_test_split
-from sklearn.utils._param_validation import Hidden, StrOptions
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from skorch import NeuralNet
 from skorch.callbacks import Callback, EarlyStopping, EpochTimer, PassthroughScoring, PrintLog
 from skorch.dataset import unpack_data
@@ -52,6 +53,21 @@ __all__ = [
 ]
 
 DEPRECATED = Hidden(StrOptions({"deprecated"}))
+
+# The training-loop parameters every gradient-trained estimator shares.
+TRAINING_CONSTRAINTS = {
+    "max_iter": [Interval(Integral, 1, None, closed="left")],
+    "batch_size": [Interval(Integral, 1, None, closed="left")],
+    "learning_rate": [Interval(Real, 0, None, closed="neither")],
+    "early_stopping": ["boolean"],
+    "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+    "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+    "callbacks": [list, None],
+    "device": [str, torch.device],
+    "dtype": [StrOptions({"float32", "float64"})],
+    "verbose": ["verbose"],
+    "random_state": ["random_state"],
+}
 """Constraint admitting the ``"deprecated"`` default of a renamed parameter."""
 
 

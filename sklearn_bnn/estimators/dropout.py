@@ -45,6 +45,7 @@ from .._utils import draw_seed, resolve_device, resolve_dtype, seeded_torch, to_
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ._skorch import (
     DEPRECATED,
+    TRAINING_CONSTRAINTS,
     TensorData,
     history_curves,
     needs_validation,
@@ -95,23 +96,13 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
     """Shared fit / predict machinery; subclasses define the likelihood."""
 
     _parameter_constraints: dict = {
+        **TRAINING_CONSTRAINTS,
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "dropout": [Interval(Real, 0, 1, closed="left")],
         "prior_precision": [Interval(Real, 0, None, closed="neither")],
         "weight_decay": [Interval(Real, 0, None, closed="left"), None],
         "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "early_stopping": ["boolean"],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "callbacks": [list, None],
-        "device": [str, torch.device],
-        "dtype": [StrOptions({"float32", "float64"})],
-        "verbose": ["verbose"],
-        "random_state": ["random_state"],
         "lr": [Interval(Real, 0, None, closed="neither"), DEPRECATED],
         "max_epochs": [Interval(Integral, 1, None, closed="left"), DEPRECATED],
         "prior_length_scale": [Interval(Real, 0, None, closed="neither"), DEPRECATED],

@@ -25,6 +25,7 @@ from ..losses import cholesky_factor, cholesky_gaussian_loss
 from ..nets import ACTIVATIONS, PlanNet, check_hidden_layer_sizes
 from ._skorch import (
     DEPRECATED,
+    TRAINING_CONSTRAINTS,
     TensorData,
     history_curves,
     needs_validation,
@@ -237,6 +238,7 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         return tags
 
     _parameter_constraints: dict = {
+        **TRAINING_CONSTRAINTS,
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "covariance": [StrOptions({"full", "diagonal"})],
@@ -246,18 +248,7 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         "prior_precision": [Interval(Real, 0, None, closed="left")],
         "temperature": [Interval(Real, 0, None, closed="neither")],
         "init_dropout": [Interval(Real, 0, 1, closed="neither")],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "early_stopping": ["boolean"],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
-        "callbacks": [list, None],
-        "device": [str, torch.device],
-        "dtype": [StrOptions({"float32", "float64"})],
-        "verbose": ["verbose"],
-        "random_state": ["random_state"],
         "length_scale": [Interval(Real, 0, None, closed="left"), DEPRECATED],
     }
 

@@ -100,29 +100,6 @@ def _sg_init(self, kw):
         setattr(self, name, value)
 
 
-_COMMON = dict(
-    sampler="sghmc",
-    step_size="auto",
-    batch_size=128,
-    momentum=0.9,
-    burnin_step_size=None,
-    temperature=1.0,
-    n_samples=100,
-    n_warmup=100,
-    thin=1,
-    n_chains=1,
-    chain_method="vectorized",
-    n_jobs=None,
-    init="random",
-    n_init_steps=0,
-    device="cpu",
-    dtype="float32",
-    verbose=False,
-    warm_start=False,
-    random_state=None,
-)
-
-
 @register
 class SGMCMCClassifier(_SGSampling, HMCClassifier):
     __doc__ = (

@@ -31,7 +31,38 @@ __all__ = [
 ]
 
 
-class ProbaScorer:
+class _MetricScorer:
+    """A metric, its sign and its fixed keyword arguments; subclasses say what to predict."""
+
+    _factory = ""  # the make_*_scorer function that builds this kind, for the repr
+
+    def __init__(self, score_func, sign: int, kwargs: dict):
+        self._score_func = score_func
+        self._sign = sign
+        self._kwargs = kwargs
+
+    def _score(self, *predictions, y_true, sample_weight, **extra) -> float:
+        kwargs = dict(self._kwargs, **extra)
+        if sample_weight is not None:
+            kwargs["sample_weight"] = sample_weight
+        return self._sign * self._score_func(y_true, *predictions, **kwargs)
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {k}={_short(v)}" for k, v in self._kwargs.items())
+        sign = "" if self._sign > 0 else ", greater_is_better=False"
+        return f"{self._factory}({self._score_func.__name__}{sign}{extra})"
+
+
+def _sign_and_checked_kwargs(score_func, n_positional, greater_is_better, kwargs) -> int:
+    """Check ``kwargs`` against ``score_func``'s signature now, not at the first score."""
+    try:
+        inspect.signature(score_func).bind_partial(*([None] * n_positional), **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"invalid arguments for {score_func.__name__}: {exc}") from None
+    return 1 if greater_is_better else -1
+
+
+class ProbaScorer(_MetricScorer):
     """Score an estimator with a metric of ``(y_true, y_prob, labels=...)``.
 
     Build it with :func:`make_proba_scorer` or :func:`get_scorer`.
@@ -46,23 +77,12 @@ class ProbaScorer:
         Extra keyword arguments for ``score_func``.
     """
 
-    def __init__(self, score_func, sign: int, kwargs: dict):
-        self._score_func = score_func
-        self._sign = sign
-        self._kwargs = kwargs
+    _factory = "make_proba_scorer"
 
     def __call__(self, estimator, X, y_true, sample_weight=None) -> float:
         y_prob = estimator.predict_proba(X)
         labels = getattr(estimator, "classes_", None)
-        kwargs = dict(self._kwargs)
-        if sample_weight is not None:
-            kwargs["sample_weight"] = sample_weight
-        return self._sign * self._score_func(y_true, y_prob, labels=labels, **kwargs)
-
-    def __repr__(self) -> str:
-        extra = "".join(f", {k}={_short(v)}" for k, v in self._kwargs.items())
-        sign = "" if self._sign > 0 else ", greater_is_better=False"
-        return f"make_proba_scorer({self._score_func.__name__}{sign}{extra})"
+        return self._score(y_prob, y_true=y_true, sample_weight=sample_weight, labels=labels)
 
 
 def _short(value) -> str:
@@ -90,14 +110,11 @@ def make_proba_scorer(score_func, *, greater_is_better: bool = True, **kwargs) -
     >>> make_proba_scorer(expected_calibration_error, greater_is_better=False, n_bins=10)
     make_proba_scorer(expected_calibration_error, greater_is_better=False, n_bins=10)
     """
-    try:
-        inspect.signature(score_func).bind_partial(None, None, **kwargs)
-    except TypeError as exc:
-        raise TypeError(f"invalid arguments for {score_func.__name__}: {exc}") from None
-    return ProbaScorer(score_func, 1 if greater_is_better else -1, kwargs)
+    sign = _sign_and_checked_kwargs(score_func, 2, greater_is_better, kwargs)
+    return ProbaScorer(score_func, sign, kwargs)
 
 
-class GaussianScorer:
+class GaussianScorer(_MetricScorer):
     """Score a regressor with a metric of its Gaussian predictive ``(y_true, y_mean, y_std)``.
 
     Calls ``estimator.predict(X, return_std=True)``: our regressors, scikit-learn's
@@ -116,10 +133,7 @@ class GaussianScorer:
         Extra keyword arguments for ``score_func``.
     """
 
-    def __init__(self, score_func, sign: int, kwargs: dict):
-        self._score_func = score_func
-        self._sign = sign
-        self._kwargs = kwargs
+    _factory = "make_gaussian_scorer"
 
     def __call__(self, estimator, X, y_true, sample_weight=None) -> float:
         try:
@@ -138,15 +152,7 @@ class GaussianScorer:
                 f"{type(estimator).__name__}.predict(X, return_std=True) must return (mean, std)."
             )
         y_mean, y_std = prediction
-        kwargs = dict(self._kwargs)
-        if sample_weight is not None:
-            kwargs["sample_weight"] = sample_weight
-        return self._sign * self._score_func(y_true, y_mean, y_std, **kwargs)
-
-    def __repr__(self) -> str:
-        extra = "".join(f", {k}={_short(v)}" for k, v in self._kwargs.items())
-        sign = "" if self._sign > 0 else ", greater_is_better=False"
-        return f"make_gaussian_scorer({self._score_func.__name__}{sign}{extra})"
+        return self._score(y_mean, y_std, y_true=y_true, sample_weight=sample_weight)
 
 
 def make_gaussian_scorer(score_func, *, greater_is_better: bool = True, **kwargs) -> GaussianScorer:
@@ -168,11 +174,8 @@ def make_gaussian_scorer(score_func, *, greater_is_better: bool = True, **kwargs
     >>> make_gaussian_scorer(interval_coverage, level=0.9)
     make_gaussian_scorer(interval_coverage, level=0.9)
     """
-    try:
-        inspect.signature(score_func).bind_partial(None, None, None, **kwargs)
-    except TypeError as exc:
-        raise TypeError(f"invalid arguments for {score_func.__name__}: {exc}") from None
-    return GaussianScorer(score_func, 1 if greater_is_better else -1, kwargs)
+    sign = _sign_and_checked_kwargs(score_func, 3, greater_is_better, kwargs)
+    return GaussianScorer(score_func, sign, kwargs)
 
 
 _SCORERS = {

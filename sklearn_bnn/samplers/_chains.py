@@ -90,6 +90,12 @@ def run_all_chains(
     ``seed`` starts them.
     """
     C = positions.shape[0]
+    if generator_states and len(generator_states) != (1 if chain_method == "vectorized" else C):
+        # the chain method changed since the streams were stored (one stream for vectorized
+        # chains, one per chain otherwise): start new streams drawn from the stored one
+        carried = torch.Generator().set_state(generator_states[0])
+        seed = int(torch.randint(2**62, (1,), generator=carried))
+        generator_states = None
     if chain_method == "vectorized":
         state = generator_states[0] if generator_states else None
         run, gen_state = run_chain_job(

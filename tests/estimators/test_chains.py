@@ -140,3 +140,33 @@ def test_nuts_estimator_samples_the_linear_regression_posterior():
     assert d["mean_tree_depth"].shape == (3,) and np.all(d["mean_tree_depth"] >= 1)
     assert 0.6 < reg.acceptance_rate_ < 1.0
     assert "depth" in reg.summary()
+
+
+@pytest.mark.parametrize("first, then", [("vectorized", "parallel"), ("sequential", "vectorized")])
+def test_warm_start_across_a_change_of_chain_method(blobs, first, then):
+    X, y = blobs
+    clf = HMCClassifier(**{**SMALL, "n_samples": 10}, n_chains=2, chain_method=first)
+    clf.set_params(warm_start=True).fit(X, y)
+    clf.set_params(chain_method=then, n_jobs=2).fit(X, y)
+    assert clf.samples_.draws.shape[:2] == (2, 20)
+    assert torch.isfinite(clf.samples_.draws).all()
+    again = HMCClassifier(**{**SMALL, "n_samples": 10}, n_chains=2, chain_method=first)
+    again.set_params(warm_start=True).fit(X, y)
+    again.set_params(chain_method=then, n_jobs=2).fit(X, y)
+    assert torch.equal(clf.samples_.draws, again.samples_.draws)  # still reproducible
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(n_chains=3), "n_chains"),
+        (dict(hidden_layer_sizes=(5,)), "hidden_layer_sizes"),
+    ],
+)
+def test_warm_start_refuses_a_change_it_would_ignore(blobs, change, match):
+    X, y = blobs
+    clf = HMCClassifier(**{**SMALL, "n_samples": 5}, n_chains=2, warm_start=True).fit(X, y)
+    draws = clf.samples_.draws.clone()
+    with pytest.raises(ValueError, match=match):
+        clf.set_params(**change).fit(X, y)
+    assert torch.equal(clf.samples_.draws, draws)  # the previous fit is intact
