@@ -91,7 +91,9 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         **fit_params
-            Passed to the wrapped estimator's ``fit`` (e.g. ``sample_weight``).
+            Passed to the wrapped estimator's ``fit``, for one that takes them (e.g.
+            ``sample_weight`` of a scikit-learn classifier; this package's Bayesian estimators
+            take no sample weights: their likelihood counts every row once).
 
         Returns
         -------

@@ -249,6 +249,11 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
                 f"{type(self).__name__} requires y to be passed, but the target y is None."
             )
         y = column_or_1d(y, warn=True)
+        if len(y) == 0:  # the same message scikit-learn gives for empty X
+            raise ValueError(
+                f"Found array with 0 sample(s) (shape={np.shape(X)}) while a minimum of 1 is "
+                f"required by {type(self).__name__}."
+            )
         check_classification_targets(y)
         rng = check_random_state(self.random_state)
         if self.estimator is None:

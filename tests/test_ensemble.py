@@ -70,6 +70,15 @@ def test_bad_parameters_raise_at_fit(params, match):
         reducer.fit(X, y)
 
 
+@pytest.mark.parametrize("stack", [False, True])
+def test_empty_data_is_refused_with_scikit_learns_message(stack):
+    X, y = make_classification(40, random_state=0)
+    reducer = EnsembleReducer(None if stack else BootstrapEnsemble(n_members=2))
+    empty = np.zeros((3, 0, 2)) if stack else X[:0]
+    with pytest.raises(ValueError, match="0 sample"):
+        reducer.fit(empty, y[:0])
+
+
 def test_estimator_without_predict_samples_rejected():
     X, y = make_classification(40, random_state=0)
     with pytest.raises(ValueError, match="predict_samples"):

@@ -254,12 +254,14 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         return validate_data(self, X, y, dtype=[np.float64, np.float32])
 
     # ---------------------------------------------------------------- predict
-    def _net_output_samples(self, X) -> torch.Tensor:
+    def _net_output_samples(self, X, reduce=None) -> torch.Tensor:
         """Network outputs for ``n_mc_samples`` dropout draws: shape (n_mc_samples, n, n_out).
 
         Every draw uses one mask for all points (a draw of the weights ``M diag(z)`` from
         ``q(w)``), from a generator seeded at fit, so predictions are reproducible and do not
-        depend on how ``X`` is ordered or split into batches.
+        depend on how ``X`` is ordered or split into batches. ``reduce`` maps each chunk of
+        rows' float64 outputs (n_mc_samples, rows, n_out) to (rows, ...) before the chunks are
+        joined, so the draws of all rows are never held at once.
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
@@ -274,11 +276,12 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
             sizes = check_hidden_layer_sizes(self.hidden_layer_sizes)
             width = max([self.n_features_in_, self._n_net_outputs(), *sizes])
             rows = max(1, _PREDICT_CHUNK_ELEMENTS // (T * width))
-            out = [
-                forward_with_masks(net, chunk, masks).expand(T, len(chunk), -1)
-                for chunk in Xt.split(rows)
-            ]
-        return torch.cat(out, dim=1).cpu().double()
+            out = []
+            for chunk in Xt.split(rows):
+                f = forward_with_masks(net, chunk, masks).expand(T, len(chunk), -1)
+                f = f.cpu().double()
+                out.append(f if reduce is None else reduce(f))
+        return torch.cat(out, dim=1 if reduce is None else 0)
 
     # ----------------------------------------------------------- persistence
     def _get_state(self) -> dict:
@@ -713,8 +716,9 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         ndarray of shape (n_mc_samples, n_samples) or (n_mc_samples, n_samples, n_outputs)
             The 2-D form for a single output.
         """
-        f = to_numpy(self._net_output_samples(X)).astype(np.float64)
-        f = f * self.y_scale_ + self.y_mean_
+        f = to_numpy(self._net_output_samples(X))
+        f *= self.y_scale_
+        f += self.y_mean_
         return f[..., 0] if self.n_outputs_ == 1 else f
 
     def predict(self, X, return_std: bool = False):
@@ -731,14 +735,23 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
         std : ndarray of the same shape, when ``return_std``
         """
-        samples = self.predict_samples(X)
-        mean = samples.mean(axis=0)
+        scale = torch.as_tensor(self.y_scale_, dtype=torch.float64)
+        loc = torch.as_tensor(self.y_mean_, dtype=torch.float64)
+
+        def moments(f):  # (T, rows, n_out) -> (rows, 2, n_out), in the units of y
+            f = f * scale + loc
+            return torch.stack([f.mean(0), f.var(0, unbiased=False)], 1)
+
+        both = to_numpy(self._net_output_samples(X, reduce=moments))
+        mean, var = both[:, 0], both[:, 1]
+        if self.n_outputs_ == 1:
+            mean, var = mean[:, 0], var[:, 0]
         if not return_std:
             return mean
         noise_var = 1.0 / np.asarray(self.noise_precision_, dtype=np.float64)
         if self.n_outputs_ == 1:
             noise_var = noise_var[0]
-        return mean, np.sqrt(noise_var + samples.var(axis=0))
+        return mean, np.sqrt(noise_var + var)
 
 
 class _WithNoise(nn.Module):

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._persistence import register
 from .._utils import check_scalar_param, to_numpy
@@ -17,6 +17,10 @@ from ..likelihoods import Bernoulli, Categorical, Gaussian
 from ._base import BaseSamplingEstimator
 
 __all__ = ["HMCClassifier", "HMCRegressor"]
+
+# Rows of X per chunk of a regressor's prediction, sized so that the (draws, rows, outputs)
+# float64 block of one chunk stays near 32 MB whatever the number of rows.
+_PREDICT_CHUNK_BYTES = 2**25
 
 _PARAMS_DOC = """
     Parameters
@@ -400,9 +404,12 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         """The first output, per draw."""
         return outputs[..., 0]
 
-    def _raw_samples(self, X) -> np.ndarray:
-        out = to_numpy(self._network_outputs(X)).astype(np.float64)  # (S, n, n_out)
-        return out * np.reshape(self._y_scale, -1) + np.reshape(self._y_mean, -1)
+    def _raw_samples(self, X, validate: bool = True) -> np.ndarray:
+        out = to_numpy(self._network_outputs(X, validate=validate))  # (S, n, n_out)
+        out = out.astype(np.float64, copy=False)
+        out *= np.reshape(self._y_scale, -1)
+        out += np.reshape(self._y_mean, -1)
+        return out
 
     def predict_samples(self, X) -> np.ndarray:
         """The network's prediction under each posterior draw (noise-free).
@@ -417,6 +424,9 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
     def predict(self, X, return_std: bool = False):
         """Posterior predictive mean, and optionally its standard deviation.
 
+        The draws are evaluated on chunks of rows, so memory stays bounded (about 32 MB of
+        per-draw outputs) however many rows ``X`` has.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
@@ -429,12 +439,21 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
         std : ndarray of the same shape, when ``return_std``
         """
-        out = self._raw_samples(X)
-        mean = out.mean(axis=0)
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        per_row = 8 * len(self.samples_) * self.n_outputs_
+        rows = max(1, _PREDICT_CHUNK_BYTES // per_row)
+        means, variances = [], []
+        for start in range(0, len(X), rows):
+            out = self._raw_samples(X[start : start + rows], validate=False)
+            means.append(out.mean(axis=0))
+            if return_std:
+                variances.append(out.var(axis=0))
+        mean = np.concatenate(means)
         if not self._y_2d:
             mean = mean[:, 0]
         if not return_std:
             return mean
         noise_var = np.reshape(self.noise_std_, -1) ** 2  # E[1 / tau] over draws, y units
-        std = np.sqrt(out.var(axis=0) + noise_var)
+        std = np.sqrt(np.concatenate(variances) + noise_var)
         return mean, (std if self._y_2d else std[:, 0])

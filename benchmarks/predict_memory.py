@@ -1,0 +1,100 @@
+"""Peak memory of a regressor's ``predict(X, return_std=True)`` on many rows (issue 19).
+
+200,000 rows x 200 posterior draws, one output: the answer is two float64 vectors (3.2 MB).
+Each measurement runs in a fresh subprocess with glibc's mmap and trim thresholds fixed at
+128 KiB (see ``split_memory.py``: then the peak RSS follows the peak of live memory). The model
+is fitted on 200 rows, the test rows are made, the peak RSS is reset
+(``/proc/self/clear_refs``), and one call is measured. Reported: the increase of the peak RSS
+over the RSS just before the call, in MiB, for
+
+- ``regressor``: ``HMCRegressor.predict(X, return_std=True)`` (rows in chunks);
+- ``all_draws``: the same numbers from ``predict_samples`` (every draw of every row at once,
+  what ``predict`` did before);
+- ``classifier``: ``HMCClassifier.predict_proba`` on the same rows (streams over draws);
+- ``dropout``: ``MCDropoutRegressor.predict(X, return_std=True)`` with 200 dropout draws.
+
+Run: ``python benchmarks/predict_memory.py [--rows 200000] [--draws 200]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+
+
+def _kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(field)
+
+
+def measure(what: str, rows: int, draws: int) -> dict:
+    import torch
+
+    from sklearn_bnn import HMCClassifier, HMCRegressor, MCDropoutRegressor
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    X_fit = rng.normal(size=(200, 10))
+    y_fit = X_fit[:, 0] + 0.1 * rng.normal(size=200)
+    small = dict(hidden_layer_sizes=(50,), n_samples=draws, n_warmup=20, n_leapfrog=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if what == "classifier":
+            model = HMCClassifier(**small, random_state=0).fit(X_fit, y_fit > 0)
+        elif what == "dropout":
+            model = MCDropoutRegressor(
+                hidden_layer_sizes=(50,), max_iter=5, n_mc_samples=draws, random_state=0
+            ).fit(X_fit, y_fit)
+        else:
+            model = HMCRegressor(**small, random_state=0).fit(X_fit, y_fit)
+    X = rng.normal(size=(rows, 10))
+    before = _kib("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    if what == "all_draws":
+        out = model.predict_samples(X)
+        answer = (out.mean(0), np.sqrt(out.var(0) + model.noise_std_**2))
+        del out
+    elif what == "classifier":
+        answer = model.predict_proba(X)
+    else:
+        answer = model.predict(X, return_std=True)
+    peak = _kib("VmHWM")
+    size = sum(a.nbytes for a in (answer if isinstance(answer, tuple) else (answer,)))
+    return {"what": what, "added_mib": (peak - before) / 1024, "answer_mib": size / 2**20}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=200_000)
+    p.add_argument("--draws", type=int, default=200)
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        print(json.dumps(measure(args.child, args.rows, args.draws)))
+        return
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(128 * 1024))
+    env["MALLOC_TRIM_THRESHOLD_"] = str(128 * 1024)
+    results = []
+    for what in ("regressor", "all_draws", "classifier", "dropout"):
+        cmd = [sys.executable, __file__, "--child", what]
+        cmd += ["--rows", str(args.rows), "--draws", str(args.draws)]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        r = results[-1]
+        print(f"{r['what']:>10}: +{r['added_mib']:8.1f} MiB (answer {r['answer_mib']:.1f} MiB)")
+    base = {r["what"]: r["added_mib"] for r in results}
+    print(f"regressor / all_draws = {base['regressor'] / base['all_draws']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
