@@ -32,7 +32,7 @@ def report(name, reg, X, y, dt):
     noise_sd = float("nan")
     if hasattr(reg, "precisions_"):
         lam = reg.precisions_[..., -1].double().numpy()
-        noise_sd = float(np.sqrt((1.0 / lam).mean()) * reg._y_scale)
+        noise_sd = float(np.sqrt((1.0 / lam).mean()) * reg.y_scale_)
     print(
         f"| {name} | {noise_sd:.3f} | {rmse:.3f} | {100 * cover:.0f} % | {np.mean(std):.3f} "
         f"| {dt:.0f} |"

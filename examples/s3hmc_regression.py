@@ -28,7 +28,7 @@ reg = HMCRegressor(
 )
 reg.fit(X, y)
 
-noise_sd = np.sqrt((1.0 / reg.precisions_[..., -1].double().numpy()).mean()) * reg._y_scale
+noise_sd = np.sqrt((1.0 / reg.precisions_[..., -1].double().numpy()).mean()) * reg.y_scale_
 print(f"learned noise sd: {noise_sd:.3f} (truth 0.100)")
 for k, name in enumerate(reg.precision_names_):
     print(

@@ -266,7 +266,7 @@ def test_classifier_relabelled_as_regressor(files, tmp_path):
     payload["class"] = "HMCRegressor"
     payload["params"]["noise_precision"] = 1.0
     payload["params"]["normalize_y"] = True
-    _expect_rejected(payload, tmp_path, r"lacks \['_y_2d', '_y_mean', '_y_scale'\]")
+    _expect_rejected(payload, tmp_path, r"lacks \['_y_2d', 'y_mean_', 'y_scale_'\]")
 
 
 def test_draws_of_the_wrong_shape(files, tmp_path):
@@ -548,3 +548,15 @@ def test_sampler_parameter_not_of_its_class_is_refused(files, tmp_path):
     payload = _sampler_payload(files, tmp_path)
     payload["params"]["sampler"]["params"]["__dict__"]["__reduce__"] = "os.system"
     _expect_rejected(payload, tmp_path, "do not match its class")
+
+
+def test_regressor_file_with_the_old_private_target_scaling_names_loads(files, tmp_path):
+    model = files[0]["hmc_reg"]
+    payload = _payload(files, "hmc_reg")
+    state = _state(payload)
+    state["_y_mean"], state["_y_scale"] = state.pop("y_mean_"), state.pop("y_scale_")
+    torch.save(payload, tmp_path / "old.pt")
+    back = sklearn_bnn.load(tmp_path / "old.pt")
+    X, _, _ = _data()
+    np.testing.assert_array_equal(back.predict(X), model.predict(X))
+    assert back.y_scale_ == model.y_scale_

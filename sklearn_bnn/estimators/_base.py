@@ -9,10 +9,12 @@ here once.
 from __future__ import annotations
 
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._persistence import (
@@ -35,7 +37,6 @@ from .._persistence import (
     optional,
 )
 from .._utils import (
-    check_scalar_param,
     draw_seed,
     resolve_device,
     resolve_dtype,
@@ -123,46 +124,48 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         raise NotImplementedError
 
     # -- validation ----------------------------------------------------------------
-    def _validate_params(self) -> None:
+    # scikit-learn's parameter constraints (checked by ``_validate_params`` at the start of
+    # ``fit``, with scikit-learn's message); ``_check_params`` adds what they cannot say.
+    _parameter_constraints: dict = {
+        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
+        "activation": [str],
+        "module": "no_validation",  # a torch module class or a factory: checked when built
+        "prior_precision": [Interval(Real, 0, None, closed="neither"), HasMethods(["bind"])],
+        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_warmup": [Interval(Integral, 0, None, closed="left")],
+        "sampler": [str, HasMethods(["build"])],
+        "step_size": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "n_leapfrog": [Interval(Integral, 1, None, closed="left")],
+        "trajectory_length": [Interval(Real, 0, None, closed="neither"), None],
+        "max_tree_depth": [Interval(Integral, 1, 30, closed="both")],
+        "target_accept": [Interval(Real, 0, 1, closed="neither")],
+        "thin": [Interval(Integral, 1, None, closed="left")],
+        "n_chains": [Interval(Integral, 1, None, closed="left")],
+        "chain_method": [StrOptions(set(CHAIN_METHODS))],
+        "n_jobs": [Integral, None],
+        "adapt_mass": ["boolean"],
+        "init": [StrOptions({"map", "random"})],
+        "n_init_steps": [Interval(Integral, 0, None, closed="left")],
+        "device": [str, torch.device],
+        "dtype": [StrOptions({"float32", "float64"}), torch.dtype, type],
+        "verbose": ["verbose"],
+        "warm_start": ["boolean"],
+        "random_state": ["random_state"],
+        "temperature": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def _check_params(self) -> None:
+        """scikit-learn's constraints, then the checks that involve several parameters."""
+        self._validate_params()
         check_hidden_layer_sizes(self.hidden_layer_sizes)
         if self.module is None and self.activation not in ACTIVATIONS:
             raise ValueError(
                 f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}."
             )
-        check_scalar_param(self.n_samples, "n_samples", kind="int", low=1)
-        check_scalar_param(self.n_warmup, "n_warmup", kind="int", low=0)
-        check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
-        check_scalar_param(self.max_tree_depth, "max_tree_depth", kind="int", low=1, high=30)
+        resolve_dtype(self.dtype)
         self._sampler_object()  # a ValueError naming `sampler` if it is not one
-        check_scalar_param(self.thin, "thin", kind="int", low=1)
-        check_scalar_param(self.n_chains, "n_chains", kind="int", low=1)
-        check_scalar_param(self.n_init_steps, "n_init_steps", kind="int", low=0)
-        if self.chain_method not in CHAIN_METHODS:
-            raise ValueError(
-                f"chain_method must be one of {CHAIN_METHODS}, got {self.chain_method!r}."
-            )
-        if self.init not in ("map", "random"):
-            raise ValueError(f"init must be 'map' or 'random', got {self.init!r}.")
-        check_scalar_param(
-            self.target_accept,
-            "target_accept",
-            low=0,
-            high=1,
-            low_inclusive=False,
-            high_inclusive=False,
-        )
-        check_scalar_param(self.step_size, "step_size", low=0, low_inclusive=False, allow=("auto",))
         if self.thin > self.n_samples:
             raise ValueError(f"thin={self.thin} must not exceed n_samples={self.n_samples}.")
-        check_scalar_param(
-            getattr(self, "temperature", 1.0), "temperature", low=0, low_inclusive=False
-        )
-        if getattr(self, "trajectory_length", None) is not None:
-            check_scalar_param(
-                self.trajectory_length, "trajectory_length", low=0, low_inclusive=False
-            )
-        if isinstance(self.prior_precision, int | float):
-            check_scalar_param(self.prior_precision, "prior_precision", low=0, low_inclusive=False)
 
     # -- fitting ----------------------------------------------------------------
     def _build_network(self, seed: int, n_in: int, n_out: int) -> torch.nn.Module:
@@ -198,7 +201,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             raise
 
     def _fit(self, X, y):
-        self._validate_params()
+        self._check_params()
         continuing = self._continuing()
         X, y = validate_data(
             self,
@@ -441,7 +444,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         if self._is_classifier():
             required["classes_"] = check_classes
         else:
-            required.update(_y_2d=is_bool, _y_mean=is_any, _y_scale=is_any)
+            required.update(_y_2d=is_bool, y_mean_=is_any, y_scale_=is_any)
         optional_entries = {"feature_names_in_": is_array(ndim=1, kinds="UO")}
         if not self._is_classifier():  # the learned (or fixed) noise, in y units
             optional_entries.update(_y_var=is_any, noise_precision_=is_any, noise_std_=is_any)
@@ -453,8 +456,11 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         """Check a decoded fitted state before :meth:`_set_state` (see ``sklearn_bnn.load``):
         the type of every attribute, and that every size agrees with the stored draws. The
         network is built on the ``meta`` device only, so no size in the file allocates memory."""
-        self._validate_params()
-        resolve_dtype(self.dtype)
+        self._check_params()
+        # files written before the target scaling became public
+        for old, new in (("_y_mean", "y_mean_"), ("_y_scale", "y_scale_")):
+            if old in state and new not in state:
+                state[new] = state.pop(old)
         check_state(state, *self._loaded_state_spec())
         n_in, n_out, samples = state["n_features_in_"], state["n_outputs_"], state["samples_"]
         check_feature_names(state)
@@ -466,7 +472,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         else:
             if not state["_y_2d"] and n_out != 1:
                 raise ValueError(f"n_outputs_={n_out} for a single-output regressor.")
-            for name in ("_y_mean", "_y_scale"):
+            for name in ("y_mean_", "y_scale_"):
                 value = np.asarray(state[name])
                 if value.dtype.kind not in "iuf" or value.size != n_out:
                     raise ValueError(f"{name} must hold n_outputs_={n_out} numbers.")

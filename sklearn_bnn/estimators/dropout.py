@@ -735,6 +735,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
         std : ndarray of the same shape, when ``return_std``
         """
+        check_is_fitted(self)
         scale = torch.as_tensor(self.y_scale_, dtype=torch.float64)
         loc = torch.as_tensor(self.y_mean_, dtype=torch.float64)
 

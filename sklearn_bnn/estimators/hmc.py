@@ -5,9 +5,12 @@ seeds/000 §3.1 (full HMC), REFERENCE §1.
 
 from __future__ import annotations
 
+from numbers import Real
+
 import numpy as np
 import torch
 from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -226,6 +229,9 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         draws are in ``samples_.stats["noise_precision"]`` (y units, one per draw).
     noise_std_ : float or ndarray of shape (n_outputs,)
         sqrt(E[1 / noise precision]): the noise standard deviation in units of y.
+    y_mean_, y_scale_ : float or ndarray of shape (n_outputs,)
+        The network is fitted to ``(y - y_mean_) / y_scale_`` (0 and 1 without
+        ``normalize_y``), as in the MC-dropout and plan-net regressors.
 
     Examples
     --------
@@ -302,8 +308,6 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         self.normalize_y = normalize_y
 
     _private_state = BaseSamplingEstimator._private_state + (
-        "_y_mean",
-        "_y_scale",
         "_y_2d",
         "_y_var",
     )
@@ -316,10 +320,15 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         tags.target_tags.multi_output = True
         return tags
 
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        if self.noise_precision is not None:
-            check_scalar_param(self.noise_precision, "noise_precision", low=0, low_inclusive=False)
+    _parameter_constraints: dict = {
+        **BaseSamplingEstimator._parameter_constraints,
+        "noise_precision": [Interval(Real, 0, None, closed="neither"), None],
+        "noise_prior": [tuple, list],
+        "normalize_y": ["boolean"],
+    }
+
+    def _check_params(self) -> None:
+        super()._check_params()
         prior = getattr(self, "noise_prior", (1.0, 0.01))
         if not (isinstance(prior, tuple | list) and len(prior) == 2):
             raise ValueError(f"noise_prior must be a pair (shape, rate), got {prior!r}.")
@@ -333,23 +342,23 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
             y_var = y.reshape(len(y), -1).var(axis=0)
             self._y_var = np.where(y_var > 0, y_var, 1.0)
             if self.normalize_y:
-                self._y_mean = y.mean(axis=0)
+                self.y_mean_ = y.mean(axis=0)
                 scale = y.std(axis=0)
-                self._y_scale = np.where(scale > 0, scale, 1.0)
+                self.y_scale_ = np.where(scale > 0, scale, 1.0)
             else:
                 n_out = y.shape[1] if y.ndim == 2 else 1
-                self._y_mean = np.zeros(n_out) if y.ndim == 2 else np.float64(0.0)
-                self._y_scale = np.ones(n_out) if y.ndim == 2 else np.float64(1.0)
-        y = (y - self._y_mean) / self._y_scale
+                self.y_mean_ = np.zeros(n_out) if y.ndim == 2 else np.float64(0.0)
+                self.y_scale_ = np.ones(n_out) if y.ndim == 2 else np.float64(1.0)
+        y = (y - self.y_mean_) / self.y_scale_
         y = y.reshape(len(y), -1)
         return torch.as_tensor(y), y.shape[1]
 
     def _likelihood(self):
         """N(y | f, 1/tau) in the units the network is fitted in (standardised with
-        ``normalize_y``): tau there is the y-unit precision times ``_y_scale**2``."""
-        scale2 = np.reshape(self._y_scale, -1) ** 2
+        ``normalize_y``): tau there is the y-unit precision times ``y_scale_**2``."""
+        scale2 = np.reshape(self.y_scale_, -1) ** 2
         if self.noise_precision is not None:
-            if np.ndim(self._y_scale) == 0:
+            if np.ndim(self.y_scale_) == 0:
                 return Gaussian(float(self.noise_precision * scale2[0]))
             return Gaussian(torch.as_tensor(self.noise_precision * scale2))
         # Gamma(a, b) on tau * Var(y) is Gamma(a, b Var(y) / scale^2) on the fitted units' tau
@@ -381,7 +390,7 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         """
         n_before = self.samples_.n_draws if self._continuing() else 0
         super().fit(X, y)
-        scale2 = torch.as_tensor(np.reshape(self._y_scale, -1) ** 2)
+        scale2 = torch.as_tensor(np.reshape(self.y_scale_, -1) ** 2)
         stats = self.samples_.stats
         if "noise_precision" in stats:  # fitted units -> y units, the new draws only
             tau = stats["noise_precision"].double()
@@ -407,8 +416,8 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
     def _raw_samples(self, X, validate: bool = True) -> np.ndarray:
         out = to_numpy(self._network_outputs(X, validate=validate))  # (S, n, n_out)
         out = out.astype(np.float64, copy=False)
-        out *= np.reshape(self._y_scale, -1)
-        out += np.reshape(self._y_mean, -1)
+        out *= np.reshape(self.y_scale_, -1)
+        out += np.reshape(self.y_mean_, -1)
         return out
 
     def predict_samples(self, X) -> np.ndarray:

@@ -8,8 +8,11 @@ array or a memory map) and go to the device one batch of ``batch_size`` rows at 
 
 from __future__ import annotations
 
+from numbers import Integral, Real
+
+from sklearn.utils._param_validation import Interval
+
 from .._persistence import register
-from .._utils import check_scalar_param
 from ..priors import GaussianPrior
 from ..samplers import SAMPLERS
 from ..targets import MinibatchTarget
@@ -57,15 +60,15 @@ class _SGSampling:
     target_accept = 0.8
     adapt_mass = False
 
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        check_scalar_param(self.batch_size, "batch_size", kind="int", low=1)
-        check_scalar_param(self.momentum, "momentum", low=0, high=1)
-        check_scalar_param(self.temperature, "temperature", low=0)
-        if self.burnin_step_size is not None:
-            check_scalar_param(
-                self.burnin_step_size, "burnin_step_size", low=0, low_inclusive=False
-            )
+    _sg_constraints: dict = {
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "momentum": [Interval(Real, 0, 1, closed="both")],
+        "temperature": [Interval(Real, 0, None, closed="left")],
+        "burnin_step_size": [Interval(Real, 0, None, closed="neither"), None],
+    }
+
+    def _check_params(self) -> None:
+        super()._check_params()
         if isinstance(self.sampler, str) and self.sampler.lower() not in _SG_NAMES:
             raise ValueError(
                 f"sampler must be one of {_SG_NAMES} or a sampler object, got {self.sampler!r}."
@@ -102,6 +105,10 @@ def _sg_init(self, kw):
 
 @register
 class SGMCMCClassifier(_SGSampling, HMCClassifier):
+    _parameter_constraints: dict = {
+        **HMCClassifier._parameter_constraints,
+        **_SGSampling._sg_constraints,
+    }
     __doc__ = (
         """Bayesian neural network classifier sampled by stochastic-gradient MCMC (seeds/004).
 
@@ -159,6 +166,10 @@ class SGMCMCClassifier(_SGSampling, HMCClassifier):
 
 @register
 class SGMCMCRegressor(_SGSampling, HMCRegressor):
+    _parameter_constraints: dict = {
+        **HMCRegressor._parameter_constraints,
+        **_SGSampling._sg_constraints,
+    }
     __doc__ = (
         """Bayesian neural network regressor sampled by stochastic-gradient MCMC (seeds/004).
 
@@ -211,5 +222,12 @@ class SGMCMCRegressor(_SGSampling, HMCRegressor):
     ):
         _sg_init(self, {k: v for k, v in locals().items() if k not in ("self", "__class__")})
 
+
+# The SG estimators take fewer parameters than the HMC classes they extend (no leapfrog
+# steps, tree depth, acceptance target or mass adaptation): keep only the constraints of theirs.
+for _cls in (SGMCMCClassifier, SGMCMCRegressor):
+    _cls._parameter_constraints = {
+        k: v for k, v in _cls._parameter_constraints.items() if k in _cls._get_param_names()
+    }
 
 assert set(_SG_NAMES) <= set(SAMPLERS)

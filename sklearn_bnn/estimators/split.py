@@ -7,11 +7,14 @@ memory is bounded by a subset, while the Metropolis-Hastings test uses the full-
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 import torch
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._persistence import is_int, register
-from .._utils import check_scalar_param, draw_seed, resolve_device
+from .._utils import draw_seed, resolve_device
 from ..priors import GaussianPrior
 from ..targets import SplitTarget
 from .hmc import HMCClassifier, HMCRegressor
@@ -46,15 +49,15 @@ _SPLIT_PARAMS_DOC = """
 class _SplitSampling:
     """The split data path shared by the two split estimators (a mixin before the HMC class)."""
 
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        check_scalar_param(self.n_splits, "n_splits", kind="int", low=1)
-        if self.split_size is not None:
-            check_scalar_param(self.split_size, "split_size", kind="int", low=1)
-        if self.integrator not in SPLIT_INTEGRATORS:
-            raise ValueError(
-                f"integrator must be one of {sorted(SPLIT_INTEGRATORS)}, got {self.integrator!r}."
-            )
+    _split_constraints: dict = {
+        "n_splits": [Interval(Integral, 1, None, closed="left")],
+        "split_size": [Interval(Integral, 1, None, closed="left"), None],
+        "integrator": [StrOptions(set(SPLIT_INTEGRATORS))],
+        "data_device": [str, torch.device, None],
+    }
+
+    def _check_params(self) -> None:
+        super()._check_params()
         if self.data_device is not None:
             try:
                 resolve_device(self.data_device)
@@ -95,6 +98,10 @@ class _SplitSampling:
 
 @register
 class SplitHMCClassifier(_SplitSampling, HMCClassifier):
+    _parameter_constraints: dict = {
+        **HMCClassifier._parameter_constraints,
+        **_SplitSampling._split_constraints,
+    }
     __doc__ = (
         """Bayesian neural network classifier sampled by split HMC over data subsets.
 
@@ -191,6 +198,10 @@ class SplitHMCClassifier(_SplitSampling, HMCClassifier):
 
 @register
 class SplitHMCRegressor(_SplitSampling, HMCRegressor):
+    _parameter_constraints: dict = {
+        **HMCRegressor._parameter_constraints,
+        **_SplitSampling._split_constraints,
+    }
     __doc__ = (
         """Bayesian neural network regressor sampled by split HMC over data subsets.
 

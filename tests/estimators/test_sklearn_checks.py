@@ -1,6 +1,7 @@
 """The scikit-learn estimator contract, checked by scikit-learn itself."""
 
-from sklearn.utils.estimator_checks import parametrize_with_checks
+import pytest
+from sklearn.utils.estimator_checks import check_param_validation, parametrize_with_checks
 
 from sklearn_bnn import (
     HMCClassifier,
@@ -47,3 +48,29 @@ def _expected_failures(estimator):
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failures)
 def test_sklearn_contract(estimator, check):
     check(estimator)
+
+
+def _every_estimator():
+    from sklearn_bnn import (
+        LossCalibratedBNN,
+        MCDropoutClassifier,
+        MCDropoutRegressor,
+        PlanNetRegressor,
+    )
+
+    return [
+        *ESTIMATORS[:4],
+        ESTIMATORS[5],
+        ESTIMATORS[6],
+        MCDropoutClassifier(hidden_layer_sizes=(4,), max_iter=2),
+        MCDropoutRegressor(hidden_layer_sizes=(4,), max_iter=2),
+        LossCalibratedBNN(hidden_layer_sizes=(4,), max_iter=2),
+        PlanNetRegressor(hidden_layer_sizes=(4,), max_iter=2, n_estimators=1),
+    ]
+
+
+@pytest.mark.parametrize("estimator", _every_estimator(), ids=lambda e: type(e).__name__)
+def test_every_parameter_is_validated_the_scikit_learn_way(estimator):
+    """scikit-learn's own check: each parameter has a constraint, and a value of the wrong
+    type or range makes ``fit`` raise InvalidParameterError naming it, before any work."""
+    check_param_validation(type(estimator).__name__, estimator)
