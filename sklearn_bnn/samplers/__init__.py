@@ -14,9 +14,12 @@ from ._registry import SAMPLERS, register_sampler, resolve_sampler
 from .adaptation import DualAveraging, find_reasonable_step_size
 from .bridged import BridgedHMC
 from .constrained import ConstrainedHMC, ConstrainedHMCKernel
+from .euclidean import DenseMetric, DiagonalMetric, EuclideanMetric, IdentityMetric, as_metric
 from .hmc import HMC, HMCKernel, metropolis_hastings
 from .integrators import (
     INTEGRATORS,
+    drift,
+    kick,
     leapfrog,
     naive_split,
     randomised_split,
@@ -38,6 +41,10 @@ __all__ = [
     "ConstrainedHMC",
     "ConstrainedHMCKernel",
     "CHAIN_METHODS",
+    "DenseMetric",
+    "DiagonalMetric",
+    "EuclideanMetric",
+    "IdentityMetric",
     "HMC",
     "INTEGRATORS",
     "NUTS",
@@ -55,8 +62,11 @@ __all__ = [
     "S3HMCKernel",
     "Sampler",
     "State",
+    "as_metric",
     "chain_seeds",
+    "drift",
     "find_reasonable_step_size",
+    "kick",
     "kinetic_energy",
     "leapfrog",
     "metropolis_hastings",

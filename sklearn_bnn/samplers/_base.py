@@ -21,6 +21,8 @@ from typing import NamedTuple
 import torch
 from sklearn.base import BaseEstimator
 
+from .euclidean import as_metric
+
 __all__ = ["Info", "Kernel", "Sampler", "State", "kinetic_energy", "sample_momentum"]
 
 
@@ -110,14 +112,15 @@ class Sampler(BaseEstimator):
         """Raise ``ValueError`` if ``target`` lacks something this sampler needs."""
 
 
-def kinetic_energy(momentum: torch.Tensor, inv_mass: torch.Tensor) -> torch.Tensor:
-    """K(p) = p^T M^-1 p / 2 for a diagonal inverse mass, over the last axis."""
-    return 0.5 * (momentum * momentum * inv_mass).sum(-1)
+def kinetic_energy(momentum: torch.Tensor, inv_mass) -> torch.Tensor:
+    """K(p) = p^T M^-1 p / 2 over the last axis.
+
+    ``inv_mass`` is a metric of :mod:`.euclidean` or a tensor, the diagonal of M^-1 (see
+    :func:`~sklearn_bnn.samplers.euclidean.as_metric`); the metric computes it.
+    """
+    return as_metric(inv_mass).kinetic_energy(momentum)
 
 
-def sample_momentum(
-    shape, inv_mass: torch.Tensor, generator: torch.Generator, *, dtype, device
-) -> torch.Tensor:
-    """p ~ N(0, M) for the diagonal mass M = 1 / inv_mass."""
-    z = torch.randn(shape, generator=generator, dtype=dtype, device=device)
-    return z / inv_mass.sqrt()
+def sample_momentum(shape, inv_mass, generator: torch.Generator, *, dtype, device) -> torch.Tensor:
+    """p ~ N(0, M), drawn by the metric ``inv_mass`` (or a diagonal of M^-1, as a tensor)."""
+    return as_metric(inv_mass).sample_momentum(shape, generator, dtype=dtype, device=device)

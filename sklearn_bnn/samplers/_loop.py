@@ -20,6 +20,7 @@ from .adaptation import (
     find_reasonable_step_size,
     warmup_windows,
 )
+from .euclidean import EuclideanMetric
 
 
 @dataclass
@@ -36,7 +37,7 @@ class ChainRun:
     warmup_divergent: torch.Tensor  # (C,) divergences during warmup
     step_size: torch.Tensor  # (C,) the step size used for the draws
     state: State  # the last state, to continue from
-    inv_mass: torch.Tensor  # (D,) or (C, D): the inverse mass used for the draws
+    inv_mass: torch.Tensor  # (D,) or (C, D): the (diagonal of the) inverse mass of the draws
     draw_stats: dict = field(default_factory=dict)  # per kept draw: (C, n_kept) each
     n_grad: int = 0
     interrupted: bool = False
@@ -64,11 +65,15 @@ def run_chains(
     ``step_size="auto"`` finds a starting value (Hoffman & Gelman Alg. 4) and adapts it by dual
     averaging during warmup, restarting at the end of each of Stan's slow windows; a number (or
     a (C,) tensor) is used as it is. ``adapt_mass`` estimates a diagonal inverse mass per chain
-    over the slow windows. When the target has a ``gibbs_update(state, generator) -> (state,
-    stats)`` (not None), it runs once before warmup and after every transition (a Gibbs step of
-    parameters outside the kernel's position, e.g. a learned noise precision); its per-chain
-    ``stats`` are kept beside each draw as ``info.extra`` is. A KeyboardInterrupt
-    stops the loop and returns what was collected, flagged ``interrupted``.
+    over the slow windows, unless the kernel has a fixed ``metric`` (a user's
+    :class:`~.euclidean.DenseMetric`, say): that metric wins, no mass is adapted (with a
+    warning when ``adapt_mass`` asked for it), the step size is found and adapted under it, and
+    the run reports the diagonal of its inverse mass. When the target has a
+    ``gibbs_update(state, generator) -> (state, stats)`` (not None), it runs once before warmup
+    and after every transition (a Gibbs step of parameters outside the kernel's position, e.g. a
+    learned noise precision); its per-chain ``stats`` are kept beside each draw as
+    ``info.extra`` is. A KeyboardInterrupt stops the loop and returns what was collected,
+    flagged ``interrupted``.
     """
     C, D = state.position.shape
     dtype, device = state.position.dtype, state.position.device
@@ -81,6 +86,22 @@ def run_chains(
     if inv_mass is None:
         inv_mass = torch.ones(D, dtype=dtype, device=device)
     inv_mass = inv_mass.to(device, dtype)
+    fixed_metric = getattr(kernel, "metric", None)
+    if not isinstance(fixed_metric, EuclideanMetric):  # e.g. RMHMC's position-dependent one
+        fixed_metric = None
+    if fixed_metric is not None:
+        fixed_metric = fixed_metric.to(device, dtype)
+        if adapt_mass:
+            warnings.warn(
+                "adapt_mass=True is ignored: the sampler has a fixed metric, which wins over "
+                "mass adaptation.",
+                UserWarning,
+                stacklevel=3,
+            )
+        adapt_mass = False
+        diagonal = fixed_metric.diagonal()
+        if diagonal is not None:
+            inv_mass = diagonal.to(device, dtype)
     gibbs = getattr(kernel.target, "gibbs_update", None)
     n_grad, gibbs_stats = 0, {}
     if gibbs is not None:
@@ -89,7 +110,9 @@ def run_chains(
     if isinstance(step_size, str) and not adapt:
         step_size = getattr(kernel, "step_size", 1.0)
     if adapt:
-        eps0 = find_reasonable_step_size(kernel.target, state, inv_mass, generator)
+        eps0 = find_reasonable_step_size(
+            kernel.target, state, inv_mass if fixed_metric is None else fixed_metric, generator
+        )
         averager = DualAveraging(eps0, target_accept)
         eps = averager.step_size
     else:

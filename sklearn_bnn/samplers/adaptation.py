@@ -13,7 +13,9 @@ import math
 
 import torch
 
-from ._base import State, kinetic_energy, sample_momentum
+from ._base import State
+from .euclidean import as_metric
+from .integrators import drift, kick
 
 __all__ = [
     "DualAveraging",
@@ -77,7 +79,7 @@ class DualAveraging:
 def find_reasonable_step_size(
     target,
     state: State,
-    inv_mass: torch.Tensor,
+    inv_mass,
     generator: torch.Generator,
     initial=0.1,
     max_iter: int = 60,
@@ -85,20 +87,20 @@ def find_reasonable_step_size(
     """A starting step size per chain (Hoffman & Gelman 2014, Algorithm 4).
 
     Doubles or halves eps until the acceptance ratio of one leapfrog step crosses 1/2.
+    ``inv_mass`` is a metric of :mod:`.euclidean` or a diagonal of M^-1 (a tensor).
     """
     q, g, lp = state.position, state.grad, state.log_prob
     C = q.shape[0]
+    metric = as_metric(inv_mass)
     eps = torch.as_tensor(initial, dtype=q.dtype, device=q.device).expand(C).clone()
-    p = sample_momentum(q.shape, inv_mass, generator, dtype=q.dtype, device=q.device)
-    h0 = -lp + kinetic_energy(p, inv_mass)
+    p = metric.sample_momentum(q.shape, generator, dtype=q.dtype, device=q.device)
+    h0 = -lp + metric.kinetic_energy(p)
 
     def log_ratio(eps):
-        e = eps[:, None]
-        p1 = p + 0.5 * e * g
-        q1 = q + e * inv_mass * p1
-        lp1, g1 = target.value_and_grad(q1)
-        p1 = p1 + 0.5 * e * g1
-        r = h0 - (-lp1 + kinetic_energy(p1, inv_mass))
+        p1 = kick(p, g, 0.5 * eps)
+        lp1, g1 = target.value_and_grad(drift(q, p1, eps, metric))
+        p1 = kick(p1, g1, 0.5 * eps)
+        r = h0 - (-lp1 + metric.kinetic_energy(p1))
         return torch.nan_to_num(r, nan=-math.inf)
 
     r = log_ratio(eps)

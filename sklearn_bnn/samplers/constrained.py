@@ -19,7 +19,9 @@ import torch
 from .._utils import check_scalar_param
 from ._base import Sampler, State
 from ._registry import register_sampler
+from .euclidean import DenseMetric, as_metric
 from .hmc import HMCKernel
+from .integrators import drift, kick
 
 __all__ = ["ConstrainedHMC", "ConstrainedHMCKernel", "ReflectingLeapfrog", "reflect", "to_box"]
 
@@ -62,6 +64,13 @@ class ReflectingLeapfrog:
     ----------
     lower, upper : tensor (D,) or (C, D)
         The box.
+
+    Notes
+    -----
+    The position moves by the shared :func:`~.integrators.drift` and the momentum by
+    :func:`~.integrators.kick`; the walls then mirror coordinates and negate momentum
+    components, which retraces the path backwards only for a diagonal metric (a
+    :class:`~.euclidean.DenseMetric` is refused).
     """
 
     def __init__(self, lower: torch.Tensor, upper: torch.Tensor):
@@ -71,18 +80,24 @@ class ReflectingLeapfrog:
     def __call__(
         self, target, state: State, momentum, step_size, n_steps, inv_mass, generator=None
     ):
-        eps = step_size[:, None]
+        metric = as_metric(inv_mass)
+        if isinstance(metric, DenseMetric):
+            # negating one momentum component reverses one velocity component only when the
+            # metric is diagonal: with a dense one the walls would break reversibility
+            raise ValueError("ReflectingLeapfrog needs a diagonal metric, got a DenseMetric.")
+        half = 0.5 * step_size
         lower = self.lower.to(state.position)
         upper = self.upper.to(state.position)
         q = state.position
-        p = momentum + 0.5 * eps * state.grad
+        p = kick(momentum, state.grad, half)
         log_prob, grad = state.log_prob, state.grad
         n_grad = 0
         for i in range(n_steps):
-            q, p = reflect(q + eps * (inv_mass * p), p, lower, upper)
+            # the free drift by the metric's velocity, then the walls (coordinate-wise mirror)
+            q, p = reflect(drift(q, p, step_size, metric), p, lower, upper)
             log_prob, grad = target.value_and_grad(q)
             n_grad += 1
-            p = p + (eps if i < n_steps - 1 else 0.5 * eps) * grad
+            p = kick(p, grad, step_size if i < n_steps - 1 else half)
             if not torch.isfinite(log_prob).any():
                 break
         return State(q, log_prob, grad), p, n_grad

@@ -13,9 +13,10 @@ import torch
 from .._utils import check_scalar_param
 from ._base import Info, Kernel, Sampler, State, kinetic_energy, sample_momentum
 from ._registry import register_sampler
+from .euclidean import EuclideanMetric, as_metric
 from .integrators import leapfrog, resolve_integrator
 
-__all__ = ["HMC", "HMCKernel", "metropolis_hastings"]
+__all__ = ["HMC", "HMCKernel", "check_metric", "metropolis_hastings"]
 
 
 def metropolis_hastings(
@@ -80,6 +81,12 @@ class HMC(Sampler):
         estimators make.
     divergence_threshold : float, default=1000
         Energy error above which a trajectory counts as divergent (as Stan).
+    metric : DiagonalMetric or DenseMetric, default=None
+        A fixed Euclidean metric (see :mod:`sklearn_bnn.samplers.euclidean`), e.g.
+        ``DenseMetric(cov)`` with ``cov`` a covariance estimate of the posterior. None uses the
+        diagonal inverse mass the sampling loop gives (adapted with ``adapt_mass=True``,
+        identity otherwise). A given metric wins: the loop does not adapt the mass of this
+        sampler, and an ``inv_mass`` passed to the kernel's ``step`` is ignored.
 
     Examples
     --------
@@ -98,12 +105,14 @@ class HMC(Sampler):
         divergence_threshold=1000.0,
         trajectory_length=None,
         max_n_leapfrog=1024,
+        metric=None,
     ):
         self.n_leapfrog = n_leapfrog
         self.integrator = integrator
         self.divergence_threshold = divergence_threshold
         self.trajectory_length = trajectory_length
         self.max_n_leapfrog = max_n_leapfrog
+        self.metric = metric
 
     def _check_params(self) -> None:
         check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
@@ -114,6 +123,7 @@ class HMC(Sampler):
             )
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         resolve_integrator(self.integrator)
+        check_metric(self.metric)
 
     def check_target(self, target) -> None:
         self._check_params()
@@ -133,6 +143,16 @@ class HMC(Sampler):
             divergence_threshold=self.divergence_threshold,
             trajectory_length=self.trajectory_length,
             max_n_leapfrog=self.max_n_leapfrog,
+            metric=self.metric,
+        )
+
+
+def check_metric(metric) -> None:
+    """Raise ``ValueError`` unless ``metric`` is None or a Euclidean metric object."""
+    if metric is not None and not isinstance(metric, EuclideanMetric):
+        raise ValueError(
+            "metric must be None, a DiagonalMetric or a DenseMetric (sklearn_bnn.samplers), "
+            f"got {type(metric).__name__}."
         )
 
 
@@ -147,8 +167,9 @@ class HMCKernel(Kernel):
         Integration step size (overridable per call, e.g. during adaptation).
     n_leapfrog : int
         Integration steps per trajectory L.
-    inv_mass : tensor (D,) or (C, D), optional
-        Diagonal inverse mass matrix M^-1 (identity by default).
+    inv_mass : tensor (D,) or (C, D), or metric, optional
+        Default inverse mass: a diagonal of M^-1, or a metric of :mod:`.euclidean` (identity
+        by default); a ``step`` may override it.
     integrator : callable
         See :mod:`.integrators`; :func:`leapfrog` by default.
     divergence_threshold : float
@@ -158,6 +179,9 @@ class HMCKernel(Kernel):
         (see :class:`HMC`). None uses ``n_leapfrog``.
     max_n_leapfrog : int
         Cap on the steps a ``trajectory_length`` asks for.
+    metric : EuclideanMetric, optional
+        A fixed metric, used by every step: the ``inv_mass`` arguments (here and of ``step``)
+        are then ignored, and the sampling loop does not adapt a mass for this kernel.
 
     Examples
     --------
@@ -176,8 +200,11 @@ class HMCKernel(Kernel):
         divergence_threshold: float = 1000.0,
         trajectory_length: float | None = None,
         max_n_leapfrog: int = 1024,
+        metric=None,
     ):
+        check_metric(metric)
         self.target = target
+        self.metric = metric
         self.trajectory_length = trajectory_length
         self.max_n_leapfrog = max_n_leapfrog
         self.step_size = step_size
@@ -186,13 +213,25 @@ class HMCKernel(Kernel):
         self.integrator = integrator
         self.divergence_threshold = divergence_threshold
 
-    def _inv_mass(self, state: State, inv_mass):
+    def _metric(self, state: State, inv_mass):
+        """The metric of this step: the fixed ``metric`` (on the state's device and dtype,
+        converted once), else ``inv_mass``, else the kernel's ``inv_mass``, else identity."""
+        if self.metric is not None:
+            q = state.position
+            metric = self.metric.to(q.device, q.dtype)
+            if metric is not self.metric:
+                self.metric = metric
+            return metric
         inv_mass = self.inv_mass if inv_mass is None else inv_mass
         if inv_mass is None:
-            return torch.ones(
-                state.position.shape[-1], dtype=state.position.dtype, device=state.position.device
+            return as_metric(
+                torch.ones(
+                    state.position.shape[-1],
+                    dtype=state.position.dtype,
+                    device=state.position.device,
+                )
             )
-        return inv_mass
+        return as_metric(inv_mass)
 
     def n_steps(self, eps: torch.Tensor, generator: torch.Generator) -> int:
         """Leapfrog steps of the next trajectory: ``n_leapfrog``, or the jittered integration
@@ -219,8 +258,9 @@ class HMCKernel(Kernel):
             The only source of randomness.
         step_size : float or tensor (C,), optional
             Overrides the kernel's step size for this transition.
-        inv_mass : tensor (D,) or (C, D), optional
-            Overrides the kernel's inverse mass for this transition.
+        inv_mass : tensor (D,) or (C, D), or metric, optional
+            Overrides the kernel's inverse mass for this transition (ignored when the kernel
+            has a fixed ``metric``).
 
         Returns
         -------
@@ -228,15 +268,15 @@ class HMCKernel(Kernel):
         info : Info
         """
         eps = self._step_size(state, step_size)
-        inv_mass = self._inv_mass(state, inv_mass)
+        metric = self._metric(state, inv_mass)
         q = state.position
         n_steps = self.n_steps(eps, generator)
-        p0 = sample_momentum(q.shape, inv_mass, generator, dtype=q.dtype, device=q.device)
+        p0 = sample_momentum(q.shape, metric, generator, dtype=q.dtype, device=q.device)
         proposal, p1, n_grad = self.integrator(
-            self.target, state, p0, eps, n_steps, inv_mass, generator
+            self.target, state, p0, eps, n_steps, metric, generator
         )
-        h0 = -state.log_prob + kinetic_energy(p0, inv_mass)
-        h1 = -proposal.log_prob + kinetic_energy(p1, inv_mass)
+        h0 = -state.log_prob + kinetic_energy(p0, metric)
+        h1 = -proposal.log_prob + kinetic_energy(p1, metric)
         new_state, accept_prob, accepted, energy_error, divergent = metropolis_hastings(
             state, proposal, h0, h1, generator, self.divergence_threshold
         )

@@ -3,8 +3,14 @@
 An integrator is called as ``integrator(target, state, momentum, step_size, n_steps, inv_mass,
 generator)`` and returns ``(state, momentum, n_grad)``: the end point with its cached log density
 and gradient, the end momentum, and the gradient evaluations spent (in full-data gradients: one
-subset gradient of a split target counts 1/M). ``step_size`` is (C,), ``inv_mass`` (D,) or (C, D).
-Log densities are maximised, so the force is +grad log p = -grad U.
+subset gradient of a split target counts 1/M). ``step_size`` is (C,); ``inv_mass`` is a
+metric object of :mod:`.euclidean` or a tensor (D,) or (C, D), the diagonal of M^-1 (see
+:func:`~sklearn_bnn.samplers.euclidean.as_metric`). Log densities are maximised, so the force is
++grad log p = -grad U.
+
+Every scheme is composed of the two shared steps, :func:`kick` (momentum, by a force) and
+:func:`drift` (position, by the metric's velocity M^-1 p); NUTS's leaves and constrained HMC's
+reflecting leapfrog use the same two.
 
 The split integrators (seeds/000 §3.2, §4) take a :class:`~sklearn_bnn._split.SplitTarget` and
 move the momentum with one subset's force -grad U_m at a time, U_m = -log p(w)/M - l_m(w). Their
@@ -21,9 +27,12 @@ from __future__ import annotations
 import torch
 
 from ._base import State
+from .euclidean import as_metric
 
 __all__ = [
     "INTEGRATORS",
+    "drift",
+    "kick",
     "leapfrog",
     "naive_split",
     "randomised_split",
@@ -32,13 +41,72 @@ __all__ = [
 ]
 
 
+def kick(momentum: torch.Tensor, grad: torch.Tensor, eps: torch.Tensor, *, fused=False, out=None):
+    """The momentum step p + eps grad, per chain.
+
+    Parameters
+    ----------
+    momentum, grad : tensor (C, D)
+        The momentum and the force (the gradient of the log density, or of a part of it).
+    eps : tensor (C,)
+        The (signed, possibly fractional) step of each chain.
+    fused : bool, default=False
+        One multiply-add (:func:`torch.addcmul`, rounded once, no temporary) instead of a
+        product then a sum. Both are the same step; they round differently, and each sampler
+        keeps the form its draws have always been computed with.
+    out : tensor (C, D), optional
+        Where to write the result (``momentum`` itself for an update in place).
+
+    Returns
+    -------
+    tensor (C, D)
+    """
+    if fused:
+        return torch.addcmul(momentum, eps[:, None], grad, out=out)
+    return torch.add(momentum, eps[:, None] * grad, out=out)
+
+
+def drift(
+    position: torch.Tensor,
+    momentum: torch.Tensor,
+    eps: torch.Tensor,
+    metric,
+    *,
+    fused=False,
+    out=None,
+):
+    """The position step w + eps M^-1 p, per chain, with M^-1 p the ``metric``'s velocity.
+
+    Parameters
+    ----------
+    position, momentum : tensor (C, D)
+    eps : tensor (C,)
+    metric : EuclideanMetric
+        See :mod:`.euclidean` (a tensor must first go through ``as_metric``).
+    fused : bool, default=False
+        As in :func:`kick`; with a diagonal metric, w + (eps M^-1) * p.
+    out : tensor (C, D), optional
+        Where to write the result (``position`` itself for an update in place).
+
+    Returns
+    -------
+    tensor (C, D)
+    """
+    if fused:
+        factor = metric.step_factor(eps)  # a diagonal metric folds eps M^-1 into one factor
+        if factor is not None:
+            return torch.addcmul(position, factor, momentum, out=out)
+        return torch.addcmul(position, eps[:, None], metric.velocity(momentum), out=out)
+    return torch.add(position, eps[:, None] * metric.velocity(momentum), out=out)
+
+
 def leapfrog(
     target,
     state: State,
     momentum: torch.Tensor,
     step_size: torch.Tensor,
     n_steps: int,
-    inv_mass: torch.Tensor,
+    inv_mass,
     generator: torch.Generator | None = None,
 ):
     """Störmer-Verlet leapfrog, ``n_steps`` steps (seeds/000 eq. 4; REFERENCE §1).
@@ -48,16 +116,17 @@ def leapfrog(
     gradient at the start comes from the cached ``state``. Stops early when every chain has left
     the finite region (a divergence; the caller rejects it).
     """
-    eps = step_size[:, None]
+    metric = as_metric(inv_mass)
+    half = 0.5 * step_size
     q = state.position
-    p = momentum + 0.5 * eps * state.grad
+    p = kick(momentum, state.grad, half)
     log_prob, grad = state.log_prob, state.grad
     n_grad = 0
     for i in range(n_steps):
-        q = q + eps * (inv_mass * p)
+        q = drift(q, p, step_size, metric)
         log_prob, grad = target.value_and_grad(q)
         n_grad += 1
-        p = p + (eps if i < n_steps - 1 else 0.5 * eps) * grad
+        p = kick(p, grad, step_size if i < n_steps - 1 else half)
         if not torch.isfinite(log_prob).any():
             break
     return State(q, log_prob, grad), p, n_grad
@@ -69,7 +138,7 @@ def naive_split(
     momentum: torch.Tensor,
     step_size: torch.Tensor,
     n_steps: int,
-    inv_mass: torch.Tensor,
+    inv_mass,
     generator: torch.Generator | None = None,
 ):
     """Naive split leapfrog (nested leapfrog, seeds/000 eq. 8).
@@ -88,7 +157,7 @@ def randomised_split(
     momentum: torch.Tensor,
     step_size: torch.Tensor,
     n_steps: int,
-    inv_mass: torch.Tensor,
+    inv_mass,
     generator: torch.Generator | None = None,
 ):
     """Randomised split leapfrog (Neal 1995, seeds/000 eq. 7).
@@ -102,13 +171,13 @@ def randomised_split(
         raise ValueError("randomised_split draws the order of the subsets: pass a generator.")
     n_splits = target.n_splits
     order = torch.randperm(n_splits, generator=generator, device=generator.device).tolist()
-    half = 0.5 * step_size[:, None]
-    drift = step_size[:, None] / n_splits * inv_mass
-    path = _SplitPath(target, state.position, momentum)
+    half = 0.5 * step_size
+    path = _SplitPath(target, state.position, momentum, as_metric(inv_mass))
+    sub_step = step_size / n_splits
     for _ in range(n_steps):
         for m in order:
             path.kick(m, half)
-            path.drift(drift)
+            path.drift(sub_step)
             path.kick(m, half)
         if path.diverged():
             break
@@ -121,7 +190,7 @@ def symmetric_split(
     momentum: torch.Tensor,
     step_size: torch.Tensor,
     n_steps: int,
-    inv_mass: torch.Tensor,
+    inv_mass,
     generator: torch.Generator | None = None,
 ):
     """Novel symmetric split leapfrog (seeds/000 §4, Algorithm 1, eq. 9-10).
@@ -137,18 +206,18 @@ def symmetric_split(
     n_splits = target.n_splits
     if n_splits == 1:
         return leapfrog(target, state, momentum, step_size, n_steps, inv_mass, generator)
-    half = 0.5 * step_size[:, None]
-    drift = step_size[:, None] / (2 * (n_splits - 1)) * inv_mass
-    path = _SplitPath(target, state.position, momentum)
+    half = 0.5 * step_size
+    sub_step = step_size / (2 * (n_splits - 1))
+    path = _SplitPath(target, state.position, momentum, as_metric(inv_mass))
     for _ in range(n_steps):
         for m in range(n_splits):
             path.kick(m, half)
             if m < n_splits - 1:
-                path.drift(drift)
+                path.drift(sub_step)
         for m in reversed(range(n_splits)):
             path.kick(m, half)
             if m > 0:
-                path.drift(drift)
+                path.drift(sub_step)
         if path.diverged():
             break
     return path.end_state(), path.momentum, path.n_evals / n_splits
@@ -162,9 +231,10 @@ class _SplitPath:
     prior's value enters once, in :meth:`end_state`.
     """
 
-    def __init__(self, target, position: torch.Tensor, momentum: torch.Tensor):
+    def __init__(self, target, position: torch.Tensor, momentum: torch.Tensor, metric):
         self.target = target
-        # Private copies, updated in place: no allocation per kick or drift.
+        self.metric = metric
+        # Private copies, updated in place: no allocation per kick.
         self.position = position.clone()
         self.momentum = momentum.clone()
         self.n_evals = 0
@@ -178,12 +248,13 @@ class _SplitPath:
         return known
 
     def kick(self, m: int, half_step: torch.Tensor) -> None:
-        """p <- p + half_step * grad(-U_m)(w)."""
-        self.momentum.addcmul_(half_step, self._log_lik_and_grad(m)[1])
+        """p <- p + half_step * grad(-U_m)(w), ``half_step`` (C,)."""
+        grad = self._log_lik_and_grad(m)[1]
+        kick(self.momentum, grad, half_step, fused=True, out=self.momentum)
 
-    def drift(self, scale: torch.Tensor) -> None:
-        """w <- w + scale * p, with ``scale`` the step times the inverse mass."""
-        self.position.addcmul_(scale, self.momentum)
+    def drift(self, step: torch.Tensor) -> None:
+        """w <- w + step * M^-1 p, ``step`` (C,)."""
+        drift(self.position, self.momentum, step, self.metric, fused=True, out=self.position)
         self._known.clear()
 
     def diverged(self) -> bool:

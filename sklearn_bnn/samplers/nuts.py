@@ -42,8 +42,9 @@ import torch
 from .._utils import check_scalar_param
 from ._base import Info, Sampler, State, kinetic_energy, sample_momentum
 from ._registry import register_sampler
-from .hmc import HMC, HMCKernel
-from .integrators import resolve_integrator
+from .euclidean import IdentityMetric
+from .hmc import HMC, HMCKernel, check_metric
+from .integrators import drift, kick, resolve_integrator
 
 __all__ = ["NUTS", "NUTSKernel"]
 
@@ -143,6 +144,10 @@ class NUTS(Sampler):
     integrator : None, str or callable, default=None
         The one-step integrator of each leaf: None for the fused leapfrog, or a name of
         :data:`~sklearn_bnn.samplers.INTEGRATORS` (a split scheme on a split target).
+    metric : DiagonalMetric or DenseMetric, default=None
+        A fixed Euclidean metric (see :class:`~sklearn_bnn.samplers.HMC`): it wins over the
+        loop's mass adaptation, which is skipped for this sampler. None uses the loop's
+        diagonal inverse mass (adapted, or identity).
 
     Examples
     --------
@@ -154,14 +159,18 @@ class NUTS(Sampler):
     ['accept_prob', 'diverging', 'energy_error', 'tree_depth']
     """
 
-    def __init__(self, max_tree_depth=10, divergence_threshold=1000.0, integrator=None):
+    def __init__(
+        self, max_tree_depth=10, divergence_threshold=1000.0, integrator=None, metric=None
+    ):
         self.max_tree_depth = max_tree_depth
         self.divergence_threshold = divergence_threshold
         self.integrator = integrator
+        self.metric = metric
 
     def check_target(self, target) -> None:
         check_scalar_param(self.max_tree_depth, "max_tree_depth", kind="int", low=1, high=30)
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
+        check_metric(self.metric)
         if self.integrator is not None:
             HMC(integrator=self.integrator).check_target(target)
 
@@ -172,6 +181,7 @@ class NUTS(Sampler):
             max_tree_depth=self.max_tree_depth,
             divergence_threshold=self.divergence_threshold,
             integrator=None if self.integrator is None else resolve_integrator(self.integrator),
+            metric=self.metric,
         )
 
 
@@ -189,14 +199,17 @@ class NUTSKernel(HMCKernel):
         Integration step size (overridable per call, e.g. during adaptation).
     max_tree_depth : int
         Most doublings per transition (at most ``2**max_tree_depth - 1`` leapfrog steps).
-    inv_mass : tensor (D,) or (C, D), optional
-        Diagonal inverse mass matrix M^-1 (identity by default).
+    inv_mass : tensor (D,) or (C, D), or metric, optional
+        Default inverse mass (a diagonal of M^-1, or a metric); identity by default.
     integrator : callable, optional
         A reversible, volume-preserving integrator with the interface of :mod:`.integrators`,
         called for one step at a time. By default the leapfrog step is done here, fused
         (the same arithmetic as :func:`~sklearn_bnn.samplers.leapfrog`, fewer tensor operations).
     divergence_threshold : float
         Energy error above which a leaf counts as divergent (1000, as Stan).
+    metric : EuclideanMetric, optional
+        A fixed metric; the ``inv_mass`` arguments are then ignored (see
+        :class:`~sklearn_bnn.samplers.HMCKernel`).
 
     Notes
     -----
@@ -231,6 +244,7 @@ class NUTSKernel(HMCKernel):
         inv_mass=None,
         integrator=None,
         divergence_threshold: float = 1000.0,
+        metric=None,
     ):
         check_scalar_param(max_tree_depth, "max_tree_depth", kind="int", low=1, high=30)
         super().__init__(
@@ -240,6 +254,7 @@ class NUTSKernel(HMCKernel):
             inv_mass=inv_mass,
             integrator=integrator,
             divergence_threshold=divergence_threshold,
+            metric=metric,
         )
         self.max_tree_depth = max_tree_depth
 
@@ -267,8 +282,9 @@ class NUTSKernel(HMCKernel):
             The only source of randomness.
         step_size : float or tensor (C,), optional
             Overrides the kernel's step size for this transition.
-        inv_mass : tensor (D,) or (C, D), optional
-            Overrides the kernel's inverse mass for this transition.
+        inv_mass : tensor (D,) or (C, D), or metric, optional
+            Overrides the kernel's inverse mass for this transition (ignored when the kernel
+            has a fixed ``metric``).
 
         Returns
         -------
@@ -276,15 +292,17 @@ class NUTSKernel(HMCKernel):
         info : Info
         """
         eps = self._step_size(state, step_size)
-        inv_mass = self._inv_mass(state, inv_mass)
+        metric = self._metric(state, inv_mass)
+        if metric.is_unit:  # velocities are the momenta: skip the products
+            metric = IdentityMetric()
         q = state.position
         C = q.shape[0]
-        p0 = sample_momentum(q.shape, inv_mass, generator, dtype=q.dtype, device=q.device)
+        p0 = sample_momentum(q.shape, metric, generator, dtype=q.dtype, device=q.device)
         start = _Point(q, p0, state.log_prob, state.grad)
-        energy0 = -state.log_prob + kinetic_energy(p0, inv_mass)
+        energy0 = -state.log_prob + kinetic_energy(p0, metric)
 
         left = right = start  # the trajectory's backward and forward ends
-        left_sharp = right_sharp = inv_mass * p0
+        left_sharp = right_sharp = metric.velocity(p0)
         rho = p0
         log_weight = torch.zeros_like(energy0)  # the start's weight is exp(H0 - H0) = 1
         sample = _Sample(q, state.log_prob, state.grad, log_weight)
@@ -306,7 +324,7 @@ class NUTSKernel(HMCKernel):
             far_sharp = torch.where(fw, left_sharp, right_sharp)
             direction = torch.where(forward, 1.0, -1.0).to(q.dtype)
             sub = self._build_subtree(
-                j, near, eps * direction, inv_mass, energy0, active, u[2:], generator
+                j, near, eps * direction, metric, energy0, active, u[2:], generator
             )
             n_grad += sub.n_grad
             n_leapfrog += sub.n_leapfrog
@@ -355,7 +373,7 @@ class NUTSKernel(HMCKernel):
         return State(sample.position, sample.log_prob, sample.grad), info
 
     def _build_subtree(
-        self, depth, start, signed_eps, inv_mass, energy0, alive, u, generator
+        self, depth, start, signed_eps, metric, energy0, alive, u, generator
     ) -> _Subtree:
         """Build 2**depth leaves from ``start`` for the ``alive`` chains, leaf by leaf.
 
@@ -368,9 +386,7 @@ class NUTSKernel(HMCKernel):
         kept with the mask of the chains alive at each leaf.
         """
         n_leaves = 1 << depth
-        unit_metric = bool((inv_mass == 1).all())  # then velocities are the momenta
-        step = signed_eps[:, None]
-        half, drift = 0.5 * step, (step if unit_metric else step * inv_mass)
+        half = 0.5 * signed_eps
         gumbel = (-torch.log(-torch.log1p(-u))).unbind(0)  # Gumbel noise per leaf and chain
         point = start
         csum = torch.zeros_like(start.momentum)
@@ -390,11 +406,11 @@ class NUTSKernel(HMCKernel):
                     break
                 leaf_alive[n] = alive
             idx = None if all_alive else alive.nonzero().squeeze(1)
-            point, cost = self._advance(point, half, drift, signed_eps, inv_mass, idx, generator)
+            point, cost = self._advance(point, half, signed_eps, metric, idx, generator)
             n_grad += cost
             n_built += 1
             p = point.momentum
-            sharp = p if unit_metric else inv_mass * p
+            sharp = metric.velocity(p)
             # log weight H0 - H of the leaf; a non-finite energy counts as a divergence
             log_w = torch.add(energy0, torch.linalg.vecdot(p, sharp), alpha=-0.5)
             log_w = torch.nan_to_num_(log_w.add_(point.log_prob), nan=-math.inf, posinf=-math.inf)
@@ -444,18 +460,18 @@ class NUTSKernel(HMCKernel):
             n_grad=n_grad,
         )
 
-    def _advance(self, point: _Point, half, drift, signed_eps, inv_mass, idx, generator):
+    def _advance(self, point: _Point, half, signed_eps, metric, idx, generator):
         """One integration step for the chains ``idx`` (all when None; the others keep their
         point). Returns the new point and the gradient evaluations spent."""
         if idx is not None:
             point, full = _Point(*(x[idx] for x in point)), point
-            half, drift, signed_eps = half[idx], drift[idx], signed_eps[idx]
-            inv_mass = inv_mass[idx] if inv_mass.ndim == 2 else inv_mass
-        if self.integrator is None:  # leapfrog (seeds/000 eq. 4), one gradient
-            p = torch.addcmul(point.momentum, half, point.grad)
-            q = torch.addcmul(point.position, drift, p)
+            half, signed_eps = half[idx], signed_eps[idx]
+            metric = metric.select(idx)
+        if self.integrator is None:  # leapfrog (seeds/000 eq. 4), one gradient, fused steps
+            p = kick(point.momentum, point.grad, half, fused=True)
+            q = drift(point.position, p, signed_eps, metric, fused=True)
             log_prob, grad = self.target.value_and_grad(q)
-            new, cost = _Point(q, torch.addcmul(p, half, grad), log_prob, grad), 1
+            new, cost = _Point(q, kick(p, grad, half, fused=True), log_prob, grad), 1
         else:
             end, momentum, cost = self.integrator(
                 self.target,
@@ -463,7 +479,7 @@ class NUTSKernel(HMCKernel):
                 point.momentum,
                 signed_eps,
                 1,
-                inv_mass,
+                metric,
                 generator,
             )
             new = _Point(end.position, momentum, end.log_prob, end.grad)
