@@ -5,7 +5,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from sklearn_bnn.samplers import HMC, NUTS, sample
+from sklearn_bnn.samplers import (
+    HMC,
+    NUTS,
+    DenseMetric,
+    DiagonalMetric,
+    State,
+    as_metric,
+    kinetic_energy,
+    leapfrog,
+    sample,
+)
+from sklearn_bnn.samplers.constrained import ReflectingLeapfrog
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -41,3 +52,150 @@ def test_default_metric_draws_unchanged(key, sampler, kwargs):
         _correlated_5d(), torch.zeros(5, dtype=torch.float64), sampler, n_chains=2, **kwargs
     )
     assert torch.equal(result.draws, expected)
+
+
+# -- the metric objects ------------------------------------------------------------------------
+F64 = torch.float64
+
+
+def _spd(D, seed, jitter=0.5):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(D, D, generator=g, dtype=F64)
+    return a @ a.T + jitter * torch.eye(D, dtype=F64)
+
+
+def test_dense_velocity_and_kinetic_energy_are_the_closed_forms():
+    A = _spd(4, 0)
+    p = torch.randn(3, 4, generator=torch.Generator().manual_seed(1), dtype=F64)
+    metric = DenseMetric(A)
+    torch.testing.assert_close(metric.velocity(p), (A @ p.T).T, rtol=1e-12, atol=1e-12)
+    expected = 0.5 * torch.einsum("ci,ij,cj->c", p, A, p)
+    torch.testing.assert_close(metric.kinetic_energy(p), expected, rtol=1e-12, atol=1e-12)
+    # one matrix per chain
+    per_chain = torch.stack([_spd(4, s) for s in range(3)])
+    metric = DenseMetric(per_chain)
+    expected_v = torch.stack([per_chain[c] @ p[c] for c in range(3)])
+    torch.testing.assert_close(metric.velocity(p), expected_v, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        metric.kinetic_energy(p), 0.5 * (p * expected_v).sum(-1), rtol=1e-12, atol=1e-12
+    )
+    torch.testing.assert_close(metric.select(torch.tensor([2])).velocity(p[2:]), expected_v[2:])
+
+
+def test_dense_momentum_has_covariance_the_mass_matrix():
+    A = _spd(3, 2)  # the inverse mass
+    M = torch.linalg.inv(A)
+    n = 20_000
+    p = DenseMetric(A).sample_momentum(
+        (n, 3), torch.Generator().manual_seed(3), dtype=F64, device="cpu"
+    )
+    cov = p.T @ p / n  # mean zero by construction
+    # standard error of a Gaussian covariance entry: sqrt((M_ii M_jj + M_ij^2) / n)
+    se = ((M.diagonal()[:, None] * M.diagonal()[None] + M**2) / n).sqrt()
+    assert ((cov - M).abs() < 4 * se).all(), (cov, M)
+    assert (p.mean(0).abs() < 4 * (M.diagonal() / n).sqrt()).all()
+
+
+def test_diagonal_metric_is_the_tensor_arithmetic():
+    v = torch.tensor([0.5, 2.0, 3.0], dtype=F64)
+    p = torch.randn(2, 3, generator=torch.Generator().manual_seed(0), dtype=F64)
+    metric = DiagonalMetric(v)
+    assert torch.equal(metric.velocity(p), v * p)
+    assert torch.equal(metric.kinetic_energy(p), kinetic_energy(p, v))
+    draw = metric.sample_momentum((2, 3), torch.Generator().manual_seed(5), dtype=F64, device="cpu")
+    z = torch.randn((2, 3), generator=torch.Generator().manual_seed(5), dtype=F64)
+    assert torch.equal(draw, z / v.sqrt())
+    assert as_metric(metric) is metric
+    # a (C, D) tensor with C == D is C diagonals, never a dense matrix
+    square = torch.ones(3, 3, dtype=F64)
+    assert isinstance(as_metric(square), DiagonalMetric)
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (torch.ones(3, 4, dtype=F64), "square"),
+        (torch.tensor([[1.0, 0.5], [0.0, 1.0]], dtype=F64), "symmetric"),
+        (torch.tensor([[1.0, 2.0], [2.0, 1.0]], dtype=F64), "positive definite"),
+        (torch.ones(3, dtype=F64), "square"),
+        (torch.tensor([[1.0, float("nan")], [float("nan"), 1.0]]), "finite"),
+    ],
+)
+def test_bad_dense_matrix_is_refused_by_name(bad, message):
+    with pytest.raises(ValueError, match=f"inv_mass.*{message}"):
+        DenseMetric(bad)
+
+
+def test_bad_diagonal_is_refused_by_name():
+    with pytest.raises(ValueError, match="inv_mass must be positive"):
+        DiagonalMetric(torch.tensor([1.0, 0.0]))
+    with pytest.raises(ValueError, match="metric must be None"):
+        HMC(metric=torch.ones(3)).build(_Gaussian(torch.eye(3, dtype=F64)))
+
+
+# -- shared steps with a dense metric --------------------------------------------------------------
+class _Gaussian:
+    """N(0, cov) as a target object, with the closed-form gradient (fast, exact)."""
+
+    def __init__(self, cov):
+        self.cov = cov
+        self.precision = torch.linalg.inv(cov)
+        self.dim = cov.shape[0]
+        self.dtype, self.device = cov.dtype, cov.device
+
+    def value_and_grad(self, theta):
+        grad = -theta @ self.precision
+        return 0.5 * (theta * grad).sum(-1), grad
+
+
+def _energy(state, p, metric):
+    return -state.log_prob + metric.kinetic_energy(p)
+
+
+def test_leapfrog_with_a_dense_metric_is_reversible():
+    target = _Gaussian(_spd(5, 4))
+    metric = DenseMetric(_spd(5, 5))
+    g = torch.Generator().manual_seed(6)
+    q = torch.randn(3, 5, generator=g, dtype=F64)
+    start = State(q, *target.value_and_grad(q))
+    p0 = metric.sample_momentum((3, 5), g, dtype=F64, device="cpu")
+    eps = torch.full((3,), 0.05, dtype=F64)
+    end, p1, n_grad = leapfrog(target, start, p0, eps, 40, metric)
+    assert n_grad == 40  # one gradient a step
+    assert not torch.allclose(end.position, q)
+    back, p2, _ = leapfrog(target, end, -p1, eps, 40, metric)
+    torch.testing.assert_close(back.position, q, rtol=0, atol=1e-10)
+    torch.testing.assert_close(-p2, p0, rtol=0, atol=1e-10)
+
+
+def test_leapfrog_with_a_dense_metric_conserves_energy_to_second_order():
+    target = _Gaussian(_spd(5, 7))
+    metric = DenseMetric(_spd(5, 8))
+    g = torch.Generator().manual_seed(9)
+    q = torch.randn(1, 5, generator=g, dtype=F64)
+    start = State(q, *target.value_and_grad(q))
+    p0 = metric.sample_momentum((1, 5), g, dtype=F64, device="cpu")
+    h0 = _energy(start, p0, metric)
+    errors = []
+    for n in (20, 40, 80):  # the same integration time, halving the step
+        eps = torch.full((1,), 0.4 / n, dtype=F64)
+        end, p1, _ = leapfrog(target, start, p0, eps, n, metric)
+        errors.append(float((_energy(end, p1, metric) - h0).abs()))
+    assert errors[0] > 1e-8  # the error is measurable, not rounding
+    for a, b in zip(errors[:-1], errors[1:], strict=True):
+        assert 3.0 < a / b < 5.0, errors  # O(eps^2): halving eps divides it by ~4
+
+
+def test_reflecting_leapfrog_refuses_a_dense_metric():
+    target = _Gaussian(torch.eye(2, dtype=F64))
+    q = torch.zeros(1, 2, dtype=F64)
+    integrator = ReflectingLeapfrog(torch.full((2,), -1.0, dtype=F64), torch.ones(2, dtype=F64))
+    with pytest.raises(ValueError, match="diagonal metric"):
+        integrator(
+            target,
+            State(q, *target.value_and_grad(q)),
+            q,
+            torch.ones(1, dtype=F64),
+            1,
+            DenseMetric(torch.eye(2, dtype=F64)),
+        )
