@@ -1,10 +1,14 @@
 """Euclidean metric objects (DiagonalMetric, DenseMetric) and the shared kick / drift steps."""
 
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from sklearn.base import clone
 
+from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.samplers import (
     HMC,
     NUTS,
@@ -199,3 +203,170 @@ def test_reflecting_leapfrog_refuses_a_dense_metric():
             1,
             DenseMetric(torch.eye(2, dtype=F64)),
         )
+
+
+# -- sampling with a dense metric --------------------------------------------------------------
+def _correlated_10d():
+    """N(0, Sigma), D = 10, correlation 0.95 between every pair, scales 0.5 to 2."""
+    scales = torch.linspace(0.5, 2.0, 10, dtype=F64)
+    corr = torch.full((10, 10), 0.95, dtype=F64).fill_diagonal_(1.0)
+    return scales[:, None] * corr * scales[None]
+
+
+def _min_ess_per_gradient(result):
+    draws = result.draws.numpy()
+    min_ess = min(ess(draws[:, :, i]) for i in range(draws.shape[-1]))
+    return min_ess / result.info["n_grad_evals"]
+
+
+def _within_mc_error(draws, cov, n_se=4.0):
+    """Every mean and variance within ``n_se`` Monte Carlo standard errors (ESS-based)."""
+    x = draws.numpy()
+    true_var = cov.diagonal().numpy()
+    for i in range(x.shape[-1]):
+        xi = x[:, :, i]
+        mean_se = math.sqrt(xi.var() / ess(xi))
+        assert abs(xi.mean()) < n_se * mean_se, (i, xi.mean(), mean_se)
+        sq = xi**2  # the mean is known (0): E x^2 is the variance
+        var_se = math.sqrt(sq.var() / ess(sq))
+        assert abs(sq.mean() - true_var[i]) < n_se * var_se, (i, sq.mean(), true_var[i], var_se)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda metric: HMC(trajectory_length=3.0, metric=metric), lambda metric: NUTS(metric=metric)],
+    ids=["hmc", "nuts"],
+)
+def test_dense_metric_samples_a_correlated_gaussian_efficiently(make):
+    cov = _correlated_10d()
+    target = _Gaussian(cov)
+    start = torch.zeros(10, dtype=F64)
+    dense = sample(
+        target,
+        start,
+        make(DenseMetric(cov)),
+        n_warmup=300,
+        n_samples=1000,
+        n_chains=4,
+        random_state=0,
+    )
+    _within_mc_error(dense.draws, cov)
+    identity = sample(
+        target, start, make(None), n_warmup=300, n_samples=500, n_chains=4, random_state=0
+    )
+    # Measured (this seed, CPU): minimum ESS per gradient, dense metric against identity,
+    # HMC 1.40 against 0.023 (about 60x), NUTS 0.62 against 0.0085 (about 70x): the dense
+    # metric whitens the target, so the step size is no longer set by its narrowest direction.
+    dense_rate, identity_rate = _min_ess_per_gradient(dense), _min_ess_per_gradient(identity)
+    assert dense_rate > 10 * identity_rate, (dense_rate, identity_rate)
+
+
+def test_diagonal_metric_gives_the_draws_of_its_tensor():
+    from sklearn_bnn.samplers import HMCKernel, NUTSKernel, run_chains
+
+    cov = _correlated_10d()[:4, :4]
+    target = _Gaussian(cov)
+    per_chain = torch.linspace(0.5, 2.0, 12, dtype=F64).reshape(3, 4)  # (C, D): select per chain
+    for inv_mass in (cov.diagonal(), per_chain):
+        for kernel_type in (HMCKernel, NUTSKernel):
+            runs = []
+            for kernel, passed in (
+                (kernel_type(target), inv_mass),
+                (kernel_type(target, metric=DiagonalMetric(inv_mass)), None),
+            ):
+                state = kernel.init(torch.zeros(3, 4, dtype=F64))
+                run = run_chains(
+                    kernel,
+                    state,
+                    torch.Generator().manual_seed(0),
+                    n_warmup=20,
+                    n_samples=20,
+                    inv_mass=passed,
+                )
+                runs.append(run)
+            assert torch.equal(runs[0].draws, runs[1].draws), kernel_type
+            assert torch.equal(runs[0].inv_mass, runs[1].inv_mass)
+
+
+def test_fixed_metric_wins_over_mass_adaptation():
+    cov = _correlated_10d()[:3, :3]
+    sampler = NUTS(metric=DenseMetric(cov))
+    with pytest.warns(UserWarning, match="adapt_mass=True is ignored"):
+        result = sample(
+            _Gaussian(cov),
+            torch.zeros(3, dtype=F64),
+            sampler,
+            n_warmup=30,
+            n_samples=10,
+            n_chains=2,
+            adapt_mass=True,
+            random_state=0,
+        )
+    # the run reports the diagonal of the metric it used, not an adapted one
+    np.testing.assert_array_equal(result.info["inv_mass"], cov.diagonal().numpy())
+    # and a step's inv_mass is ignored when the kernel has a metric
+    kernel = sampler.build(_Gaussian(cov))
+    state = kernel.init(torch.zeros(2, 3, dtype=F64))
+    a = kernel.step(state, torch.Generator().manual_seed(1), step_size=0.3)[0]
+    b = kernel.step(
+        state, torch.Generator().manual_seed(1), step_size=0.3, inv_mass=torch.full((3,), 9.0)
+    )[0]
+    assert torch.equal(a.position, b.position)
+
+
+# -- scikit-learn parameters and files -----------------------------------------------------------
+@pytest.mark.parametrize("sampler_type", [HMC, NUTS])
+def test_clone_and_params_with_a_metric(sampler_type):
+    cov = _correlated_10d()[:3, :3]
+    sampler = sampler_type(metric=DenseMetric(cov))
+    copy = clone(sampler)
+    assert copy.metric is not sampler.metric  # a deep copy of the parameter
+    assert torch.equal(copy.metric.inv_mass, cov)
+    assert sampler.get_params()["metric"] is sampler.metric
+    assert "DenseMetric" in repr(sampler)
+    # a copy samples as the original does
+    target = _Gaussian(cov)
+    draws = [
+        sample(
+            target,
+            torch.zeros(3, dtype=F64),
+            s,
+            n_warmup=20,
+            n_samples=10,
+            n_chains=2,
+            random_state=0,
+        ).draws
+        for s in (sampler, copy)
+    ]
+    assert torch.equal(*draws)
+
+
+@pytest.mark.parametrize(
+    "metric",
+    [
+        DenseMetric(_correlated_10d()[:3, :3]),
+        DenseMetric(torch.stack([_spd(3, s) for s in range(2)])),
+        DiagonalMetric(torch.tensor([1.0, 2.0, 3.0], dtype=F64)),
+    ],
+    ids=["dense", "dense-per-chain", "diagonal"],
+)
+def test_sampler_with_a_metric_survives_a_file(tmp_path, metric):
+    from sklearn_bnn._persistence import decode, encode
+
+    path = tmp_path / "s.pt"
+    torch.save(encode(NUTS(max_tree_depth=4, metric=metric)), path)
+    back = decode(torch.load(path, weights_only=True))
+    assert type(back.metric) is type(metric)
+    assert torch.equal(back.metric.inv_mass, metric.inv_mass)
+    assert back.max_tree_depth == 4
+
+
+def test_a_tampered_metric_file_is_refused(tmp_path):
+    from sklearn_bnn._persistence import decode, encode
+
+    payload = encode(HMC(metric=DenseMetric(_correlated_10d()[:3, :3])))
+    state = payload["params"]["__dict__"]["metric"]["state"]["__dict__"]
+    not_pd = -torch.eye(3, dtype=F64)
+    state["inv_mass"] = encode(not_pd)
+    with pytest.raises(ValueError, match="positive definite"):
+        decode(payload)
