@@ -58,6 +58,11 @@ class EuclideanMetric:
         """The diagonal of M^-1, (D,) or (C, D) (None for the identity)."""
         raise NotImplementedError
 
+    @property
+    def n_chains(self) -> int | None:
+        """The number of chains of a per-chain metric; None when all chains share it."""
+        return None
+
     def step_factor(self, eps: torch.Tensor) -> torch.Tensor | None:
         """eps M^-1 as an elementwise factor (C, D) or (C, 1) when M^-1 is diagonal, so that a
         position step is one multiply-add ``w + factor * p``; None for a dense metric."""
@@ -161,6 +166,10 @@ class DiagonalMetric(EuclideanMetric):
 
     def step_factor(self, eps):
         return eps[:, None] * self.inv_mass
+
+    @property
+    def n_chains(self):
+        return self.inv_mass.shape[0] if getattr(self.inv_mass, "ndim", 0) == 2 else None
 
     def __repr__(self) -> str:
         return f"DiagonalMetric(inv_mass=<tensor of shape {tuple(self.inv_mass.shape)}>)"
@@ -269,6 +278,10 @@ class DenseMetric(EuclideanMetric):
 
     def diagonal(self):
         return torch.diagonal(self.inv_mass, dim1=-2, dim2=-1)
+
+    @property
+    def n_chains(self):
+        return self.inv_mass.shape[0] if self.inv_mass.ndim == 3 else None
 
     def __repr__(self) -> str:
         return f"DenseMetric(inv_mass=<tensor of shape {tuple(self.inv_mass.shape)}>)"

@@ -221,6 +221,12 @@ class HMCKernel(Kernel):
             metric = self.metric.to(q.device, q.dtype)
             if metric is not self.metric:
                 self.metric = metric
+            if metric.n_chains not in (None, q.shape[0]):
+                raise ValueError(
+                    f"the metric holds one inverse mass for each of {metric.n_chains} chains, "
+                    f"but {q.shape[0]} chains are sampled here (a per-chain metric needs "
+                    "chain_method='vectorized' and that many chains)."
+                )
             return metric
         inv_mass = self.inv_mass if inv_mass is None else inv_mass
         if inv_mass is None:

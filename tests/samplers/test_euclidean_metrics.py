@@ -370,3 +370,27 @@ def test_a_tampered_metric_file_is_refused(tmp_path):
     state["inv_mass"] = encode(not_pd)
     with pytest.raises(ValueError, match="positive definite"):
         decode(payload)
+
+
+def test_per_chain_metric_needs_as_many_chains():
+    per_chain = torch.stack([_spd(3, s) for s in range(2)])  # two chains
+    with pytest.raises(ValueError, match="each of 2 chains, but 3 chains"):
+        sample(
+            _Gaussian(torch.eye(3, dtype=F64)),
+            torch.zeros(3, dtype=F64),
+            HMC(n_leapfrog=2, metric=DenseMetric(per_chain)),
+            n_warmup=5,
+            n_samples=5,
+            n_chains=3,
+            random_state=0,
+        )
+    result = sample(
+        _Gaussian(torch.eye(3, dtype=F64)),
+        torch.zeros(3, dtype=F64),
+        NUTS(max_tree_depth=4, metric=DenseMetric(per_chain)),
+        n_warmup=20,
+        n_samples=20,
+        n_chains=2,
+        random_state=0,
+    )
+    assert result.draws.shape == (2, 20, 3)
