@@ -20,7 +20,7 @@ from .adaptation import (
     find_reasonable_step_size,
     warmup_windows,
 )
-from .euclidean import EuclideanMetric
+from .euclidean import EuclideanMetric, check_n_chains
 
 
 @dataclass
@@ -91,6 +91,7 @@ def run_chains(
         fixed_metric = None
     if fixed_metric is not None:
         fixed_metric = fixed_metric.to(device, dtype)
+        check_n_chains(fixed_metric, C)
         if adapt_mass:
             warnings.warn(
                 "adapt_mass=True is ignored: the sampler has a fixed metric, which wins over "

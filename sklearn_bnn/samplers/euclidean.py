@@ -22,7 +22,14 @@ import torch
 
 from .._persistence import register
 
-__all__ = ["DenseMetric", "DiagonalMetric", "EuclideanMetric", "IdentityMetric", "as_metric"]
+__all__ = [
+    "DenseMetric",
+    "DiagonalMetric",
+    "EuclideanMetric",
+    "IdentityMetric",
+    "as_metric",
+    "check_n_chains",
+]
 
 
 class EuclideanMetric:
@@ -303,6 +310,16 @@ class DenseMetric(EuclideanMetric):
     @classmethod
     def from_state(cls, state):
         return cls(state["inv_mass"])
+
+
+def check_n_chains(metric: EuclideanMetric, n_chains: int) -> None:
+    """Raise ``ValueError`` if ``metric`` is per chain for another number of chains."""
+    if metric.n_chains not in (None, n_chains):
+        raise ValueError(
+            f"the metric holds one inverse mass for each of {metric.n_chains} chains, but "
+            f"{n_chains} chains are sampled here (a per-chain metric needs "
+            "chain_method='vectorized' and that many chains)."
+        )
 
 
 def as_metric(inv_mass) -> EuclideanMetric:

@@ -13,7 +13,7 @@ import torch
 from .._utils import check_scalar_param
 from ._base import Info, Kernel, Sampler, State, kinetic_energy, sample_momentum
 from ._registry import register_sampler
-from .euclidean import EuclideanMetric, as_metric
+from .euclidean import EuclideanMetric, as_metric, check_n_chains
 from .integrators import leapfrog, resolve_integrator
 
 __all__ = ["HMC", "HMCKernel", "check_metric", "metropolis_hastings"]
@@ -221,12 +221,7 @@ class HMCKernel(Kernel):
             metric = self.metric.to(q.device, q.dtype)
             if metric is not self.metric:
                 self.metric = metric
-            if metric.n_chains not in (None, q.shape[0]):
-                raise ValueError(
-                    f"the metric holds one inverse mass for each of {metric.n_chains} chains, "
-                    f"but {q.shape[0]} chains are sampled here (a per-chain metric needs "
-                    "chain_method='vectorized' and that many chains)."
-                )
+            check_n_chains(metric, q.shape[0])
             return metric
         inv_mass = self.inv_mass if inv_mass is None else inv_mass
         if inv_mass is None:
