@@ -85,7 +85,8 @@ class ReflectingLeapfrog:
             # negating one momentum component reverses one velocity component only when the
             # metric is diagonal: with a dense one the walls would break reversibility
             raise ValueError("ReflectingLeapfrog needs a diagonal metric, got a DenseMetric.")
-        half = 0.5 * step_size
+        step = step_size[:, None]
+        half = 0.5 * step
         lower = self.lower.to(state.position)
         upper = self.upper.to(state.position)
         q = state.position
@@ -94,10 +95,10 @@ class ReflectingLeapfrog:
         n_grad = 0
         for i in range(n_steps):
             # the free drift by the metric's velocity, then the walls (coordinate-wise mirror)
-            q, p = reflect(drift(q, p, step_size, metric), p, lower, upper)
+            q, p = reflect(drift(q, p, step, metric), p, lower, upper)
             log_prob, grad = target.value_and_grad(q)
             n_grad += 1
-            p = kick(p, grad, step_size if i < n_steps - 1 else half)
+            p = kick(p, grad, step if i < n_steps - 1 else half)
             if not torch.isfinite(log_prob).any():
                 break
         return State(q, log_prob, grad), p, n_grad

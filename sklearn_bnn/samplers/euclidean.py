@@ -71,8 +71,9 @@ class EuclideanMetric:
         return None
 
     def step_factor(self, eps: torch.Tensor) -> torch.Tensor | None:
-        """eps M^-1 as an elementwise factor (C, D) or (C, 1) when M^-1 is diagonal, so that a
-        position step is one multiply-add ``w + factor * p``; None for a dense metric."""
+        """eps M^-1 (``eps`` (C, 1)) as an elementwise factor (C, D) or (C, 1) when M^-1 is
+        diagonal, so that a position step is one multiply-add ``w + factor * p``; None for a
+        dense metric."""
         return None
 
 
@@ -97,7 +98,7 @@ class IdentityMetric(EuclideanMetric):
         return None
 
     def step_factor(self, eps):
-        return eps[:, None]
+        return eps
 
     def __repr__(self) -> str:
         return "IdentityMetric()"
@@ -172,7 +173,7 @@ class DiagonalMetric(EuclideanMetric):
         return self.inv_mass
 
     def step_factor(self, eps):
-        return eps[:, None] * self.inv_mass
+        return eps * self.inv_mass
 
     @property
     def n_chains(self):

@@ -48,8 +48,9 @@ def kick(momentum: torch.Tensor, grad: torch.Tensor, eps: torch.Tensor, *, fused
     ----------
     momentum, grad : tensor (C, D)
         The momentum and the force (the gradient of the log density, or of a part of it).
-    eps : tensor (C,)
-        The (signed, possibly fractional) step of each chain.
+    eps : tensor (C,) or (C, 1)
+        The (signed, possibly fractional) step of each chain; a loop that reuses one step may
+        pass it as (C, 1) once and for all.
     fused : bool, default=False
         One multiply-add (:func:`torch.addcmul`, rounded once, no temporary) instead of a
         product then a sum. Both are the same step; they round differently, and each sampler
@@ -61,9 +62,11 @@ def kick(momentum: torch.Tensor, grad: torch.Tensor, eps: torch.Tensor, *, fused
     -------
     tensor (C, D)
     """
+    if eps.ndim == 1:
+        eps = eps[:, None]
     if fused:
-        return torch.addcmul(momentum, eps[:, None], grad, out=out)
-    return torch.add(momentum, eps[:, None] * grad, out=out)
+        return torch.addcmul(momentum, eps, grad, out=out)
+    return torch.add(momentum, eps * grad, out=out)
 
 
 def drift(
@@ -80,7 +83,7 @@ def drift(
     Parameters
     ----------
     position, momentum : tensor (C, D)
-    eps : tensor (C,)
+    eps : tensor (C,) or (C, 1)
     metric : EuclideanMetric
         See :mod:`.euclidean` (a tensor must first go through ``as_metric``).
     fused : bool, default=False
@@ -92,12 +95,14 @@ def drift(
     -------
     tensor (C, D)
     """
+    if eps.ndim == 1:
+        eps = eps[:, None]
     if fused:
         factor = metric.step_factor(eps)  # a diagonal metric folds eps M^-1 into one factor
         if factor is not None:
             return torch.addcmul(position, factor, momentum, out=out)
-        return torch.addcmul(position, eps[:, None], metric.velocity(momentum), out=out)
-    return torch.add(position, eps[:, None] * metric.velocity(momentum), out=out)
+        return torch.addcmul(position, eps, metric.velocity(momentum), out=out)
+    return torch.add(position, eps * metric.velocity(momentum), out=out)
 
 
 def leapfrog(
@@ -117,16 +122,17 @@ def leapfrog(
     the finite region (a divergence; the caller rejects it).
     """
     metric = as_metric(inv_mass)
-    half = 0.5 * step_size
+    step = step_size[:, None]
+    half = 0.5 * step
     q = state.position
     p = kick(momentum, state.grad, half)
     log_prob, grad = state.log_prob, state.grad
     n_grad = 0
     for i in range(n_steps):
-        q = drift(q, p, step_size, metric)
+        q = drift(q, p, step, metric)
         log_prob, grad = target.value_and_grad(q)
         n_grad += 1
-        p = kick(p, grad, step_size if i < n_steps - 1 else half)
+        p = kick(p, grad, step if i < n_steps - 1 else half)
         if not torch.isfinite(log_prob).any():
             break
     return State(q, log_prob, grad), p, n_grad
@@ -171,9 +177,9 @@ def randomised_split(
         raise ValueError("randomised_split draws the order of the subsets: pass a generator.")
     n_splits = target.n_splits
     order = torch.randperm(n_splits, generator=generator, device=generator.device).tolist()
-    half = 0.5 * step_size
+    half = 0.5 * step_size[:, None]
     path = _SplitPath(target, state.position, momentum, as_metric(inv_mass))
-    sub_step = step_size / n_splits
+    sub_step = step_size[:, None] / n_splits
     for _ in range(n_steps):
         for m in order:
             path.kick(m, half)
@@ -206,8 +212,8 @@ def symmetric_split(
     n_splits = target.n_splits
     if n_splits == 1:
         return leapfrog(target, state, momentum, step_size, n_steps, inv_mass, generator)
-    half = 0.5 * step_size
-    sub_step = step_size / (2 * (n_splits - 1))
+    half = 0.5 * step_size[:, None]
+    sub_step = step_size[:, None] / (2 * (n_splits - 1))
     path = _SplitPath(target, state.position, momentum, as_metric(inv_mass))
     for _ in range(n_steps):
         for m in range(n_splits):
@@ -248,12 +254,12 @@ class _SplitPath:
         return known
 
     def kick(self, m: int, half_step: torch.Tensor) -> None:
-        """p <- p + half_step * grad(-U_m)(w), ``half_step`` (C,)."""
+        """p <- p + half_step * grad(-U_m)(w), ``half_step`` (C, 1)."""
         grad = self._log_lik_and_grad(m)[1]
         kick(self.momentum, grad, half_step, fused=True, out=self.momentum)
 
     def drift(self, step: torch.Tensor) -> None:
-        """w <- w + step * M^-1 p, ``step`` (C,)."""
+        """w <- w + step * M^-1 p, ``step`` (C, 1)."""
         drift(self.position, self.momentum, step, self.metric, fused=True, out=self.position)
         self._known.clear()
 

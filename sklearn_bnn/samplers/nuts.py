@@ -386,7 +386,8 @@ class NUTSKernel(HMCKernel):
         kept with the mask of the chains alive at each leaf.
         """
         n_leaves = 1 << depth
-        half = 0.5 * signed_eps
+        step = signed_eps[:, None]  # (C, 1) once, for the kicks and drifts of every leaf
+        half = 0.5 * step
         gumbel = (-torch.log(-torch.log1p(-u))).unbind(0)  # Gumbel noise per leaf and chain
         point = start
         csum = torch.zeros_like(start.momentum)
@@ -406,7 +407,7 @@ class NUTSKernel(HMCKernel):
                     break
                 leaf_alive[n] = alive
             idx = None if all_alive else alive.nonzero().squeeze(1)
-            point, cost = self._advance(point, half, signed_eps, metric, idx, generator)
+            point, cost = self._advance(point, half, step, signed_eps, metric, idx, generator)
             n_grad += cost
             n_built += 1
             p = point.momentum
@@ -460,16 +461,16 @@ class NUTSKernel(HMCKernel):
             n_grad=n_grad,
         )
 
-    def _advance(self, point: _Point, half, signed_eps, metric, idx, generator):
+    def _advance(self, point: _Point, half, step, signed_eps, metric, idx, generator):
         """One integration step for the chains ``idx`` (all when None; the others keep their
         point). Returns the new point and the gradient evaluations spent."""
         if idx is not None:
             point, full = _Point(*(x[idx] for x in point)), point
-            half, signed_eps = half[idx], signed_eps[idx]
+            half, step, signed_eps = half[idx], step[idx], signed_eps[idx]
             metric = metric.select(idx)
         if self.integrator is None:  # leapfrog (seeds/000 eq. 4), one gradient, fused steps
             p = kick(point.momentum, point.grad, half, fused=True)
-            q = drift(point.position, p, signed_eps, metric, fused=True)
+            q = drift(point.position, p, step, metric, fused=True)
             log_prob, grad = self.target.value_and_grad(q)
             new, cost = _Point(q, kick(p, grad, half, fused=True), log_prob, grad), 1
         else:
