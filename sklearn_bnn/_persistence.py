@@ -42,6 +42,7 @@ __all__ = ["save", "load", "register", "register_network", "WeightsOnlyMixin"]
 FORMAT = "sklearn_bnn.weights/1"
 _REGISTRY: dict[str, type] = {}
 _NETWORKS: dict[str, Callable] = {}
+_SAMPLERS: dict[str, type] = {}  # filled by sklearn_bnn.samplers.register_sampler
 _MAX_DEPTH = 64
 
 # The only dtypes a file may name (torch.float32 is saved as {"__dtype__": "float32"}).
@@ -172,21 +173,23 @@ def encode(obj, where: str = "value"):
     raise _Unsaveable(f"{where}: {type(obj).__name__}")
 
 
+def register_sampler_class(name: str, cls: type) -> None:
+    """Make sampler objects of ``cls`` storable by ``name`` (called by
+    :func:`sklearn_bnn.samplers.register_sampler`, so that this module imports no sampler)."""
+    _SAMPLERS[name] = cls
+
+
 def _registered_sampler_name(obj) -> str | None:
     """The name ``obj``'s class is registered under as a sampler, or None."""
-    from .samplers._registry import SAMPLERS
-
-    for name, cls in SAMPLERS.items():
+    for name, cls in _SAMPLERS.items():
         if type(obj) is cls:
             return name
     return None
 
 
 def _decode_sampler(obj: dict, where: str, depth: int):
-    from .samplers._registry import SAMPLERS
-
     name = obj["__sampler__"]
-    cls = SAMPLERS.get(name) if type(name) is str else None
+    cls = _SAMPLERS.get(name) if type(name) is str else None
     if cls is None or set(obj) != {"__sampler__", "params"}:
         raise ValueError(f"{where}: sampler {_describe(name)} is not registered in this process.")
     params = decode(obj["params"], f"{where}.params", depth + 1)

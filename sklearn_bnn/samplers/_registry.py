@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 
+from .._persistence import register_sampler_class
 from ._base import Sampler
 
 __all__ = ["SAMPLERS", "register_sampler", "resolve_sampler"]
@@ -22,6 +23,7 @@ def register_sampler(name: str):
         if not (isinstance(cls, type) and issubclass(cls, Sampler)):
             raise TypeError(f"{cls!r} is not a Sampler subclass.")
         SAMPLERS[name.lower()] = cls
+        register_sampler_class(name.lower(), cls)  # storable by save/load under this name
         return cls
 
     return decorate
