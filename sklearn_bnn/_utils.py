@@ -39,6 +39,16 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return dev
 
 
+def predict_device(device) -> torch.device:
+    """Device for prediction: the fit-time ``device``, or the CPU where CUDA is missing.
+
+    A model fitted on a GPU and loaded on a machine without one predicts on the CPU.
+    """
+    if device not in ("cpu", None) and not torch.cuda.is_available():
+        return torch.device("cpu")
+    return resolve_device(device)
+
+
 def resolve_dtype(dtype: str | torch.dtype | type | None) -> torch.dtype:
     """Turn ``"float32"``/``"float64"`` (or the numpy/torch types) into a torch dtype."""
     if dtype is None:

@@ -38,6 +38,7 @@ from .._persistence import (
 )
 from .._utils import (
     draw_seed,
+    predict_device,
     resolve_device,
     resolve_dtype,
     seeded_torch,
@@ -407,7 +408,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         if validate:
             check_is_fitted(self)
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        network = self.network_.to(_predict_device(self.device))
+        network = self.network_.to(predict_device(self.device))
         return network.forward_batched(self.samples_.flat(), X, transform=transform, mean=mean)
 
     # -- persistence ----------------------------------------------------------------
@@ -554,8 +555,3 @@ def _not_dtype(field, value):
     raise ValueError(f"{field} must be torch.float32 or torch.float64, got {value!r}.")
 
 
-def _predict_device(device) -> torch.device:
-    """The fit-time device, or the CPU for a GPU-fitted model on a machine without one."""
-    if device not in ("cpu", None) and not torch.cuda.is_available():
-        return torch.device("cpu")
-    return resolve_device(device)

@@ -35,7 +35,7 @@ from skorch.helper import predefined_split
 from skorch.utils import TeeGenerator
 from tqdm.auto import tqdm
 
-from .._utils import resolve_device
+from .._utils import predict_device
 
 __all__ = [
     "BNNNet",
@@ -90,16 +90,6 @@ def isolated_rng(seed: int, device: torch.device | None = None) -> Iterator[None
             with torch.cuda.device(index):
                 torch.cuda.manual_seed(int(seed))
         yield
-
-
-def predict_device(device) -> torch.device:
-    """Device for prediction: the fit-time ``device``, or the CPU where CUDA is missing.
-
-    A model fitted on a GPU and loaded on a machine without one predicts on the CPU.
-    """
-    if device not in ("cpu", None) and not torch.cuda.is_available():
-        return torch.device("cpu")
-    return resolve_device(device)
 
 
 # ----------------------------------------------------------------------------- parameters
