@@ -50,13 +50,29 @@ class MinibatchTarget(Target):
         return X, y  # kept where they are: batches are moved in :meth:`batch`
 
     def batch(self, rows):
-        """Inputs and targets of ``rows`` (indices or a slice) on the compute device."""
-        X = self.X[rows]
-        y = self.y[rows]
-        X = self.network.as_tensor(np.ascontiguousarray(X) if isinstance(X, np.ndarray) else X)
-        y = torch.as_tensor(np.ascontiguousarray(y) if isinstance(y, np.ndarray) else y)
-        y = y.to(self.device, self.dtype if y.is_floating_point() else y.dtype)
-        return X, y
+        """Inputs and targets of ``rows`` (indices or a slice) on the compute device.
+
+        Index arrays (the stochastic-gradient samplers' batches, once per minibatch step) take
+        the cheap path: ``ndarray.take`` gathers the rows of a numpy array or memory map into a
+        fresh array that the tensor shares (no second copy), and a tensor is gathered by
+        ``index_select`` on the indices as a tensor (indexing a tensor by a numpy array
+        converts the indices element by element).
+        """
+        X = self.network.as_tensor(self._rows(self.X, rows))
+        y = torch.as_tensor(self._rows(self.y, rows))
+        return X, y.to(self.device, self.dtype if y.is_floating_point() else y.dtype)
+
+    @staticmethod
+    def _rows(data, rows):
+        """``data[rows]``: a tensor that owns its memory for an index array into a numpy array
+        or a tensor, else what ``data`` returns (a numpy result in C order)."""
+        if isinstance(rows, np.ndarray):
+            if isinstance(data, torch.Tensor):
+                return data.index_select(0, torch.from_numpy(rows).to(data.device))
+            if isinstance(data, np.ndarray):
+                return torch.from_numpy(np.ascontiguousarray(data.take(rows, axis=0)))
+        out = data[rows]
+        return np.ascontiguousarray(out) if isinstance(out, np.ndarray) else out
 
     def batch_value_and_grad(self, theta: torch.Tensor, rows):
         """(N/|B|) l_B(w) + log p(w) and its gradient at ``theta`` (C, D), B = ``rows``.
@@ -66,11 +82,34 @@ class MinibatchTarget(Target):
         value : tensor (C,)
         grad : tensor (C, D)
         """
+        log_lik, grad = self.batch_likelihood_and_grad(theta, rows)
+        return log_lik + self.log_prior(theta), grad
+
+    def batch_likelihood_and_grad(self, theta: torch.Tensor, rows):
+        """:meth:`batch_value_and_grad` without the log prior in the value.
+
+        A sampler that needs the value only at the end of a pass over the data (SGLD, SGHMC)
+        or not at all (the trajectories of AMAGOLD and HTE) saves the prior's value at every
+        step and adds :meth:`log_prior` where it needs it: the sum is the value of
+        :meth:`batch_value_and_grad`, bit for bit.
+
+        Returns
+        -------
+        log_lik : tensor (C,)
+            (N/|B|) l_B(w).
+        grad : tensor (C, D)
+            The gradient of (N/|B|) l_B(w) + log p(w).
+        """
         X, y = self.batch(rows)
         scale = self.n_data / X.shape[0]
         # grad[(N/B) l_B + log p] = (N/B) grad[l_B + (B/N) log p]
         log_lik, grad = self.log_likelihood_and_grad(theta, X, y, 1.0 / scale)
-        return scale * log_lik + self.prior_density.log_prob(theta), grad.mul_(scale)
+        return scale * log_lik, grad.mul_(scale)
+
+    def log_prior(self, theta: torch.Tensor) -> torch.Tensor:
+        """log p(w) at ``theta`` (C, D): the term :meth:`batch_value_and_grad` adds to the
+        likelihood estimate."""
+        return self.prior_density.log_prob(theta)
 
     def batch_log_prob(self, theta: torch.Tensor, rows):
         """(N/|B|) l_B(w) + log p(w) at ``theta`` (C, D) without a gradient: (C,)."""
