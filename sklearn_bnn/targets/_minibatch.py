@@ -115,9 +115,16 @@ class MinibatchTarget(Target):
         """(N/|B|) l_B(w) + log p(w) at ``theta`` (C, D) without a gradient: (C,)."""
         X, y = self.batch(rows)
         scale = self.n_data / X.shape[0]
-        if theta.shape[0] == 1:  # one chain: a plain forward pass, no vmap
-            return scale * super().log_prob(theta[0], X, y, 1.0 / scale).view(1)
+        if self._one_chain(theta):  # a plain forward pass of the flat module, no vmap
+            log_lik = self._flat_module().log_likelihood(theta[0], X, y, self.likelihood)
+            prior = self.prior_density.log_prob(theta[0], 1.0 / scale)
+            return scale * self._tempered(log_lik + prior).view(1)
         return scale * super().log_prob(theta, X, y, 1.0 / scale)
+
+    def _one_chain(self, theta: torch.Tensor) -> bool:
+        """Whether ``theta`` is one chain whose log-likelihood the flat module's plain forward
+        pass gives (no per-chain likelihood parameters)."""
+        return theta.shape[0] == 1 and getattr(self.likelihood, "chain_precision", None) is None
 
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
         """The exact full-data log density and gradient, accumulated batch by batch."""

@@ -366,6 +366,13 @@ class _FlatModule:
             param.grad = grad_view.view(shape)
             self.params.append(param)
 
+    def log_likelihood(self, theta: torch.Tensor, X, y, likelihood) -> torch.Tensor:
+        """Log-likelihood of ``(X, y)`` at ``theta`` (D,) by a forward pass without a graph:
+        the value :func:`torch.func.functional_call` gives, at a plain module call's cost."""
+        with torch.no_grad():
+            self.flat.copy_(theta)
+            return likelihood.log_prob(self.module(X), y)
+
     def log_likelihood_and_grad(self, theta: torch.Tensor, X, y, likelihood, prior, weight):
         """Log-likelihood of ``(X, y)`` at ``theta`` (D,), and the gradient (D,) of it plus
         ``weight`` times the bound ``prior``'s log density. Called with grad mode enabled.
