@@ -139,11 +139,21 @@ class MinibatchTarget(Target):
         return value + self.prior_density.log_prob(theta, prior_weight), grad
 
     def log_prob(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
-        """The exact full-data log density, accumulated batch by batch."""
+        """The exact full-data log density, accumulated batch by batch.
+
+        One chain (AMAGOLD's and HTE's test, once per transition) takes the flat module's plain
+        forward pass per batch, several chains one vmapped pass: the same density, which may
+        differ in the last bits between the two paths.
+        """
         if X is not None:
             return super().log_prob(theta, X, y, prior_weight)
         total = self.prior_density.log_prob(theta, prior_weight)
+        one_chain = self._one_chain(theta)  # a plain forward pass per batch, as batch_log_prob
         for start in range(0, self.n_data, self.batch_size):
             Xb, yb = self.batch(slice(start, start + self.batch_size))
-            total = total + super().log_prob(theta, Xb, yb, 0.0)
+            if one_chain:
+                log_lik = self._flat_module().log_likelihood(theta[0], Xb, yb, self.likelihood)
+                total = total + self._tempered(log_lik.view(1))
+            else:
+                total = total + super().log_prob(theta, Xb, yb, 0.0)
         return total
