@@ -193,17 +193,16 @@ class _Scratch:
 
     ``noise`` receives each step's N(0, 1) draw, ``tmp`` the one product an update needs
     rounded on its own (a fused multiply-add would change the last bits of the draws), and
-    ``spare`` the next position; ``ones`` (D,) sums a row by a matrix-vector product.
+    ``spare`` the next position.
     """
 
-    __slots__ = ("noise", "ones", "spare", "start", "tmp")
+    __slots__ = ("noise", "spare", "start", "tmp")
 
     def __init__(self, theta: torch.Tensor):
         self.start = theta  # the caller's position: never written into
         self.noise = torch.empty_like(theta)
         self.tmp = torch.empty_like(theta)
         self.spare = torch.empty_like(theta)
-        self.ones = torch.ones(theta.shape[-1], dtype=theta.dtype, device=theta.device)
 
     def moved(self, old: torch.Tensor, new: torch.Tensor) -> None:
         """``new`` (written into ``spare``) replaced ``old``: ``old``'s memory is the next spare."""
@@ -249,7 +248,7 @@ class _UnadjustedKernel(_SGKernel):
                 theta, m, grad, coef, mass, work, generator, rows
             )
             ok = None  # the per-chain test runs only where the one-sync test fails
-            if not self._all_finite(new_value, new_grad, new_theta, work.ones):
+            if not self._all_finite(new_value, new_grad, new_theta):
                 ok = self._finite(new_value, new_grad, new_theta)
             if ok is None or bool(ok.all()):
                 work.moved(theta, new_theta)
@@ -273,10 +272,10 @@ class _UnadjustedKernel(_SGKernel):
         return State(theta, value, grad), info
 
     @staticmethod
-    def _all_finite(value, grad, theta, ones) -> bool:
-        """Whether every chain passes :meth:`_finite` (up to overflow of the sum), by two
-        matrix-vector sums and one transfer to the host."""
-        total = torch.addmv(value, grad, ones).addmv_(theta, ones)
+    def _all_finite(value, grad, theta) -> bool:
+        """Whether every chain passes :meth:`_finite`, with one transfer to the host (for
+        several chains, a total that overflows sends the step to the per-chain test)."""
+        total = grad.sum(-1).add_(value).add_(theta.sum(-1))
         return math.isfinite(float(total.sum() if total.shape[0] > 1 else total))
 
     def _noise(self, work, generator):
