@@ -103,6 +103,13 @@ class MinibatchTarget(Target):
         X, y = self.batch(rows)
         scale = self.n_data / X.shape[0]
         # grad[(N/B) l_B + log p] = (N/B) grad[l_B + (B/N) log p]
+        if theta.shape[0] == 1 and self.temperature == 1:  # the scaling in the copy-out pass
+            flat, theta = self._flat_module(), theta.detach().view(-1)
+            with torch.enable_grad():
+                log_lik, grad = flat.log_likelihood_and_grad(
+                    theta, X, y, self.likelihood, self.prior_density, 1.0 / scale, scale
+                )
+            return scale * log_lik.view(1), grad.view(1, -1)
         log_lik, grad = self.log_likelihood_and_grad(theta, X, y, 1.0 / scale)
         return scale * log_lik, grad.mul_(scale)
 
