@@ -37,15 +37,17 @@ def cosine_step_size(final: torch.Tensor, start: float | None, progress: float) 
     return final + (start - final) * weight
 
 
-def euler_momentum(m, g, eps, alpha: float, temperature: float, sqrt_mass, noise):
+def euler_momentum(m, g, eps, alpha: float, temperature: float, sqrt_mass, noise, tmp=None):
     """Euler-Maruyama SGHMC momentum update (Chen et al. 2014; seeds/004 eq. 3, Table 1).
 
     m <- alpha m + eps g + sqrt(2 (1 - alpha) T) M^1/2 xi, in place; the position then moves
-    by eps M^-1 m.
+    by eps M^-1 m. ``sqrt_mass`` None stands for a unit mass; ``noise`` (xi) is overwritten
+    when it is scaled by ``sqrt_mass``, and ``tmp``, a buffer shaped like ``m``, receives
+    eps g (a new tensor without it).
     """
-    m.mul_(alpha).add_(eps * g)
+    m.mul_(alpha).add_(eps * g if tmp is None else torch.mul(eps, g, out=tmp))
     if temperature > 0:
-        m.add_(noise * sqrt_mass, alpha=math.sqrt(2.0 * (1.0 - alpha) * temperature))
+        m.add_(_scaled(noise, sqrt_mass), alpha=math.sqrt(2.0 * (1.0 - alpha) * temperature))
     return m
 
 
@@ -53,12 +55,18 @@ def ornstein_uhlenbeck(m, decay: float, temperature: float, sqrt_mass, noise):
     """The O step of OBABO: m <- a m + sqrt((1 - a^2) T) M^1/2 xi (exact for the friction part).
 
     OBABO applies it twice per step with a = sqrt(alpha), so a whole step decays the momentum by
-    alpha. With T = 0 (the Hamiltonian trajectory ensemble) it is a pure decay.
+    alpha. With T = 0 (the Hamiltonian trajectory ensemble) it is a pure decay. In place, with
+    ``sqrt_mass`` and ``noise`` as for :func:`euler_momentum`.
     """
     m.mul_(decay)
     if temperature > 0:
-        m.add_(noise * sqrt_mass, alpha=math.sqrt((1.0 - decay * decay) * temperature))
+        m.add_(_scaled(noise, sqrt_mass), alpha=math.sqrt((1.0 - decay * decay) * temperature))
     return m
+
+
+def _scaled(noise, sqrt_mass):
+    """M^1/2 xi, in ``noise``'s memory; ``noise`` itself for a unit mass (None)."""
+    return noise if sqrt_mass is None else noise.mul_(sqrt_mass)
 
 
 def bab(theta, m, g0, eps, inv_mass, grad_fn):
@@ -86,11 +94,15 @@ def skew_noise_variance(alpha: float) -> float:
     return 4.0 * (1.0 - alpha) / (1.0 + alpha)
 
 
-def skew_momentum(r, g, eps, alpha: float, noise_term):
+def skew_momentum(r, g, eps, alpha: float, noise_term, tmp=None):
     """The skew-symmetric momentum update of AMAGOLD (Zhang et al. 2020; seeds/004 Table 1,
     Algorithm 2): r' = ((1 - beta) r + eps g + xi) / (1 + beta), beta = (1-alpha)/(1+alpha).
 
-    ``noise_term`` is xi itself (already scaled: N(0, 4 beta M) at T = 1). Returns a new tensor.
+    ``noise_term`` is xi itself (already scaled: N(0, 4 beta M) at T = 1). Returns a new tensor;
+    with ``tmp`` (a buffer shaped like ``r``, which receives eps g) it updates ``r`` in place.
     """
     beta = (1.0 - alpha) / (1.0 + alpha)
-    return ((1.0 - beta) * r + eps * g + noise_term) / (1.0 + beta)
+    if tmp is None:
+        return ((1.0 - beta) * r + eps * g + noise_term) / (1.0 + beta)
+    r.mul_(1.0 - beta).add_(torch.mul(eps, g, out=tmp)).add_(noise_term)
+    return r.div_(1.0 + beta)

@@ -13,7 +13,9 @@ the sampling loop's state stays ``(position, log_prob, grad)``. These kernels ch
 step size schedule (``adapts_step_size = False``): the step size of the run, annealed from
 ``burnin_step_size`` along a cosine during burn-in. The target needs ``batch_value_and_grad
 (theta, rows)``, ``n_data`` and ``batch_size`` (:class:`~sklearn_bnn.targets.MinibatchTarget`),
-and, for AMAGOLD and HTE, the exact ``log_prob(theta)``.
+and, for AMAGOLD and HTE, the exact ``log_prob(theta)``. A target that also has
+``batch_likelihood_and_grad`` and ``log_prior`` saves the prior's value at the steps whose value
+is not used (SGLD and SGHMC add it once per transition, AMAGOLD and HTE never need it).
 """
 
 from __future__ import annotations
@@ -151,6 +153,14 @@ class _SGKernel(Kernel):
     def _grad_fn(self, rows):
         return lambda theta: self.target.batch_value_and_grad(theta, rows)
 
+    def _likelihood_grad_fn(self, rows):
+        """``theta -> (value, grad)`` on ``rows`` for a caller that uses only the gradient:
+        the value without the log prior where the target can leave it out."""
+        split = getattr(self.target, "batch_likelihood_and_grad", None)
+        if split is None:
+            return self._grad_fn(rows)
+        return lambda theta: split(theta, rows)
+
     def _info(self, eps, accept_prob, accepted, energy_error, divergent, n_div_steps, extra=None):
         C = eps.shape[0]
         extra = dict(extra or {})
@@ -178,52 +188,122 @@ class _SGKernel(Kernel):
         return torch.isfinite(value + grad.sum(-1) + theta.sum(-1))
 
 
+class _Scratch:
+    """The buffers of one transition of an unadjusted kernel, reused by every minibatch step.
+
+    ``noise`` receives each step's N(0, 1) draw, ``tmp`` the one product an update needs
+    rounded on its own (a fused multiply-add would change the last bits of the draws), and
+    ``spare`` the next position.
+    """
+
+    __slots__ = ("noise", "spare", "start", "tmp")
+
+    def __init__(self, theta: torch.Tensor):
+        self.start = theta  # the caller's position: never written into
+        self.noise = torch.empty_like(theta)
+        self.tmp = torch.empty_like(theta)
+        self.spare = torch.empty_like(theta)
+
+    def moved(self, old: torch.Tensor, new: torch.Tensor) -> None:
+        """``new`` (written into ``spare``) replaced ``old``: ``old``'s memory is the next spare."""
+        self.spare = torch.empty_like(old) if old is self.start else old
+
+
 class _UnadjustedKernel(_SGKernel):
     """SGLD and SGHMC: no acceptance test; a step whose position, density or gradient is not
-    finite is undone (a divergence, counted) and the momentum of that chain is drawn afresh."""
+    finite is undone (a divergence, counted) and the momentum of that chain is drawn afresh.
+
+    The updates run in place on per-transition buffers (:class:`_Scratch`); the noise is drawn
+    into one of them, and the coefficients that depend on the step size are computed once per
+    transition (per step during the cosine burn-in). Each product is rounded on its own, in
+    the order of the update rules in :mod:`.sg_integrators`, so the draws are those of the
+    plain expressions bit for bit.
+    """
+
+    def __init__(self, sampler, target):
+        super().__init__(sampler, target)
+        # per step only the likelihood's value where the target can leave the prior out (the
+        # finiteness test needs no more); the prior's value is added to the last step's value,
+        # which gives batch_value_and_grad's value bit for bit
+        self._split = getattr(target, "batch_likelihood_and_grad", None)
+        self._evaluate = target.batch_value_and_grad if self._split is None else self._split
 
     def step(self, state, generator, step_size=None, inv_mass=None):
         theta, value, grad = state
         C = theta.shape[0]
         eps0 = torch.as_tensor(step_size, dtype=theta.dtype, device=theta.device).expand(C)
         inv_mass = inv_mass.to(theta)
-        sqrt_mass = inv_mass.rsqrt()
+        # unit mass (the default): M^-1 = M^1/2 = 1 and their products are skipped, exactly
+        mass = None if bool((inv_mass == 1).all()) else (inv_mass, inv_mass.rsqrt())
         T = self.temperature
         m = self._momentum(theta, inv_mass, generator, T)
+        work = _Scratch(theta)
         n_div = torch.zeros(C, dtype=torch.long, device=theta.device)
+        scheduled = self.burnin_step_size is not None and self._transition < self.n_burnin
+        coef = None
         for i, rows in enumerate(self._batches(generator)):
-            eps = self._eps(eps0, i)
-            new_theta, new_m, new_value, new_grad = self._move(
-                theta, m, value, grad, eps, inv_mass, sqrt_mass, generator, rows
+            if coef is None or scheduled:
+                coef = self._coefficients(self._eps(eps0, i), mass)
+            new_theta, new_value, new_grad = self._move(
+                theta, m, grad, coef, mass, work, generator, rows
             )
-            ok = self._finite(new_value, new_grad, new_theta)
-            if bool(ok.all()):
-                theta, m, value, grad = new_theta, new_m, new_value, new_grad
+            ok = None  # the per-chain test runs only where the one-sync test fails
+            if not self._all_finite(new_value, new_grad, new_theta):
+                ok = self._finite(new_value, new_grad, new_theta)
+            if ok is None or bool(ok.all()):
+                work.moved(theta, new_theta)
+                theta, value, grad = new_theta, new_value, new_grad
                 continue
             n_div += ~ok
             keep = ok[:, None]
             theta = torch.where(keep, new_theta, theta)
+            work.spare = new_theta
             value = torch.where(ok, new_value, value)
             grad = torch.where(keep, new_grad, grad)
-            m = torch.where(keep, new_m, self._momentum(theta, inv_mass, generator, T))
+            m.copy_(torch.where(keep, m, self._momentum(theta, inv_mass, generator, T)))
         self._transition += 1
         moved = n_div < self.n_steps
+        if self._split is not None:  # a chain that never moved keeps its full value
+            full = value + self.target.log_prior(theta)
+            value = full if bool(moved.all()) else torch.where(moved, full, value)
         zeros = torch.zeros(C, dtype=theta.dtype, device=theta.device)
         accept = 1.0 - n_div.to(theta.dtype) / self.n_steps
         info = self._info(eps0, accept, moved, zeros, n_div > 0, n_div)
         return State(theta, value, grad), info
 
+    @staticmethod
+    def _all_finite(value, grad, theta) -> bool:
+        """Whether every chain passes :meth:`_finite`, with one transfer to the host (for
+        several chains, a total that overflows sends the step to the per-chain test)."""
+        total = grad.sum(-1).add_(value).add_(theta.sum(-1))
+        return math.isfinite(float(total.sum() if total.shape[0] > 1 else total))
+
+    def _noise(self, work, generator):
+        """N(0, 1) draws into ``work.noise``: the numbers ``torch.randn`` would give."""
+        return work.noise.normal_(generator=generator)
+
+    @staticmethod
+    def _position_step(theta, scale, m, work):
+        """theta + scale * m, written into ``work.spare`` (scale: (C, 1) or (C, D))."""
+        return torch.add(theta, torch.mul(scale, m, out=work.tmp), out=work.spare)
+
 
 class SGLDKernel(_UnadjustedKernel):
     """theta <- theta + eps M^-1 g + sqrt(2 eps T) M^-1/2 xi (Welling & Teh 2011)."""
 
-    def _move(self, theta, m, value, grad, eps, inv_mass, sqrt_mass, generator, rows):
-        noise = self._randn(theta, generator)
-        theta = theta + eps * inv_mass * grad
+    def _coefficients(self, eps, mass):
+        drift = eps if mass is None else eps * mass[0]
+        return drift, (2.0 * eps * self.temperature).sqrt()
+
+    def _move(self, theta, m, grad, coef, mass, work, generator, rows):
+        drift, scale = coef
+        noise = self._noise(work, generator)
+        theta = self._position_step(theta, drift, grad, work)
         if self.temperature > 0:
-            theta = theta + (2.0 * eps * self.temperature).sqrt() * noise / sqrt_mass
-        value, grad = self.target.batch_value_and_grad(theta, rows)
-        return theta, m, value, grad
+            noise.mul_(scale)
+            theta.add_(noise if mass is None else noise.div_(mass[1]))
+        value, grad = self._evaluate(theta, rows)
+        return theta, value, grad
 
 
 class SGHMCKernel(_UnadjustedKernel):
@@ -232,29 +312,47 @@ class SGHMCKernel(_UnadjustedKernel):
     def __init__(self, sampler, target):
         super().__init__(sampler, target)
         self.integrator = sampler.integrator
+        if self.integrator == "skew":  # the value is that of the midpoint: computed there
+            self._split, self._evaluate = None, target.batch_value_and_grad
 
-    def _move(self, theta, m, value, grad, eps, inv_mass, sqrt_mass, generator, rows):
-        T, alpha = self.temperature, self.alpha
+    def _coefficients(self, eps, mass):
         if self.integrator == "euler":
-            m = euler_momentum(
-                m.clone(), grad, eps, alpha, T, sqrt_mass, self._randn(theta, generator)
-            )
-            theta = theta + eps * inv_mass * m
-            value, grad = self.target.batch_value_and_grad(theta, rows)
-            return theta, m, value, grad
+            return eps, (eps if mass is None else eps * mass[0])
+        half = 0.5 * eps
         if self.integrator == "obabo":
+            return half, (eps if mass is None else eps * mass[0])
+        return eps, (half if mass is None else half * mass[0])
+
+    def _move(self, theta, m, grad, coef, mass, work, generator, rows):
+        T, alpha = self.temperature, self.alpha
+        sqrt_mass = None if mass is None else mass[1]
+        if self.integrator == "euler":
+            eps, drift = coef
+            noise = self._noise(work, generator)
+            euler_momentum(m, grad, eps, alpha, T, sqrt_mass, noise, work.tmp)
+            theta = self._position_step(theta, drift, m, work)
+            value, grad = self._evaluate(theta, rows)
+            return theta, value, grad
+        if self.integrator == "obabo":  # O, then B-A-B (bab), then O
+            half, drift = coef
             a = math.sqrt(alpha)
-            m = ornstein_uhlenbeck(m.clone(), a, T, sqrt_mass, self._randn(theta, generator))
-            theta, m, value, grad = bab(theta, m, grad, eps, inv_mass, self._grad_fn(rows))
-            m = ornstein_uhlenbeck(m, a, T, sqrt_mass, self._randn(theta, generator))
-            return theta, m, value, grad
+            ornstein_uhlenbeck(m, a, T, sqrt_mass, self._noise(work, generator))
+            m.add_(torch.mul(half, grad, out=work.tmp))
+            theta = self._position_step(theta, drift, m, work)
+            value, grad = self._evaluate(theta, rows)
+            m.add_(torch.mul(half, grad, out=work.tmp))
+            ornstein_uhlenbeck(m, a, T, sqrt_mass, self._noise(work, generator))
+            return theta, value, grad
         # skew-symmetric: half position steps around a momentum update at the midpoint
-        half = theta + 0.5 * eps * inv_mass * m
-        value, grad = self.target.batch_value_and_grad(half, rows)
-        xi = self._randn(theta, generator) * math.sqrt(skew_noise_variance(alpha) * T) * sqrt_mass
-        m = skew_momentum(m, grad, eps, alpha, xi)
-        theta = half + 0.5 * eps * inv_mass * m
-        return theta, m, value, grad
+        eps, half_drift = coef
+        half = self._position_step(theta, half_drift, m, work)
+        value, grad = self._evaluate(half, rows)
+        xi = self._noise(work, generator).mul_(math.sqrt(skew_noise_variance(alpha) * T))
+        if sqrt_mass is not None:
+            xi.mul_(sqrt_mass)
+        skew_momentum(m, grad, eps, alpha, xi, work.tmp)
+        half.add_(torch.mul(half_drift, m, out=work.tmp))
+        return half, value, grad
 
 
 @register_sampler("sgld")
@@ -404,8 +502,8 @@ class AMAGOLDKernel(_ExactEnergyKernel):
         eps = self._eps(eps0, 0)  # one step size per trajectory (the test needs it fixed)
         last = {}
 
-        def grad_fn(x, t):
-            value, g = self.target.batch_value_and_grad(x, batches[t])
+        def grad_fn(x, t):  # the value is not used
+            value, g = self._likelihood_grad_fn(batches[t])(x)
             last["grad"] = g
             return value, g
 
@@ -512,7 +610,8 @@ class HTEKernel(_ExactEnergyKernel):
         for i, rows in enumerate(self._batches(generator)):
             eps = self._eps(eps0, i)
             m = m * a
-            theta, m, _, grad = bab(theta, m, grad, eps, inv_mass, self._grad_fn(rows))
+            grad_fn = self._likelihood_grad_fn(rows)  # the value is not used
+            theta, m, _, grad = bab(theta, m, grad, eps, inv_mass, grad_fn)
             m = m * a
         # r = min(1, exp(U(z.theta) - U(theta) - K(m) + K(z.m))), U the full-data potential
         return theta, grad, kinetic_energy(m0, inv_mass) - kinetic_energy(m, inv_mass)

@@ -50,13 +50,29 @@ class MinibatchTarget(Target):
         return X, y  # kept where they are: batches are moved in :meth:`batch`
 
     def batch(self, rows):
-        """Inputs and targets of ``rows`` (indices or a slice) on the compute device."""
-        X = self.X[rows]
-        y = self.y[rows]
-        X = self.network.as_tensor(np.ascontiguousarray(X) if isinstance(X, np.ndarray) else X)
-        y = torch.as_tensor(np.ascontiguousarray(y) if isinstance(y, np.ndarray) else y)
-        y = y.to(self.device, self.dtype if y.is_floating_point() else y.dtype)
-        return X, y
+        """Inputs and targets of ``rows`` (indices or a slice) on the compute device.
+
+        Index arrays (the stochastic-gradient samplers' batches, once per minibatch step) take
+        the cheap path: ``ndarray.take`` gathers the rows of a numpy array or memory map into a
+        fresh array that the tensor shares (no second copy), and a tensor is gathered by
+        ``index_select`` on the indices as a tensor (indexing a tensor by a numpy array
+        converts the indices element by element).
+        """
+        X = self.network.as_tensor(self._rows(self.X, rows))
+        y = torch.as_tensor(self._rows(self.y, rows))
+        return X, y.to(self.device, self.dtype if y.is_floating_point() else y.dtype)
+
+    @staticmethod
+    def _rows(data, rows):
+        """``data[rows]``: a tensor that owns its memory for an index array into a numpy array
+        or a tensor, else what ``data`` returns (a numpy result in C order)."""
+        if isinstance(rows, np.ndarray):
+            if isinstance(data, torch.Tensor):
+                return data.index_select(0, torch.from_numpy(rows).to(data.device))
+            if isinstance(data, np.ndarray):
+                return torch.from_numpy(np.ascontiguousarray(data.take(rows, axis=0)))
+        out = data[rows]
+        return np.ascontiguousarray(out) if isinstance(out, np.ndarray) else out
 
     def batch_value_and_grad(self, theta: torch.Tensor, rows):
         """(N/|B|) l_B(w) + log p(w) and its gradient at ``theta`` (C, D), B = ``rows``.
@@ -66,19 +82,56 @@ class MinibatchTarget(Target):
         value : tensor (C,)
         grad : tensor (C, D)
         """
+        log_lik, grad = self.batch_likelihood_and_grad(theta, rows)
+        return log_lik + self.log_prior(theta), grad
+
+    def batch_likelihood_and_grad(self, theta: torch.Tensor, rows):
+        """:meth:`batch_value_and_grad` without the log prior in the value.
+
+        A sampler that needs the value only at the end of a pass over the data (SGLD, SGHMC)
+        or not at all (the trajectories of AMAGOLD and HTE) saves the prior's value at every
+        step and adds :meth:`log_prior` where it needs it: the sum is the value of
+        :meth:`batch_value_and_grad`, bit for bit.
+
+        Returns
+        -------
+        log_lik : tensor (C,)
+            (N/|B|) l_B(w).
+        grad : tensor (C, D)
+            The gradient of (N/|B|) l_B(w) + log p(w).
+        """
         X, y = self.batch(rows)
         scale = self.n_data / X.shape[0]
         # grad[(N/B) l_B + log p] = (N/B) grad[l_B + (B/N) log p]
+        if theta.shape[0] == 1 and self.temperature == 1:  # the scaling in the copy-out pass
+            flat, theta = self._flat_module(), theta.detach().view(-1)
+            with torch.enable_grad():
+                log_lik, grad = flat.log_likelihood_and_grad(
+                    theta, X, y, self.likelihood, self.prior_density, 1.0 / scale, scale
+                )
+            return scale * log_lik.view(1), grad.view(1, -1)
         log_lik, grad = self.log_likelihood_and_grad(theta, X, y, 1.0 / scale)
-        return scale * log_lik + self.prior_density.log_prob(theta), grad.mul_(scale)
+        return scale * log_lik, grad.mul_(scale)
+
+    def log_prior(self, theta: torch.Tensor) -> torch.Tensor:
+        """log p(w) at ``theta`` (C, D): the term :meth:`batch_value_and_grad` adds to the
+        likelihood estimate."""
+        return self.prior_density.log_prob(theta)
 
     def batch_log_prob(self, theta: torch.Tensor, rows):
         """(N/|B|) l_B(w) + log p(w) at ``theta`` (C, D) without a gradient: (C,)."""
         X, y = self.batch(rows)
         scale = self.n_data / X.shape[0]
-        if theta.shape[0] == 1:  # one chain: a plain forward pass, no vmap
-            return scale * super().log_prob(theta[0], X, y, 1.0 / scale).view(1)
+        if self._one_chain(theta):  # a plain forward pass of the flat module, no vmap
+            log_lik = self._flat_module().log_likelihood(theta[0], X, y, self.likelihood)
+            prior = self.prior_density.log_prob(theta[0], 1.0 / scale)
+            return scale * self._tempered(log_lik + prior).view(1)
         return scale * super().log_prob(theta, X, y, 1.0 / scale)
+
+    def _one_chain(self, theta: torch.Tensor) -> bool:
+        """Whether ``theta`` is one chain whose log-likelihood the flat module's plain forward
+        pass gives (no per-chain likelihood parameters)."""
+        return theta.shape[0] == 1 and getattr(self.likelihood, "chain_precision", None) is None
 
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
         """The exact full-data log density and gradient, accumulated batch by batch."""
@@ -93,11 +146,21 @@ class MinibatchTarget(Target):
         return value + self.prior_density.log_prob(theta, prior_weight), grad
 
     def log_prob(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
-        """The exact full-data log density, accumulated batch by batch."""
+        """The exact full-data log density, accumulated batch by batch.
+
+        One chain (AMAGOLD's and HTE's test, once per transition) takes the flat module's plain
+        forward pass per batch, several chains one vmapped pass: the same density, which may
+        differ in the last bits between the two paths.
+        """
         if X is not None:
             return super().log_prob(theta, X, y, prior_weight)
         total = self.prior_density.log_prob(theta, prior_weight)
+        one_chain = self._one_chain(theta)  # a plain forward pass per batch, as batch_log_prob
         for start in range(0, self.n_data, self.batch_size):
             Xb, yb = self.batch(slice(start, start + self.batch_size))
-            total = total + super().log_prob(theta, Xb, yb, 0.0)
+            if one_chain:
+                log_lik = self._flat_module().log_likelihood(theta[0], Xb, yb, self.likelihood)
+                total = total + self._tempered(log_lik.view(1))
+            else:
+                total = total + super().log_prob(theta, Xb, yb, 0.0)
         return total

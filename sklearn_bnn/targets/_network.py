@@ -366,16 +366,28 @@ class _FlatModule:
             param.grad = grad_view.view(shape)
             self.params.append(param)
 
-    def log_likelihood_and_grad(self, theta: torch.Tensor, X, y, likelihood, prior, weight):
+    def log_likelihood(self, theta: torch.Tensor, X, y, likelihood) -> torch.Tensor:
+        """Log-likelihood of ``(X, y)`` at ``theta`` (D,) by a forward pass without a graph:
+        the value :func:`torch.func.functional_call` gives, at a plain module call's cost."""
+        with torch.no_grad():
+            self.flat.copy_(theta)
+            return likelihood.log_prob(self.module(X), y)
+
+    def log_likelihood_and_grad(
+        self, theta: torch.Tensor, X, y, likelihood, prior, weight, grad_scale: float = 1.0
+    ):
         """Log-likelihood of ``(X, y)`` at ``theta`` (D,), and the gradient (D,) of it plus
         ``weight`` times the bound ``prior``'s log density. Called with grad mode enabled.
 
         Few tensor operations, as this runs once per subset gradient: the gradient buffer
         starts as minus the prior's gradient, backward() of minus the log-likelihood adds
-        -grad l to it in place, and the negation that copies it out gives grad l + grad log p.
+        -grad l to it in place, and the negation that copies it out gives grad l + grad log p
+        (times ``grad_scale``, in the same pass: x * -s is -(x) * s bit for bit).
         """
         self.flat.copy_(theta)  # neither side requires grad: nothing is recorded
         prior.neg_grad_into(self.flat_grad, theta, weight)
         value = likelihood.log_prob(self.module(X), y)
         value.backward(gradient=_MINUS_ONE.get(value))
-        return value.detach(), torch.neg(self.flat_grad)
+        if grad_scale == 1.0:
+            return value.detach(), torch.neg(self.flat_grad)
+        return value.detach(), torch.mul(self.flat_grad, -grad_scale)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import assert_draws_match_gaussian, blr_posterior
 
-from sklearn_bnn.likelihoods import Gaussian
+from sklearn_bnn.likelihoods import Categorical, Gaussian
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import AMAGOLD, GSGHMC, HTE, SGHMC, SGLD, sample
 from sklearn_bnn.samplers.sg_integrators import bab, cosine_step_size, skew_noise_variance
@@ -328,3 +328,78 @@ def test_non_unit_mass_keeps_the_target_invariant(name):
         if i >= 100:
             draws.append(state.position)
     assert_draws_match_gaussian(torch.stack(draws, 1).numpy(), MEAN, np.diag(VAR))
+
+
+def _classifier_target(y_as_tensor=True, batch_size=16, n=48):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(n, 4)).astype(np.float32)
+    y = (X[:, 0] + X[:, 1] > 0).astype(np.int64)
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.ReLU(), torch.nn.Linear(6, 2))
+    y = torch.as_tensor(y) if y_as_tensor else y
+    net = FunctionalNetwork(module)
+    return MinibatchTarget(net, X, y, Categorical(), GaussianPrior(0.7), batch_size=batch_size)
+
+
+@pytest.mark.parametrize("y_as_tensor", [True, False])
+def test_batch_gathers_the_rows_into_fresh_tensors(y_as_tensor):
+    target = _classifier_target(y_as_tensor)
+    rows = np.array([3, 7, 8, 30])
+    X, y = target.batch(rows)
+    assert torch.equal(X, torch.as_tensor(target.X[rows]))
+    assert torch.equal(y, torch.as_tensor(np.asarray(target.y)[rows]))
+    X.zero_()  # the batch owns its memory: the data are untouched
+    assert np.abs(target.X[rows]).sum() > 0
+
+
+@pytest.mark.parametrize("n_chains, temperature", [(1, 1.0), (1, 0.5), (3, 1.0)])
+def test_likelihood_and_prior_sum_to_the_batch_value_bit_for_bit(n_chains, temperature):
+    """The split that lets SGLD / SGHMC add the prior's value once per transition, and the
+    scaling of one chain's gradient in the copy-out pass, change no bit of value or gradient."""
+    target = _classifier_target()
+    target.temperature = temperature
+    g = torch.Generator().manual_seed(0)
+    theta = torch.randn(n_chains, target.dim, generator=g)
+    rows = np.array([1, 4, 9, 16, 25, 36, 40, 47])
+    log_lik, grad = target.batch_likelihood_and_grad(theta, rows)
+    # the plain expressions: scale x (tempered likelihood and gradient) + untempered prior value
+    X, y = target.batch(rows)
+    scale = target.n_data / len(rows)
+    plain_lik, plain_grad = target.log_likelihood_and_grad(theta, X, y, 1.0 / scale)
+    plain_value = scale * plain_lik + target.prior_density.log_prob(theta)
+    assert torch.equal(grad, plain_grad.mul_(scale))
+    assert torch.equal(log_lik + target.log_prior(theta), plain_value)
+    assert torch.equal(target.batch_value_and_grad(theta, rows)[0], plain_value)
+
+
+@pytest.mark.parametrize(
+    "sampler",
+    [SGLD(step_size=1e-3, n_steps=4), SGHMC(step_size=0.05, n_steps=4)],
+    ids=["sgld", "sghmc"],
+)
+def test_unadjusted_state_is_the_batch_value_at_the_final_position(sampler):
+    """One batch of all rows: the value and gradient a transition leaves in the state are the
+    target's at the final position (the prior's value added at the end), and a chain whose every
+    step diverges keeps its start, its value and its gradient."""
+    target = _classifier_target(batch_size=48)
+    kernel = sampler.build(target)
+    start = target.network.initial_position().repeat(2, 1)
+    state = kernel.init(start)
+    eps = torch.tensor([sampler.step_size, 1e30])  # the second chain overflows at every step
+    new, info = kernel.step(
+        state, torch.Generator().manual_seed(2), step_size=eps, inv_mass=torch.ones(target.dim)
+    )
+    value, grad = target.batch_value_and_grad(new.position, np.arange(48))
+    assert torch.equal(new.log_prob[0], value[0]) and torch.equal(new.grad[0], grad[0])
+    assert info.extra["divergent_steps"].tolist() == [0.0, 4.0]
+    assert torch.equal(new.position[1], state.position[1])
+    assert torch.equal(new.log_prob[1], state.log_prob[1])
+    assert torch.equal(new.grad[1], state.grad[1])
+
+
+def test_one_chain_full_data_log_prob_matches_the_vmapped_one():
+    target = _classifier_target()
+    theta = torch.randn(2, target.dim, generator=torch.Generator().manual_seed(4))
+    both = target.log_prob(theta)
+    for c in range(2):
+        torch.testing.assert_close(target.log_prob(theta[c : c + 1]), both[c : c + 1])
