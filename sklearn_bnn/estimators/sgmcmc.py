@@ -38,7 +38,10 @@ _SG_PARAMS_DOC = """
     burnin_step_size : float, default=None
         Start of the cosine burn-in schedule, annealed to ``step_size`` over ``n_warmup``.
     temperature : float, default=1.0
-        SGLD / SGHMC temperature.
+        Posterior temperature T > 0: the draws follow p(w | D)^(1/T) (likelihood and prior
+        divided by T), as for the full-batch MCMC estimators; every sampler, the
+        Metropolis-corrected ones included, sees the tempered density. (A sampler object's own
+        ``temperature`` scales its injected noise instead; leave it at 1 when you set this.)
     n_samples : int, default=100
         Epochs of sampling after burn-in.
     n_warmup : int, default=100
@@ -63,7 +66,6 @@ class _SGSampling:
     _sg_constraints: dict = {
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "momentum": [Interval(Real, 0, 1, closed="both")],
-        "temperature": [Interval(Real, 0, None, closed="left")],
         "burnin_step_size": [Interval(Real, 0, None, closed="neither"), None],
     }
 
@@ -85,11 +87,9 @@ class _SGSampling:
         )
 
     def _sampler_defaults(self) -> dict:
-        out = {
-            "momentum": self.momentum,
-            "burnin_step_size": self.burnin_step_size,
-            "temperature": self.temperature,
-        }
+        # `temperature` tempers the target (p(w | D)^(1/T), as on every MCMC estimator), so the
+        # samplers keep their own noise at T = 1: passing it to both would temper twice.
+        out = {"momentum": self.momentum, "burnin_step_size": self.burnin_step_size}
         if self.step_size != "auto":
             out["step_size"] = self.step_size
         return out

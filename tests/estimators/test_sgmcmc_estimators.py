@@ -179,3 +179,36 @@ def test_ensemble_reducer_on_sgmcmc_draws(iris):
     clf = SGMCMCClassifier(**SMALL).fit(X, y)
     frozen = EnsembleReducer(FrozenEstimator(clf), metric="ece", random_state=0).fit(X, y)
     assert frozen.n_members_ <= 15 and frozen.predict_proba(X[:3]).shape == (3, 3)
+
+
+@pytest.mark.slow
+def test_temperature_tempers_the_linear_regression_posterior_once():
+    """SGLD with the full batch and a small step: weight variances T times the Bayes ones.
+
+    Passing the temperature to both the target and the sampler's noise would give T^2 times
+    (0.0625 at T = 0.25), four times too small.
+    """
+    rng = np.random.default_rng(0)
+    n = 60
+    X = rng.normal(size=(n, 2))
+    y = X @ np.array([1.0, -2.0]) + 0.3 + rng.normal(scale=0.5, size=n)
+    alpha, beta = 2.0, 4.0
+    X1 = np.hstack([X, np.ones((n, 1))])
+    cov_bayes = np.linalg.inv(alpha * np.eye(3) + beta * X1.T @ X1)
+    for T in (1.0, 0.25):
+        reg = SGMCMCRegressor(
+            module=lambda i, o: torch.nn.Linear(i, o),
+            prior_precision=alpha,
+            noise_precision=beta,
+            temperature=T,
+            sampler="sgld",
+            batch_size=n,
+            step_size=1e-3 * T,
+            n_warmup=300,
+            n_samples=3000,
+            dtype="float64",
+            random_state=0,
+        ).fit(X, y)
+        draws = reg.samples_.draws.numpy()[0]
+        ratio = draws.var(0) / (T * np.diag(cov_bayes))
+        assert np.all((ratio > 0.7) & (ratio < 1.4)), (T, ratio)
