@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pytest
 from _stand_ins import BootstrapEnsemble
@@ -132,6 +134,20 @@ def test_nll_hand_computed_and_against_log_loss():
     assert negative_log_likelihood(y, y_prob) == pytest.approx(log_loss(y, y_prob))
     p1, yb = rng.random(100), rng.integers(0, 2, 100)
     assert negative_log_likelihood(yb, p1) == pytest.approx(log_loss(yb, p1))
+
+
+def test_nll_of_float32_probabilities_gives_no_warning():
+    # float32 softmax rows sum to one only to ~1e-7: within our check, but not within
+    # log_loss's float64 tolerance once converted, which used to warn on every call.
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(500, 8)).astype(np.float32)
+    y_prob = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    y = rng.integers(0, 8, 500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        value = negative_log_likelihood(y, y_prob)
+    expected = -np.mean(np.log(y_prob.astype(np.float64)[np.arange(500), y]))
+    assert value == pytest.approx(expected, rel=1e-6)
 
 
 # --- input validation --------------------------------------------------------------------------
