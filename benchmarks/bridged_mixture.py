@@ -117,6 +117,11 @@ def upper_box_alone(n_draws: int, n_warmup: int, seed: int):
     return float(near.mean()), int(np.abs(np.diff(near.astype(int))).sum()), draws.mean(0).numpy()
 
 
+def _sd(values) -> float:
+    """Sample standard deviation over seeds (0 for one seed)."""
+    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-draws", type=int, default=10_000)
@@ -150,7 +155,7 @@ def main():
                 upper_near.append(float(target.near_origin(draws[upper]).double().mean()))
         means = np.array(means)
         err = np.abs(means - 2.5).max(1)
-        m, s = means.mean(0), means.std(0, ddof=1) if len(means) > 1 else np.zeros(2)
+        m, s = means.mean(0), np.array([_sd(means[:, 0]), _sd(means[:, 1])])
         text = f"[{m[0]:.2f} +- {s[0]:.2f}, {m[1]:.2f} +- {s[1]:.2f}]"
         print(
             f"{METHODS[method]:<15} {text:>28} {err.mean():>14.3f} {err.max():>6.3f} "
@@ -160,9 +165,9 @@ def main():
         if weights:
             print(
                 f"{'':<15} weight of the box y <= 1: {np.mean(weights):.3f} +- "
-                f"{np.std(weights, ddof=1):.3f} (exact 0.5 Phi(1) = {0.5 * norm.cdf(1.0):.3f}); "
+                f"{_sd(weights):.3f} (exact 0.5 Phi(1) = {0.5 * norm.cdf(1.0):.3f}); "
                 f"upper-box draws nearer [0, 0]: {np.mean(upper_near):.3f} +- "
-                f"{np.std(upper_near, ddof=1):.3f} (exact {UPPER_FRACTION:.3f})",
+                f"{_sd(upper_near):.3f} (exact {UPPER_FRACTION:.3f})",
                 flush=True,
             )
             for seed, mean, near in zip(seeds, means, upper_near, strict=True):
