@@ -147,8 +147,22 @@ def _batch_mean_var(x: np.ndarray) -> float:
 
 
 def _fixed_point_map(a, b, log_s1, log_s2):
-    """The map log r -> log r' of seeds/001 eq. 3.6 for shifted log ratios ``b`` (posterior
-    draws, ll1 - l*) and ``a`` (proposal draws, ll2 - l*)."""
+    """The map log r -> log r' of seeds/001 eq. 3.6, in log space.
+
+    Parameters
+    ----------
+    a : ndarray (N2,)
+        Shifted log ratios of the proposal draws, ll2 - l* (``-inf`` outside the box).
+    b : ndarray (N1,)
+        Shifted log ratios of the posterior draws, ll1 - l*.
+    log_s1, log_s2 : float
+        log(N1 / (N1 + N2)) and log(N2 / (N1 + N2)).
+
+    Returns
+    -------
+    callable
+        ``update(log_r) -> log_r'``.
+    """
     log_n1, log_n2 = math.log(len(b)), math.log(len(a))
 
     def update(lr):
@@ -169,7 +183,24 @@ def _solve_fixed_point(update, start, tol, max_iter):
     iterate depends on the parity of the last step. ``log r - T(log r)`` has slope 1 - T' >= 0,
     so its root, the same estimator, is bracketed and found by bisection in every case.
 
-    Returns ``(log_r, converged, n_evaluations)``.
+    Parameters
+    ----------
+    update : callable
+        The map of :func:`_fixed_point_map`.
+    start : float
+        The first log r (0: r = exp(l*)).
+    tol : float
+        Convergence: a step of the iteration, or the bracket's width, below ``tol``.
+    max_iter : int
+        Steps of the iteration before bisection; bisection stops after ``3 * max_iter`` more
+        evaluations at most.
+
+    Returns
+    -------
+    log_r : float
+    converged : bool
+    n_evaluations : int
+        Evaluations of the map, iteration and bisection together.
     """
     lr, previous = start, start
     for iteration in range(1, max_iter + 1):
