@@ -27,10 +27,12 @@ clf = HMCClassifier(
 clf.fit(X_train, y_train)
 print(f"test accuracy {clf.score(X_test, y_test):.3f}")
 diag = clf.diagnostics_
-print("box  draws  acceptance  log mass (se)      weight")
+print("box  draws  acceptance  log mass (se)      weight  overlap")
 for b in range(diag["n_boxes"]):
     print(
         f"{b:>3} {diag['box_n_draws'][b]:>6} {diag['box_acceptance_rate'][b]:>11.2f}  "
         f"{diag['box_log_mass'][b]:>8.2f} ({diag['box_log_mass_se'][b]:.2f})  "
-        f"{diag['box_weight'][b]:>8.3f}"
+        f"{diag['box_weight'][b]:>8.3f}  {diag['box_bridge_overlap'][b]:.1e}"
     )
+# An overlap near 0 (a warning says so) means that the Gaussian proposal misses the box's
+# posterior and the weights are arbitrary: see docs/bridged_hmc.md, Limits.

@@ -5,7 +5,10 @@ unnormalised density q; the weights are w_j = c_j / sum_k c_k (eq. 3.5). Each c_
 bridge sampling with the optimal bridge function (eq. 3.1-3.4) against a Gaussian proposal g
 fitted to the first half of the box's draws; the second half are the posterior draws. The
 iteration (eq. 3.3) runs in log space after subtracting a shift l* common to all boxes (eq. 3.6),
-so no exponential ever overflows and the shift cancels from the weights.
+so no exponential ever overflows and the shift cancels from the weights. Where the iteration
+swings instead of settling (proposal and posterior draws that hardly overlap), the same fixed
+point is found by bisection, and the overlap of the two samples is reported so that such an
+answer is not taken for a good one.
 
 The restricted density is q(theta) 1_box(theta): a proposal draw that falls outside the box counts
 with q = 0 (its log ratio is -inf), which keeps the estimator consistent for the box's mass.
@@ -143,27 +146,123 @@ def _batch_mean_var(x: np.ndarray) -> float:
     return float(max(np.var(means, ddof=1) / n_batches, np.var(x, ddof=1) / n))
 
 
+def _fixed_point_map(a, b, log_s1, log_s2):
+    """The map log r -> log r' of seeds/001 eq. 3.6, in log space.
+
+    Parameters
+    ----------
+    a : ndarray (N2,)
+        Shifted log ratios of the proposal draws, ll2 - l* (``-inf`` outside the box).
+    b : ndarray (N1,)
+        Shifted log ratios of the posterior draws, ll1 - l*.
+    log_s1, log_s2 : float
+        log(N1 / (N1 + N2)) and log(N2 / (N1 + N2)).
+
+    Returns
+    -------
+    callable
+        ``update(log_r) -> log_r'``.
+    """
+    log_n1, log_n2 = math.log(len(b)), math.log(len(a))
+
+    def update(lr):
+        num = logsumexp(a - np.logaddexp(log_s1 + a, log_s2 + lr)) - log_n2
+        den = logsumexp(-np.logaddexp(log_s1 + b, log_s2 + lr)) - log_n1
+        return float(num - den)
+
+    return update
+
+
+def _solve_fixed_point(update, start, tol, max_iter):
+    """The fixed point of eq. 3.6, first by the seed's iteration, then by bisection.
+
+    The map T has slope T'(log r) = B - A with A, B in [0, 1] (A: the proposal draws' weighted
+    mean of s2 r / (s1 l2 + s2 r), B: the same for the posterior draws), so it contracts when
+    the two samples overlap and tends to the reflection ``log r -> K - log r`` (slope -1) when
+    they do not: the plain iteration then swings between two values for ever, and a non-converged
+    iterate depends on the parity of the last step. ``log r - T(log r)`` has slope 1 - T' >= 0,
+    so its root, the same estimator, is bracketed and found by bisection in every case.
+
+    Parameters
+    ----------
+    update : callable
+        The map of :func:`_fixed_point_map`.
+    start : float
+        The first log r (0: r = exp(l*)).
+    tol : float
+        Convergence: a step of the iteration, or the bracket's width, below ``tol``.
+    max_iter : int
+        Steps of the iteration before bisection; bisection stops after ``3 * max_iter`` more
+        evaluations at most.
+
+    Returns
+    -------
+    log_r : float
+    converged : bool
+    n_evaluations : int
+        Evaluations of the map, iteration and bisection together.
+    """
+    lr, previous = start, start
+    for iteration in range(1, max_iter + 1):
+        previous, lr = lr, update(lr)
+        if not math.isfinite(lr):
+            return lr, False, iteration
+        if abs(lr - previous) < tol:
+            return lr, True, iteration
+    # the last two iterates bracket the root when the iteration oscillates; widen until they do
+    lo, hi = min(lr, previous), max(lr, previous)
+    evaluations, width = max_iter, max(hi - lo, 1.0)
+    while lo - update(lo) > 0 and evaluations < 4 * max_iter:
+        lo, width, evaluations = lo - width, 2 * width, evaluations + 1
+    while hi - update(hi) < 0 and evaluations < 4 * max_iter:
+        hi, width, evaluations = hi + width, 2 * width, evaluations + 1
+    while hi - lo > tol and evaluations < 4 * max_iter:
+        mid = 0.5 * (lo + hi)
+        if mid - update(mid) < 0:
+            lo = mid
+        else:
+            hi = mid
+        evaluations += 1
+    converged = hi - lo <= tol and lo - update(lo) <= 0 <= hi - update(hi)
+    return 0.5 * (lo + hi), bool(converged), evaluations
+
+
 def bridge_log_masses(terms, tol: float = 1e-10, max_iter: int = 1000):
     """Log masses of the boxes from their bridge-sampling terms (seeds/001 eq. 3.4-3.6).
+
+    The estimator of each box is the fixed point of eq. 3.6, reached by the seed's iteration;
+    where that iteration has not settled after ``max_iter`` steps (it swings between two values
+    when the proposal and posterior samples hardly overlap), the same fixed point is found by
+    bisection (see :func:`_solve_fixed_point`). Whether the answer means anything is a separate
+    question, answered by ``overlap``.
 
     Parameters
     ----------
     terms : list of (ll1, ll2) pairs, one per box
     tol : float
-        Convergence of the iteration: change of log r below ``tol``.
+        Convergence of the fixed point: change of log r below ``tol``.
     max_iter : int
+        Steps of the iteration before bisection takes over.
 
     Returns
     -------
     dict with ndarrays over boxes: ``log_mass`` (log c_j), ``log_mass_se`` (its standard
     error, from the relative mean squared error of Fruhwirth-Schnatter 2004 as in Gronau et al.
     2017, with batch means for the autocorrelation of the posterior draws), ``weight``
-    (w_j = c_j / sum c_k), ``converged`` (bool), ``n_iter``, and ``shift`` l*.
+    (w_j = c_j / sum c_k), ``converged`` (bool), ``n_iter`` (evaluations of the map: steps of
+    the iteration, then of the bisection), ``overlap`` and ``shift`` l*.
+    ``overlap`` is O = integral of p g / (s1 p + s2 g) for the box's normalised density p and
+    the proposal g, estimated at the fixed point by the mean over posterior draws of
+    1 / (s1 l1 / r + s2) (equal there to the proposal draws' mean of
+    (l2 / r) / (s1 l2 / r + s2)); it is 1 when g = p and 0 when they do not overlap, and the
+    relative variance of the estimate is about (1/O - 1) / (N s1 s2) (Meng and Wong 1996). With
+    O near 0 the estimate is decided by a few extreme draws and its standard error is
+    meaningless.
     """
     finite = [ll1[np.isfinite(ll1)] for ll1, _ in terms]
     pooled = np.concatenate(finite) if finite else np.zeros(1)
     shift = float(pooled.mean()) if pooled.size else 0.0  # l*: one shift for all boxes
-    log_r, se, converged, n_iter = [], [], [], []
+    log_r, se, converged, n_iter, overlap = [], [], [], [], []
     for ll1, ll2 in terms:
         b, a = ll1 - shift, ll2 - shift
         n1, n2 = len(b), len(a)
@@ -172,19 +271,11 @@ def bridge_log_masses(terms, tol: float = 1e-10, max_iter: int = 1000):
             se.append(math.inf)
             converged.append(False)
             n_iter.append(0)
+            overlap.append(0.0)
             continue
         log_s1, log_s2 = math.log(n1 / (n1 + n2)), math.log(n2 / (n1 + n2))
-        lr, done, iterations = 0.0, False, 0
-        while iterations < max_iter:
-            iterations += 1
-            num = logsumexp(a - np.logaddexp(log_s1 + a, log_s2 + lr)) - math.log(n2)
-            den = logsumexp(-np.logaddexp(log_s1 + b, log_s2 + lr)) - math.log(n1)
-            new = float(num - den)
-            step = abs(new - lr)
-            lr = new
-            if step < tol:
-                done = True
-                break
+        update = _fixed_point_map(a, b, log_s1, log_s2)
+        lr, done, iterations = _solve_fixed_point(update, 0.0, tol, max_iter)
         log_f1 = a - np.logaddexp(log_s1 + a, log_s2 + lr)
         log_f2 = -np.logaddexp(log_s1 + b, log_s2 + lr)
         f1 = np.exp(log_f1 - logsumexp(log_f1) + math.log(n2))  # f1 / mean(f1)
@@ -194,6 +285,8 @@ def bridge_log_masses(terms, tol: float = 1e-10, max_iter: int = 1000):
         se.append(float(math.sqrt(re2)))
         converged.append(done and np.isfinite(lr))
         n_iter.append(iterations)
+        # O = mean_j 1 / (s1 l1_j / r + s2) = mean_j exp(lr + log_f2_j)
+        overlap.append(float(np.exp(min(logsumexp(log_f2) - math.log(n1) + lr, 0.0))))
     log_r = np.asarray(log_r)
     total = logsumexp(log_r) if np.isfinite(log_r).any() else 0.0
     weight = np.exp(log_r - total) if np.isfinite(log_r).any() else np.zeros(len(log_r))
@@ -203,5 +296,6 @@ def bridge_log_masses(terms, tol: float = 1e-10, max_iter: int = 1000):
         "weight": weight,
         "converged": np.asarray(converged, dtype=bool),
         "n_iter": np.asarray(n_iter),
+        "overlap": np.asarray(overlap),
         "shift": shift,
     }

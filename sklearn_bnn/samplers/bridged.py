@@ -110,9 +110,14 @@ class BridgedHMC(Sampler):
     n_proposal : int, optional
         Proposal draws for bridge sampling per box (default: as many as the posterior half).
     tol, max_iter : float, int
-        Convergence of the bridge iteration (eq. 3.3) on log r; a warning when not reached.
+        Convergence of the bridge fixed point (eq. 3.3, 3.6) on log r: ``max_iter`` steps of
+        the seed's iteration, then bisection on the same equation; a warning when not reached.
     min_box_draws : int, default=20
         A box with fewer posterior draws for bridge sampling gets a warning.
+    min_overlap : float, default=0.01
+        A box whose proposal and posterior draws overlap less than this (the overlap O of
+        :func:`.bridge.bridge_log_masses`, 1 for a perfect proposal, 0 for none) gets a warning:
+        its log mass is then decided by a few extreme draws.
     divergence_threshold : float, default=1000
 
     Examples
@@ -140,6 +145,7 @@ class BridgedHMC(Sampler):
         tol=1e-10,
         max_iter=1000,
         min_box_draws=20,
+        min_overlap=0.01,
         divergence_threshold=1000.0,
     ):
         self.n_split_params = n_split_params
@@ -152,6 +158,7 @@ class BridgedHMC(Sampler):
         self.tol = tol
         self.max_iter = max_iter
         self.min_box_draws = min_box_draws
+        self.min_overlap = min_overlap
         self.divergence_threshold = divergence_threshold
 
     def check_target(self, target) -> None:
@@ -160,6 +167,7 @@ class BridgedHMC(Sampler):
         check_scalar_param(self.tol, "tol", low=0, low_inclusive=False)
         check_scalar_param(self.max_iter, "max_iter", kind="int", low=1)
         check_scalar_param(self.min_box_draws, "min_box_draws", kind="int", low=2)
+        check_scalar_param(self.min_overlap, "min_overlap", low=0, high=1)
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         if self.n_proposal is not None:
             check_scalar_param(self.n_proposal, "n_proposal", kind="int", low=1)
@@ -259,6 +267,7 @@ class BridgedHMC(Sampler):
             box_weight=masses["weight"],
             box_bridge_converged=masses["converged"],
             box_bridge_iterations=masses["n_iter"],
+            box_bridge_overlap=masses["overlap"],
             box_bridge_draws=n_half,
             box_proposals_inside=np.array([inside for *_, inside in results]),
         )
@@ -276,9 +285,25 @@ class BridgedHMC(Sampler):
         bad = np.flatnonzero(~masses["converged"]).tolist()
         if bad:
             warnings.warn(
-                f"the bridge-sampling iteration did not converge for boxes {bad} (no proposal "
-                f"draw inside the box, or max_iter={self.max_iter} reached): their weights are "
-                "unreliable.",
+                f"the bridge-sampling fixed point was not found for boxes {bad} (no proposal "
+                "draw inside the box, or no draws): their weights are unreliable; increase "
+                "n_samples or n_proposal.",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        overlap = masses["overlap"]
+        low = [b for b in np.flatnonzero(overlap < self.min_overlap).tolist() if b not in bad]
+        if low:
+            shown = ", ".join(f"{b}: {overlap[b]:.1e}" for b in low)
+            warnings.warn(
+                f"the Gaussian proposal of bridge sampling barely overlaps the posterior draws "
+                f"of boxes {low} (overlap {shown}; 1 = perfect, min_overlap={self.min_overlap}): "
+                "their log masses are decided by a few extreme draws and the box weights are "
+                "arbitrary. This happens when a box's posterior is far from Gaussian (curved or "
+                "multimodal inside the box, as for neural networks), and more draws per box do "
+                "not cure it; use fewer boxes (n_split_params), boxes that separate the modes "
+                "(boxes=...), or plain HMC chains. Check box_bridge_overlap and "
+                "box_log_mass_se.",
                 RuntimeWarning,
                 stacklevel=4,
             )

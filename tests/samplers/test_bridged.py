@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import GaussianTarget
+from scipy.special import logsumexp
 from scipy.stats import norm
 
 from sklearn_bnn import HMCClassifier
@@ -69,6 +70,7 @@ def test_bridge_sampling_recovers_gaussian_box_masses(coords, points):
     log_true = np.log(4 * np.pi * prob)
     assert info["n_boxes"] == 2 ** len(coords)
     assert info["box_bridge_converged"].all()
+    assert (info["box_bridge_overlap"] > 0.5).all(), info["box_bridge_overlap"]
     z = (info["box_log_mass"] - log_true) / info["box_log_mass_se"]
     assert np.abs(z).max() < 4, (info["box_log_mass"], log_true, info["box_log_mass_se"])
     assert (info["box_log_mass_se"] < 0.1).all()
@@ -99,10 +101,50 @@ def test_log_space_iteration_with_a_huge_shift():
     np.testing.assert_allclose(small["weight"], [np.e / (1 + np.e), 1 / (1 + np.e)])
 
 
-def test_warnings_for_few_draws_and_no_convergence():
-    sampler = BridgedHMC(split_coords=[0], n_leapfrog=5, max_iter=1)
+def test_fixed_point_found_where_the_plain_iteration_swings():
+    # proposal and posterior log ratios far apart: eq. 3.6's map is log r -> K - log r, so the
+    # plain iteration swings between two values and stopped after max_iter steps, its answer
+    # depended on the parity of max_iter; the fixed point itself is unique
+    rng = np.random.default_rng(1)
+    ll1, ll2 = rng.normal(40.0, 3.0, 300), rng.normal(-40.0, 5.0, 300)
+    terms = [(ll1, ll2), (ll1 - 2.0, ll2 - 1.0)]
+    even = bridge_log_masses(terms, max_iter=1000)
+    odd = bridge_log_masses(terms, max_iter=1001)
+    assert even["converged"].all() and odd["converged"].all()
+    np.testing.assert_allclose(even["log_mass"], odd["log_mass"], atol=1e-8)
+    np.testing.assert_allclose(even["weight"], odd["weight"], atol=1e-8)
+    # the answer solves eq. 3.6: r = mean_i l2/(s1 l2 + s2 r) / mean_j 1/(s1 l1 + s2 r)
+    log_r = even["log_mass"][0]
+    num = logsumexp(ll2 - np.logaddexp(np.log(0.5) + ll2, np.log(0.5) + log_r)) - np.log(300)
+    den = logsumexp(-np.logaddexp(np.log(0.5) + ll1, np.log(0.5) + log_r)) - np.log(300)
+    assert abs(num - den - log_r) < 1e-8
+    # and the overlap says that it means nothing
+    assert (even["overlap"] < 1e-10).all()
+
+
+def test_overlap_is_near_one_for_a_perfect_proposal_and_falls_with_separation():
+    rng = np.random.default_rng(2)
+    x1, x2 = rng.normal(size=2000), rng.normal(size=2000)  # posterior N(0, 1), mass e^3
+
+    def terms(m):  # proposal N(m, 1)
+        return (3.0 + 0.5 * (x1 - m) ** 2 - 0.5 * x1**2, 3.0 + 0.5 * x2**2 - 0.5 * (x2 + m) ** 2)
+
+    overlaps = []
+    for m in (0.0, 2.0, 4.0):
+        ll1, ll2 = terms(m)
+        out = bridge_log_masses([(ll1, ll2)])
+        assert out["converged"][0]
+        assert abs(out["log_mass"][0] - 3.0) < 4 * out["log_mass_se"][0] + 1e-9
+        overlaps.append(out["overlap"][0])
+    assert overlaps[0] > 0.999 and overlaps[0] >= overlaps[1] > overlaps[2] > 0
+    empty = bridge_log_masses([(np.zeros(10), np.full(10, -np.inf))])
+    assert not empty["converged"][0] and empty["overlap"][0] == 0
+
+
+def test_warnings_for_few_draws_and_little_overlap():
+    sampler = BridgedHMC(split_coords=[0], n_leapfrog=5, min_overlap=1.0)
     with pytest.warns(RuntimeWarning) as record:
-        sample(
+        result = sample(
             _gaussian(),
             torch.zeros(2),
             sampler,
@@ -112,7 +154,9 @@ def test_warnings_for_few_draws_and_no_convergence():
             random_state=0,
         )
     messages = " ".join(str(w.message) for w in record)
-    assert "min_box_draws" in messages and "did not converge" in messages
+    assert "min_box_draws" in messages and "barely overlaps" in messages
+    assert "fewer boxes" in messages
+    assert result.info["box_bridge_overlap"].shape == (2,)
 
 
 @pytest.mark.slow
