@@ -12,6 +12,7 @@ summed over data points.
 from __future__ import annotations
 
 import copy
+import warnings
 
 import torch
 from torch import nn
@@ -82,6 +83,29 @@ class FunctionalNetwork:
         """Network output at one parameter vector ``theta`` (D,)."""
         return functional_call(self.module, {**self.unflatten(theta), **self._constants}, (X,))
 
+    #: False once :func:`torch.func.vmap` failed on this module (e.g. ``nn.LSTM`` / ``nn.GRU``,
+    #: whose fused kernels have no batching rule): later batches go straight to the loop.
+    _vmappable = True
+
+    def map_draws(self, fn, *args):
+        """``fn`` over the leading dimension of every argument, stacked: one batched call of
+        :func:`torch.func.vmap`, or a loop over the leading dimension where the module cannot be
+        batched (warned once per network). Autograd flows through either."""
+        if self._vmappable:
+            try:
+                return vmap(fn)(*args)
+            except RuntimeError as exc:
+                if "atching rule" not in str(exc) and "vmap" not in str(exc):
+                    raise  # an error of the module itself, not of batching it
+                self._vmappable = False
+                warnings.warn(
+                    f"the network could not be batched with torch.func.vmap ({exc}); "
+                    "evaluating the draws or chains one at a time.",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+        return torch.stack([fn(*row) for row in zip(*args, strict=True)])
+
     def forward_batched(
         self,
         thetas: torch.Tensor,
@@ -117,7 +141,7 @@ class FunctionalNetwork:
             chunk_size = 1
             f = lambda th, x: self.forward(th[0], x)[None]  # noqa: E731
         else:
-            f = vmap(self.forward, in_dims=(0, None))
+            f = lambda th, x: self.map_draws(lambda t: self.forward(t, x), th)  # noqa: E731
         total, chunks = None, []
         with torch.no_grad():
             for i in range(0, S, chunk_size):
@@ -199,9 +223,11 @@ class Target:
         noise precision a Gibbs step drew) when the likelihood keeps some per chain."""
         per_chain = getattr(self.likelihood, "chain_precision", None)
         if per_chain is None or per_chain.shape[0] != theta.shape[0]:
-            return vmap(lambda t: self._log_likelihood(t, X, y))(theta)
+            return self.network.map_draws(lambda t: self._log_likelihood(t, X, y), theta)
         lik = self.likelihood
-        return vmap(lambda t, p: lik.log_prob(self.network.forward(t, X), y, p))(theta, per_chain)
+        return self.network.map_draws(
+            lambda t, p: lik.log_prob(self.network.forward(t, X), y, p), theta, per_chain
+        )
 
     def _tempered(self, value: torch.Tensor) -> torch.Tensor:
         """``value`` / T, in place; untouched (bit for bit) at T = 1."""

@@ -212,3 +212,44 @@ def test_temperature_tempers_the_linear_regression_posterior_once():
         draws = reg.samples_.draws.numpy()[0]
         ratio = draws.var(0) / (T * np.diag(cov_bayes))
         assert np.all((ratio > 0.7) & (ratio < 1.4)), (T, ratio)
+
+
+class _LSTMRegressor(torch.nn.Module):
+    """A flat row of ``n_in`` features read as (n_in // 2) time steps of 2 features by an
+    ``nn.LSTM``, whose fused kernel has no ``torch.func.vmap`` batching rule."""
+
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(2, 8, batch_first=True)
+        self.head = torch.nn.Linear(8, n_out)
+
+    def forward(self, X):
+        out, _ = self.lstm(X.reshape(X.shape[0], -1, 2))
+        return self.head(torch.relu(out[:, -1]))
+
+
+@pytest.mark.parametrize("sampler, n_chains", [("hte", 1), ("sghmc", 2)])
+def test_recurrent_module_without_a_batching_rule(sampler, n_chains):
+    """An ``nn.LSTM`` module: several chains' gradients (batched over chains by vmap) and the
+    prediction over many draws fall back to a loop, with a RuntimeWarning, and give what the
+    module gives draw by draw; HTE's full-data energy of one chain runs without vmap."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 6)).astype(np.float32)
+    y = X[:, ::2].sum(1)
+    reg = SGMCMCRegressor(
+        module=_LSTMRegressor,
+        sampler=sampler,
+        step_size=0.01,
+        batch_size=10,
+        n_warmup=2,
+        n_samples=10,
+        n_chains=n_chains,
+        random_state=0,
+    )
+    with pytest.warns(RuntimeWarning, match="could not be batched"):
+        reg.fit(X, y)
+        draws = reg.predict_samples(X)
+    assert draws.shape == (10 * n_chains, 40) and np.isfinite(draws).all()
+    net = reg.network_
+    expected = torch.stack([net.forward(t, torch.as_tensor(X)) for t in reg.samples_.flat()])
+    np.testing.assert_allclose(draws, expected[..., 0].numpy(), rtol=1e-5, atol=1e-6)
