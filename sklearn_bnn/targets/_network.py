@@ -247,7 +247,7 @@ class Target:
     def _residual_sum_of_squares(self, theta: torch.Tensor) -> torch.Tensor:
         """Sum over the data of the squared residuals per chain and output (C, n_out)."""
         with torch.no_grad():
-            out = vmap(self.network.forward, in_dims=(0, None))(theta.detach(), self.X)
+            out = self.network.map_draws(lambda t: self.network.forward(t, self.X), theta.detach())
             return ((out - self.y) ** 2).sum(1)
 
     def _gibbs_noise(self, state, generator: torch.Generator):

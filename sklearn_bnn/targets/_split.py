@@ -138,7 +138,9 @@ class SplitTarget(Target):
         with torch.no_grad():
             for m in range(self.n_splits):
                 X, y = self.subset(m)
-                out = torch.func.vmap(self.network.forward, in_dims=(0, None))(theta.detach(), X)
+                out = self.network.map_draws(
+                    lambda t, X=X: self.network.forward(t, X), theta.detach()
+                )
                 total = total + ((out - y) ** 2).sum(1)
         return total
 

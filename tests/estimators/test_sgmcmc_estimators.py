@@ -258,3 +258,31 @@ def test_recurrent_module_without_a_batching_rule(sampler, n_chains):
     net = reg.network_
     expected = torch.stack([net.forward(t, torch.as_tensor(X)) for t in reg.samples_.flat()])
     np.testing.assert_allclose(draws, expected[..., 0].numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("cls", ["HMCRegressor", "SplitHMCRegressor"])
+def test_recurrent_module_with_learned_noise(cls):
+    """The Gibbs step of the noise precision evaluates the residuals of every chain: with an
+    ``nn.LSTM`` module it falls back to a loop too (full-batch and split targets)."""
+    from sklearn_bnn import HMCRegressor, SplitHMCRegressor
+
+    est_cls = {"HMCRegressor": HMCRegressor, "SplitHMCRegressor": SplitHMCRegressor}[cls]
+    extra = {"n_splits": 2} if cls == "SplitHMCRegressor" else {}
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 6)).astype(np.float32)
+    y = X[:, ::2].sum(1)
+    reg = est_cls(
+        module=_LSTMRegressor,
+        noise_precision=None,
+        n_warmup=3,
+        n_samples=3,
+        n_leapfrog=3,
+        n_chains=2,
+        random_state=0,
+        **extra,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        reg.fit(X, y)
+    precision = reg.samples_.stats["noise_precision"]
+    assert np.isfinite(np.asarray(precision)).all() and np.asarray(precision).shape[:2] == (2, 3)
