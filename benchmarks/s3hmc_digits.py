@@ -27,8 +27,9 @@ entropy (nats) on the 0-4 test part and on the 5-9 set, and the AUROC of the ent
 telling 5-9 images from 0-4 test images; for the MCMC models the bulk ESS and R-hat of the
 log density (for S3HMC the joint density of weights and log-precisions), the smallest bulk ESS
 of the predictions, acceptance rate, adapted step size, divergent transitions (warmup and
-sampling), likelihood gradients per chain and fit seconds; for S3HMC the precisions' posterior means, bulk
-ESS and R-hat (of log tau) and their means over blocks of draws per chain (the trajectory).
+sampling), likelihood gradients per chain and fit seconds; for S3HMC the precisions' posterior
+means, bulk ESS and R-hat (of log tau) and their means over blocks of draws per chain (the
+trajectory).
 Times are only comparable within one run (shared machine).
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/s3hmc_digits.py [--models hmc_default s3hmc ...]
