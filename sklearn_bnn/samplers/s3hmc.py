@@ -182,7 +182,10 @@ class S3HMC(Sampler):
     n_leapfrog : int, default=20
         ALBA steps per trajectory L.
     tol : float, default=1e-8
-        Fixed-point tolerance of the (tau, p_tau) generalized leapfrog (relative change).
+        Fixed-point tolerance of the (tau, p_tau) generalized leapfrog (relative change),
+        floored at four machine epsilons of the positions' dtype: a smaller change cannot be
+        resolved, and float32 iterations would stall one rounding step apart and count as
+        divergent.
     max_fixed_point : int, default=50
         Fixed-point iterations at most; non-convergence is a divergence (rejected, counted).
     divergence_threshold : float, default=1000
@@ -281,24 +284,25 @@ class S3HMCKernel(Kernel):
             return a - b / x - d / x**2 + p * p * x / c
 
         half = 0.5 * eps
+        tol = max(float(self.tol), 4 * torch.finfo(dtype).eps)  # resolvable in this dtype
         ok = torch.ones(tau.shape[0], dtype=torch.bool, device=device)
         p_half = pt
         for _ in range(self.max_fixed_point):
             new = pt - half * dH_dtau(tau, p_half)
             change = ((new - p_half).abs() / (1.0 + new.abs())).amax(-1)
             p_half = new
-            if bool((change < self.tol).all()):
+            if bool((change < tol).all()):
                 break
-        ok &= change < self.tol
+        ok &= change < tol
         v0 = p_half * tau**2 / c
         x = tau
         for _ in range(self.max_fixed_point):
             new = tau + half * (v0 + p_half * x**2 / c)
             change = ((new - x).abs() / (1.0 + new.abs())).amax(-1)
             x = torch.where(torch.isfinite(new), new, tau)
-            if bool((change < self.tol).all()):
+            if bool((change < tol).all()):
                 break
-        ok &= (change < self.tol) & (x > 0).all(-1)
+        ok &= (change < tol) & (x > 0).all(-1)
         x = torch.where(x > 0, x, tau)  # keep tau positive; the chain is rejected anyway
         p_new = p_half - half * dH_dtau(x, p_half)
         return x, p_new, ok

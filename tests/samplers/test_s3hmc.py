@@ -100,6 +100,29 @@ def test_alba_is_reversible_and_energy_error_shrinks_with_the_step():
     assert info.accept_prob.item() > 0.9
 
 
+def test_float32_precision_step_converges_at_the_default_tolerance():
+    """The default tol (1e-8) is below float32's resolution: the (tau, p_tau) fixed points must
+    still count as converged, or a float32 network (the estimators' default) gets spurious
+    divergences (15 % of the transitions on digits before the tolerance was floored)."""
+    sizes = [6400, 100, 500, 5]  # a 64-100-5 MLP's tensors
+    groups = torch.cat([torch.full((n,), k) for k, n in enumerate(sizes)])
+    target = HierarchicalTarget(
+        lambda w: (-0.5 * (w**2).sum(-1), -w), groups, torch.full((4,), 2.0), torch.ones(4)
+    )
+    kernel = S3HMC().build(target)
+    g = torch.Generator().manual_seed(0)
+    f32, C = torch.float32, 400
+    tau = torch.tensor([24.0, 4.0, 2.7, 1.5]).expand(C, 4)
+    c = target.metric_constants(f32, "cpu")
+    for eps in (0.005, 0.05):
+        w = torch.randn(C, groups.numel(), generator=g) / tau[:, groups].sqrt()
+        pw = torch.randn(C, groups.numel(), generator=g) * tau[:, groups].sqrt()
+        pt = torch.randn(C, 4, generator=g) * c.sqrt() / tau
+        x, p, ok = kernel._tau_step(w, pw, tau, pt, None, torch.full((C, 1), eps), c)
+        assert ok.all()
+        assert x.dtype == f32 and torch.isfinite(p).all()
+
+
 @pytest.mark.parametrize(
     "alpha, noise, match",
     [([0.5], False, "alpha > 1/2"), ([2.0, 1.0], True, "alpha > 1")],
