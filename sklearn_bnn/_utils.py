@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import numbers
 from collections.abc import Iterator
 
@@ -87,6 +88,35 @@ def seeded_torch(seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield
+
+
+def _flushing_subnormals() -> bool:
+    """Whether this thread already treats float subnormals as zero (torch has no getter)."""
+    return bool((torch.full((1,), 1e-39, dtype=torch.float32) * 2.0)[0] == 0)
+
+
+def flush_subnormals(fn):
+    """Run ``fn`` with float subnormals flushed to zero on the CPU, then restore the setting.
+
+    A confident softmax puts probabilities of about e^-90 into float32 gradients; arithmetic on
+    such subnormal numbers is tens of times slower on x86 CPUs, and made the default digits
+    fit 2.6x slower (30.7 s against 11.8 s, same draws to the reported accuracy). Values below
+    1.2e-38 (float32) or 2.2e-308 (float64) become 0, which changes no result this package
+    reports. A caller that had already enabled it keeps it.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _flushing_subnormals():
+            return fn(*args, **kwargs)
+        if not torch.set_flush_denormal(True):  # not supported on this CPU
+            return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_flush_denormal(False)
+
+    return wrapper
 
 
 def check_scalar_param(

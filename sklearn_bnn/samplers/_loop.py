@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
+from .._utils import flush_subnormals
 from ._base import State
 from .adaptation import (
     DualAveraging,
@@ -44,6 +45,7 @@ class ChainRun:
     stats: dict = field(default_factory=dict)
 
 
+@flush_subnormals
 def run_chains(
     kernel,
     state: State,

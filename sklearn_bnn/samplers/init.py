@@ -12,9 +12,12 @@ import math
 
 import torch
 
+from .._utils import flush_subnormals
+
 __all__ = ["find_mode"]
 
 
+@flush_subnormals
 def find_mode(
     target, position: torch.Tensor, n_steps: int = 500, lr: float = 1e-2, progress=None
 ) -> torch.Tensor:
