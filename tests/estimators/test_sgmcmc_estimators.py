@@ -211,7 +211,8 @@ def test_temperature_tempers_the_linear_regression_posterior_once():
         ).fit(X, y)
         draws = reg.samples_.draws.numpy()[0]
         ratio = draws.var(0) / (T * np.diag(cov_bayes))
-        assert np.all((ratio > 0.7) & (ratio < 1.4)), (T, ratio)
+        # measured 1.07-1.23 (SGLD's step inflates the variance a little); twice-tempered: 0.25
+        assert np.all((ratio > 0.7) & (ratio < 1.5)), (T, ratio)
 
 
 class _LSTMRegressor(torch.nn.Module):
