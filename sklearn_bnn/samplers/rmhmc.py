@@ -329,11 +329,11 @@ class RMHMCKernel(Kernel):
         """One RMHMC transition per chain (seeds/003 Algorithm 4); ``inv_mass`` is ignored.
 
         With ``copy_scale`` s > 0 (explicit integrator) the copies start at theta~ = theta +
-        s G^-1/2 z1, p~ = p + s G^1/2 z2 and the test is on the doubled phase space: H plus
-        [(theta~ - theta)^T G(theta) (theta~ - theta) + (p~ - p)^T G(theta)^-1 (p~ - p)] / (2 s^2),
-        the energy of the copies' Gaussian given (theta, p), whose log-determinants cancel. Tao's
-        map with both momenta negated is a volume-preserving involution there, so this test is
-        exact (see the class notes).
+        s z1, p~ = p + s z2 (z standard normal) and the test is on the doubled phase space: H plus
+        (|theta~ - theta|^2 + |p~ - p|^2) / (2 s^2), the energy of the copies' Gaussian given
+        (theta, p), at both ends. Tao's map with both momenta negated is a volume-preserving
+        involution there, so this test is exact (see the class notes); the binding rotation
+        leaves that quadratic unchanged.
         """
         q = state.position
         eps_in = self.step_size if step_size is None else step_size
