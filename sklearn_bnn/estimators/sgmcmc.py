@@ -178,7 +178,10 @@ class SGMCMCRegressor(_SGSampling, HMCRegressor):
     """
         + _SG_PARAMS_DOC.replace("{base}", "HMCRegressor").replace("{{", "{").replace("}}", "}")
         + """
-    noise_precision : float, default=1.0
+    noise_precision : float or None, default=None
+        As for :class:`HMCRegressor`, in units of y. None learns it: a Gibbs step from its
+        conjugate conditional after every epoch, with the residuals taken batch by batch (one
+        forward pass over the data; the data never reach the device whole).
     normalize_y : bool, default=False
 
     Examples
@@ -198,7 +201,7 @@ class SGMCMCRegressor(_SGSampling, HMCRegressor):
         activation="relu",
         module=None,
         prior_precision=1.0,
-        noise_precision=1.0,
+        noise_precision=None,
         normalize_y=False,
         sampler="sghmc",
         step_size="auto",

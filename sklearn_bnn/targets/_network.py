@@ -265,9 +265,14 @@ class Target:
         """
         sum_sq = self._residual_sum_of_squares(state.position)
         tau = self.likelihood.sample_precision(sum_sq, self.n_data, generator, self.temperature)
-        log_prob, grad = self.value_and_grad(state.position)
-        new = type(state)(state.position, log_prob, grad)
+        new = self._state_under_new_noise(state, sum_sq, tau)
         return new, {"noise_precision": tau[:, 0] if tau.shape[1] == 1 else tau}
+
+    def _state_under_new_noise(self, state, sum_sq: torch.Tensor, tau: torch.Tensor):
+        """The state's log density and gradient recomputed after the Gibbs step drew ``tau``
+        (the residuals' ``sum_sq`` are there for targets that use them)."""
+        log_prob, grad = self.value_and_grad(state.position)
+        return type(state)(state.position, log_prob, grad)
 
     @property
     def prior_precision(self) -> torch.Tensor:
