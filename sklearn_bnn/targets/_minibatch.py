@@ -151,15 +151,10 @@ class MinibatchTarget(Target):
     def _residual_sum_of_squares(self, theta: torch.Tensor) -> torch.Tensor:
         """Sum of squared residuals per chain and output (C, n_out), one batch at a time: one
         forward pass over the data, never more than a batch on the device."""
-        total = 0
-        with torch.no_grad():
-            for start in range(0, self.n_data, self.batch_size):
-                Xb, yb = self.batch(slice(start, start + self.batch_size))
-                out = self.network.map_draws(
-                    lambda t, Xb=Xb: self.network.forward(t, Xb), theta.detach()
-                )
-                total = total + ((out - yb) ** 2).sum(1)
-        return total
+        starts = range(0, self.n_data, self.batch_size)
+        return self._sum_of_squares_over(
+            theta, (self.batch(slice(s, s + self.batch_size)) for s in starts)
+        )
 
     def _state_under_new_noise(self, state, sum_sq: torch.Tensor, tau: torch.Tensor):
         """After the Gibbs step: the exact full-data log density in closed form from the

@@ -246,9 +246,20 @@ class Target:
 
     def _residual_sum_of_squares(self, theta: torch.Tensor) -> torch.Tensor:
         """Sum over the data of the squared residuals per chain and output (C, n_out)."""
+        return self._sum_of_squares_over(theta, [(self.X, self.y)])
+
+    def _sum_of_squares_over(self, theta: torch.Tensor, pieces) -> torch.Tensor:
+        """Squared residuals per chain and output (C, n_out), summed over ``(X, y)`` pieces of
+        the data (the whole data, its subsets or its batches), one piece on the device at a
+        time; chains batched by :meth:`FunctionalNetwork.map_draws`."""
+        total = 0
         with torch.no_grad():
-            out = self.network.map_draws(lambda t: self.network.forward(t, self.X), theta.detach())
-            return ((out - self.y) ** 2).sum(1)
+            for X, y in pieces:
+                out = self.network.map_draws(
+                    lambda t, X=X: self.network.forward(t, X), theta.detach()
+                )
+                total = total + ((out - y) ** 2).sum(1)
+        return total
 
     def _gibbs_noise(self, state, generator: torch.Generator):
         """Draw the Gaussian noise precision of every chain from its (tempered) conditional

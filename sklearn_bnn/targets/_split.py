@@ -134,15 +134,7 @@ class SplitTarget(Target):
 
     def _residual_sum_of_squares(self, theta: torch.Tensor) -> torch.Tensor:
         """As :meth:`Target._residual_sum_of_squares`, one subset at a time."""
-        total = 0
-        with torch.no_grad():
-            for m in range(self.n_splits):
-                X, y = self.subset(m)
-                out = self.network.map_draws(
-                    lambda t, X=X: self.network.forward(t, X), theta.detach()
-                )
-                total = total + ((out - y) ** 2).sum(1)
-        return total
+        return self._sum_of_squares_over(theta, (self.subset(m) for m in range(self.n_splits)))
 
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
         """Full-data log density and gradient, summed over the subsets (one graph at a time).
