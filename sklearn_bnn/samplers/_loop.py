@@ -19,6 +19,8 @@ from .adaptation import (
     DualAveraging,
     SettlingVariance,
     find_reasonable_step_size,
+    rescue_collapsed_chains,
+    stalled_chains,
     warmup_windows,
 )
 from .euclidean import EuclideanMetric, check_n_chains
@@ -140,6 +142,7 @@ def run_chains(
     toward = _prior_variance(kernel.target) if adapt_mass else None
     welford = None
     n_done, n_kept, interrupted = 0, 0, False
+    rescued = []
 
     bar = tqdm(
         total=n_warmup + n_samples,
@@ -159,6 +162,9 @@ def run_chains(
             warmup_divergent += info.divergent.cpu()
             if adapt:
                 averager.update(info.accept_prob)
+                if gibbs is None:  # a Gibbs step keeps per-chain state the copy would miss
+                    state, restarts = rescue_collapsed_chains(averager, state)
+                    rescued += restarts
                 eps = averager.step_size
             if adapt_mass and i in window_starts:
                 welford = SettlingVariance(state.position.shape, device, window_starts[i])
@@ -174,6 +180,7 @@ def run_chains(
             _progress(bar, i, "warmup", info, warmup_divergent)
         if adapt:
             eps = averager.final_step_size
+            _warn_about_warmup(rescued, stalled_chains(averager), C)
         n_div = torch.zeros(C, dtype=torch.long)
         for i in range(n_samples):
             state, info = kernel.step(state, generator, step_size=eps, inv_mass=inv_mass)
@@ -233,6 +240,33 @@ def run_chains(
         n_grad=n_grad,
         interrupted=interrupted,
     )
+
+
+def _warn_about_warmup(rescued: list, stalled: dict, n_chains: int) -> None:
+    """One warning for the chains restarted during warmup, one for those that ended it badly."""
+    if rescued:
+        lines = "; ".join(
+            f"chain {c} (step size {eps:.3g}, log density {lp:.6g}) from chain {d}"
+            for c, d, eps, lp in rescued
+        )
+        warnings.warn(
+            f"warmup restarted {len(rescued)} chain(s) whose adapted step size had collapsed to "
+            "under 1/100 of the other chains' (a region much narrower than theirs, or where "
+            f"every proposal diverges): {lines}. Each took the position and adaptation of a "
+            "healthy chain; the sampling phase is exact, but its chains no longer all come "
+            "from independent starts.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    for c, cause in stalled.items():
+        name = f"chain {c}" if n_chains > 1 else "the chain"
+        warnings.warn(
+            f"{name} ended warmup stalled: {cause}. Its draws barely move; look at its "
+            "starting point (a region much narrower than the posterior's bulk, a degenerate "
+            "mode, or non-finite log densities), or give a numeric step_size.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def _prior_variance(target):
