@@ -78,8 +78,10 @@ def main():
     for name in args.configs:
         start = time.perf_counter()
         clf = HMCClassifier(
-            hidden_layer_sizes=(args.hidden,), n_samples=args.n_samples,
-            n_warmup=args.n_warmup, random_state=args.seed,
+            hidden_layer_sizes=(args.hidden,),
+            n_samples=args.n_samples,
+            n_warmup=args.n_warmup,
+            random_state=args.seed,
             **CONFIGS[name],
         ).fit(Xtr, ytr)
         seconds = time.perf_counter() - start

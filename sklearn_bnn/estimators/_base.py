@@ -36,6 +36,7 @@ from .._persistence import (
     meta_module,
     optional,
 )
+from .._threads import in_sampling_threads
 from .._utils import (
     draw_seed,
     predict_device,
@@ -250,7 +251,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             )
         if n_hyper and not continuing:
             positions = target.extend_positions(positions)
-        run, self._generator_states = run_sampler(
+        work = X.shape[0] * positions.shape[1] * positions.shape[0]  # forward multiply-adds
+        run, self._generator_states = in_sampling_threads(work, run_sampler)(
             self._sampler_object(),
             target,
             positions,
