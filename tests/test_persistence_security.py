@@ -101,6 +101,18 @@ def test_file_written_before_the_allow_list_loads():
     np.testing.assert_array_equal(
         loaded.predict_proba(expected["X"].numpy()), expected["proba"].numpy()
     )
+    # that file stores the parameters under their names before 0.1.0's vocabulary
+    assert (loaded.n_draws, loaded.n_steps) == (5, 50)
+
+
+def test_old_sampler_parameter_names_load_under_the_new_ones():
+    from sklearn_bnn._persistence import decode, encode
+    from sklearn_bnn.samplers import HMC
+
+    fields = dict(encode(HMC(n_steps=7, max_steps=64))["params"]["__dict__"])
+    fields["n_leapfrog"], fields["max_n_leapfrog"] = fields.pop("n_steps"), fields.pop("max_steps")
+    sampler = decode({"__sampler__": "hmc", "params": {"__dict__": fields}})
+    assert (sampler.n_steps, sampler.max_steps) == (7, 64)
 
 
 @pytest.mark.parametrize("name", ["hmc", "hmc_reg", "dropout", "plannet", "decision", "reducer"])
