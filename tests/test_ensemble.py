@@ -57,10 +57,13 @@ def test_reported_scores_recomputed():
 @pytest.mark.parametrize(
     "params, match",
     [
-        ({"metric": "f1"}, "metric must be one of"),
-        ({"tolerance": -0.1}, "tolerance"),
-        ({"validation_fraction": 1.0}, "validation_fraction"),
-        ({"n_repeats": 0}, "n_repeats"),
+        ({"metric": "f1"}, "'metric' parameter"),
+        ({"method": "best"}, "'method' parameter"),
+        ({"tolerance": -0.1}, "'tolerance' parameter"),
+        ({"confidence_level": 1.0}, "'confidence_level' parameter"),
+        ({"validation_fraction": 1.0}, "'validation_fraction' parameter"),
+        ({"n_repeats": 0}, "'n_repeats' parameter"),
+        ({"n_resamples": 0}, "'n_resamples' parameter"),
     ],
 )
 def test_bad_parameters_raise_at_fit(params, match):
@@ -139,7 +142,7 @@ def digits_ensemble():
 
 def test_digits_accuracy_needs_few_members_calibration_more(digits_ensemble):
     ens, (X_val, y_val), (X_test, y_test) = digits_ensemble
-    kw = {"tolerance": 0.0, "n_repeats": 5, "random_state": 0}
+    kw = {"method": "greedy", "tolerance": 0.0, "n_repeats": 5, "random_state": 0}
     by_acc = EnsembleReducer(FrozenEstimator(ens), metric="accuracy", **kw).fit(X_val, y_val)
     by_ece = EnsembleReducer(FrozenEstimator(ens), metric="ece", **kw).fit(X_val, y_val)
     # accuracy is kept with under half of the members, on validation and (nearly) on test data
