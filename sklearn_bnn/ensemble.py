@@ -605,6 +605,13 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
                 f"kept_indices_ must be n_members_={state['n_members_']} sorted distinct indices "
                 f"below n_members_full_={n_full}."
             )
+        if self.estimator is not None:
+            _check_same_as_wrapped(state)
+            n_wrapped = _n_members(state["estimator_"])
+            if n_wrapped is not None and n_wrapped != n_full:
+                raise ValueError(
+                    f"n_members_full_={n_full}, but the wrapped estimator_ has {n_wrapped} members."
+                )
         if self.method != "greedy":
             order = state["member_order_"]
             if (
@@ -616,13 +623,6 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
                 raise ValueError(
                     "member_order_ must be an order of the n_members_full_ members that starts "
                     "with kept_indices_, and loss_upper_bound_ must hold one value per member."
-                )
-        if self.estimator is not None:
-            _check_same_as_wrapped(state)
-            n_wrapped = _n_members(state["estimator_"])
-            if n_wrapped is not None and n_wrapped != n_full:
-                raise ValueError(
-                    f"n_members_full_={n_full}, but the wrapped estimator_ has {n_wrapped} members."
                 )
 
     def _select(self, stack) -> np.ndarray:
