@@ -191,6 +191,20 @@ def test_weights_only_round_trip_of_either_method(tmp_path, method):
     np.testing.assert_array_equal(loaded.transform(stack), reducer.transform(stack))
 
 
+def test_load_rejects_an_order_that_does_not_start_with_the_kept_members(tmp_path):
+    torch = pytest.importorskip("torch")
+    stack, y = _noisy_members(np.random.default_rng(9), 10, 600, spread=0.3)
+    reducer = EnsembleReducer(tolerance=0.02, random_state=0).fit(stack, y)
+    assert reducer.n_members_ < 10
+    sklearn_bnn.save(reducer, tmp_path / "r.pt")
+    payload = torch.load(tmp_path / "r.pt", weights_only=True)
+    state = payload["state"]["__dict__"]
+    state["member_order_"] = {"__ndarray__": torch.tensor(reducer.member_order_[::-1].copy())}
+    torch.save(payload, tmp_path / "crafted.pt")
+    with pytest.raises(ValueError, match="member_order_ must be an order"):
+        sklearn_bnn.load(tmp_path / "crafted.pt")
+
+
 @pytest.mark.parametrize(
     "params, match",
     [
