@@ -50,8 +50,7 @@ def step(self, *args, **kwargs):
     times.append(time.perf_counter() - start)
     return out
 hmc.HMCKernel.step = step
-model = HMCClassifier(hidden_layer_sizes=(100,), n_warmup=n_warmup, random_state=0)
-model.set_params(**{"n_draws" if "n_draws" in model.get_params() else "n_samples": 1})
+model = HMCClassifier(hidden_layer_sizes=(100,), n_warmup=n_warmup, n_draws=1, random_state=0)
 with warnings.catch_warnings(), fit_threads(None if mode == "choice" else 2):
     warnings.simplefilter("ignore")
     model.fit(X, y)

@@ -42,8 +42,13 @@ def _spy(monkeypatch, fail=False):
 
 def _model():
     return HMCRegressor(
-        hidden_layer_sizes=(5,), n_warmup=5, n_leapfrog=3, n_init_steps=5, random_state=0
-    ).set_params(**{"n_draws" if "n_draws" in HMCRegressor().get_params() else "n_samples": 5})
+        hidden_layer_sizes=(5,),
+        n_warmup=5,
+        n_steps=3,
+        n_init_steps=5,
+        random_state=0,
+        n_draws=5,
+    )
 
 
 def test_threads_for_scales_with_the_work_and_is_capped(three_threads):

@@ -38,7 +38,7 @@ def sample(
     sampler="nuts",
     *,
     n_warmup: int = 500,
-    n_samples: int = 500,
+    n_draws: int = 500,
     n_chains: int = 4,
     chain_method: str = "vectorized",
     n_jobs=None,
@@ -68,9 +68,12 @@ def sample(
         uniform noise in ``[-init_jitter, init_jitter]`` so that the chains start apart (which
         R-hat needs); an (n_chains, D) array is used as it is.
     sampler : str or Sampler, default="nuts"
-        ``"hmc"``, ``"nuts"``, another registered name, or a configured sampler object
-        (``HMC(n_leapfrog=30)``, ``NUTS(max_tree_depth=8)``, your own :class:`Sampler`).
-    n_warmup, n_samples : int
+        A name registered in :data:`sklearn_bnn.samplers.SAMPLERS` (``"hmc"``, ``"nuts"``,
+        ``"rmhmc"``, ``"s3hmc"``, ``"constrained_hmc"``, ``"bridged_hmc"``, and for a minibatch
+        target ``"sghmc"``, ``"sgld"``, ``"gsghmc"``, ``"amagold"``, ``"hte"``), built with its
+        defaults, or a configured sampler object (``HMC(n_steps=30)``,
+        ``NUTS(max_tree_depth=8)``, your own :class:`Sampler`).
+    n_warmup, n_draws : int
         Adaptation transitions (discarded) and sampling transitions per chain.
     n_chains : int, default=4
         Number of chains.
@@ -115,14 +118,14 @@ def sample(
     ...     prec = torch.tensor([[2.0, -1.0], [-1.0, 2.0]], dtype=theta.dtype)
     ...     return -0.5 * theta @ prec @ theta
     >>> result = sample(log_p, torch.zeros(2, dtype=torch.float64), "nuts", n_warmup=200,
-    ...                 n_samples=200, n_chains=2, random_state=0)
+    ...                 n_draws=200, n_chains=2, random_state=0)
     >>> result.draws.shape
     torch.Size([2, 200, 2])
     """
     check_scalar_param(n_warmup, "n_warmup", kind="int", low=0)
-    check_scalar_param(n_samples, "n_samples", kind="int", low=1)
+    check_scalar_param(n_draws, "n_draws", kind="int", low=1)
     check_scalar_param(n_chains, "n_chains", kind="int", low=1)
-    check_scalar_param(thin, "thin", kind="int", low=1, high=n_samples)
+    check_scalar_param(thin, "thin", kind="int", low=1, high=n_draws)
     check_scalar_param(init_jitter, "init_jitter", low=0)
     check_scalar_param(step_size, "step_size", low=0, low_inclusive=False, allow=("auto",))
     check_scalar_param(
@@ -176,7 +179,7 @@ def sample(
         n_init_steps=0,
         run_kwargs=dict(
             n_warmup=n_warmup,
-            n_samples=n_samples,
+            n_draws=n_draws,
             thin=thin,
             step_size=step_size,
             target_accept=target_accept,

@@ -54,7 +54,7 @@ def run_chains(
     generator: torch.Generator,
     *,
     n_warmup: int,
-    n_samples: int,
+    n_draws: int,
     thin: int = 1,
     step_size="auto",
     target_accept: float = 0.8,
@@ -63,7 +63,7 @@ def run_chains(
     verbose: bool = False,
     desc: str = "sampling",
 ) -> ChainRun:
-    """Run ``n_warmup`` adaptation transitions, then ``n_samples`` transitions keeping every
+    """Run ``n_warmup`` adaptation transitions, then ``n_draws`` transitions keeping every
     ``thin``-th.
 
     ``step_size="auto"`` finds a starting value (Hoffman & Gelman Alg. 4) and adapts it by dual
@@ -123,14 +123,14 @@ def run_chains(
     else:
         eps = torch.as_tensor(step_size).to(device, dtype).expand(C).clone()
 
-    n_kept_max = n_samples // thin
+    n_kept_max = n_draws // thin
     draws = torch.empty((C, n_kept_max, D), dtype=dtype)
     log_probs = torch.empty((C, n_kept_max), dtype=dtype)
-    accept_prob = torch.empty((C, n_samples), dtype=dtype)
-    accepted = torch.zeros((C, n_samples), dtype=torch.bool)
-    acceptance = torch.empty((C, n_samples), dtype=torch.float64)
-    divergent = torch.zeros((C, n_samples), dtype=torch.bool)
-    energy_error = torch.empty((C, n_samples), dtype=dtype)
+    accept_prob = torch.empty((C, n_draws), dtype=dtype)
+    accepted = torch.zeros((C, n_draws), dtype=torch.bool)
+    acceptance = torch.empty((C, n_draws), dtype=torch.float64)
+    divergent = torch.zeros((C, n_draws), dtype=torch.bool)
+    energy_error = torch.empty((C, n_draws), dtype=dtype)
     warmup_divergent = torch.zeros(C, dtype=torch.long)
     draw_stats = {
         "accept_prob": torch.empty((C, n_kept_max), dtype=dtype),
@@ -145,7 +145,7 @@ def run_chains(
     rescued = []
 
     bar = tqdm(
-        total=n_warmup + n_samples,
+        total=n_warmup + n_draws,
         desc=desc,
         disable=not verbose,
         leave=True,
@@ -182,7 +182,7 @@ def run_chains(
             eps = averager.final_step_size
             _warn_about_warmup(rescued, stalled_chains(averager), C)
         n_div = torch.zeros(C, dtype=torch.long)
-        for i in range(n_samples):
+        for i in range(n_draws):
             state, info = kernel.step(state, generator, step_size=eps, inv_mass=inv_mass)
             n_grad += info.n_grad
             if gibbs is not None:
@@ -211,7 +211,7 @@ def run_chains(
     except KeyboardInterrupt:
         interrupted = True
         warnings.warn(
-            f"sampling interrupted after {n_done} of {n_samples} draws; the estimator keeps "
+            f"sampling interrupted after {n_done} of {n_draws} draws; the estimator keeps "
             f"the {n_kept} draws collected so far.",
             RuntimeWarning,
             stacklevel=3,

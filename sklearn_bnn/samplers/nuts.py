@@ -79,7 +79,7 @@ class _Subtree(NamedTuple):
     log_weight: torch.Tensor  # (C,) log of the summed exp(H0 - H) over its leaves
     proposal: _Sample  # its multinomial draw
     sum_accept: torch.Tensor  # (C,) summed min(1, exp(H0 - H)) over the leaves computed
-    n_leapfrog: torch.Tensor  # (C,) leapfrog steps taken by each chain
+    n_steps: torch.Tensor  # (C,) leapfrog steps taken by each chain
     divergent: torch.Tensor  # (C,)
     n_grad: int  # gradient evaluations (batched calls)
 
@@ -154,7 +154,7 @@ class NUTS(Sampler):
     >>> import torch
     >>> from sklearn_bnn.samplers import NUTS, sample
     >>> result = sample(lambda x: -0.5 * (x**2).sum(), torch.zeros(3), NUTS(max_tree_depth=6),
-    ...                 n_warmup=100, n_samples=100, n_chains=2, random_state=0)
+    ...                 n_warmup=100, n_draws=100, n_chains=2, random_state=0)
     >>> sorted(result.stats)
     ['accept_prob', 'diverging', 'energy_error', 'tree_depth']
     """
@@ -250,7 +250,7 @@ class NUTSKernel(HMCKernel):
         super().__init__(
             target,
             step_size=step_size,
-            n_leapfrog=None,
+            n_steps=None,
             inv_mass=inv_mass,
             integrator=integrator,
             divergence_threshold=divergence_threshold,
@@ -310,7 +310,7 @@ class NUTSKernel(HMCKernel):
         divergent = torch.zeros_like(moved)
         active = torch.ones_like(moved)
         depth = torch.zeros(C, dtype=torch.long, device=q.device)
-        n_leapfrog = torch.zeros_like(depth)
+        n_steps = torch.zeros_like(depth)
         sum_accept = torch.zeros_like(energy0)
         n_grad = 0
 
@@ -327,7 +327,7 @@ class NUTSKernel(HMCKernel):
                 j, near, eps * direction, metric, energy0, active, u[2:], generator
             )
             n_grad += sub.n_grad
-            n_leapfrog += sub.n_leapfrog
+            n_steps += sub.n_steps
             sum_accept += sub.sum_accept
             divergent |= sub.divergent
             valid = sub.valid
@@ -362,7 +362,7 @@ class NUTSKernel(HMCKernel):
                 break
 
         info = Info(
-            accept_prob=sum_accept / n_leapfrog.clamp(min=1).to(sum_accept.dtype),
+            accept_prob=sum_accept / n_steps.clamp(min=1).to(sum_accept.dtype),
             accepted=moved,
             energy_error=-sample.log_weight,
             divergent=divergent,
@@ -456,7 +456,7 @@ class NUTSKernel(HMCKernel):
             log_weight=torch.logsumexp(leaf_log_w, 0),
             proposal=proposal,
             sum_accept=(leaf_log_w.clamp(max=0.0).exp() * leaf_alive).sum(0),
-            n_leapfrog=leaf_alive.sum(0),
+            n_steps=leaf_alive.sum(0),
             divergent=(leaf_alive & (leaf_log_w < -self.divergence_threshold)).any(0),
             n_grad=n_grad,
         )

@@ -11,7 +11,7 @@ is left out, so every step sees the same number of rows). Momentum is drawn afre
 N(0, T M) at the start of each transition (a Gibbs step that leaves the target invariant), so
 the sampling loop's state stays ``(position, log_prob, grad)``. These kernels choose their own
 step size schedule (``adapts_step_size = False``): the step size of the run, annealed from
-``burnin_step_size`` along a cosine during burn-in. The target needs ``batch_value_and_grad
+``warmup_step_size`` along a cosine during warmup. The target needs ``batch_value_and_grad
 (theta, rows)``, ``n_data`` and ``batch_size`` (:class:`~sklearn_bnn.targets.MinibatchTarget`),
 and, for AMAGOLD and HTE, the exact ``log_prob(theta)``. A target that also has
 ``batch_likelihood_and_grad`` and ``log_prior`` saves the prior's value at the steps whose value
@@ -53,9 +53,9 @@ class _SGSampler(Sampler):
         check_scalar_param(self.step_size, "step_size", low=0, low_inclusive=False)
         if self.n_steps is not None:
             check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
-        if self.burnin_step_size is not None:
+        if self.warmup_step_size is not None:
             check_scalar_param(
-                self.burnin_step_size, "burnin_step_size", low=0, low_inclusive=False
+                self.warmup_step_size, "warmup_step_size", low=0, low_inclusive=False
             )
         if hasattr(self, "momentum"):
             check_scalar_param(self.momentum, "momentum", low=0, high=1)
@@ -77,9 +77,9 @@ class _SGSampler(Sampler):
         return self._kernel_cls(self, target)
 
     def run_chains(self, target, positions, **kwargs):
-        """Build the kernel, tell it the burn-in length (for the cosine schedule), run."""
+        """Build the kernel, tell it the warmup length (for the cosine schedule), run."""
         kernel = self.build(target)
-        kernel.n_burnin = int(kwargs["run_kwargs"].get("n_warmup", 0))
+        kernel.n_warmup = int(kwargs["run_kwargs"].get("n_warmup", 0))
         return run_all_chains(kernel, positions, **kwargs)
 
 
@@ -92,14 +92,14 @@ class _SGKernel(Kernel):
         self.target = target
         self.sampler = sampler
         self.step_size = float(sampler.step_size)
-        self.burnin_step_size = sampler.burnin_step_size
+        self.warmup_step_size = sampler.warmup_step_size
         self.n_rows = int(target.n_data)
         self.rows_per_batch = min(int(target.batch_size), self.n_rows)
         self.n_batches = max(self.n_rows // self.rows_per_batch, 1)
         self.n_steps = int(sampler.n_steps) if sampler.n_steps is not None else self.n_batches
         self.alpha = float(getattr(sampler, "momentum", 0.0))
         self.temperature = float(getattr(sampler, "temperature", 1.0))
-        self.n_burnin = 0
+        self.n_warmup = 0
         self._transition = 0
         self._epochs = 0.0
 
@@ -135,11 +135,11 @@ class _SGKernel(Kernel):
 
     # -- helpers ---------------------------------------------------------------------------------
     def _eps(self, eps: torch.Tensor, step: int) -> torch.Tensor:
-        """(C, 1) step size of minibatch step ``step`` of this transition (cosine in burn-in)."""
-        if self.burnin_step_size is None or self._transition >= self.n_burnin:
+        """(C, 1) step size of minibatch step ``step`` of this transition (cosine in warmup)."""
+        if self.warmup_step_size is None or self._transition >= self.n_warmup:
             return eps[:, None]
-        progress = (self._transition + step / self.n_steps) / self.n_burnin
-        return cosine_step_size(eps[:, None], float(self.burnin_step_size), progress)
+        progress = (self._transition + step / self.n_steps) / self.n_warmup
+        return cosine_step_size(eps[:, None], float(self.warmup_step_size), progress)
 
     def _randn(self, like, generator):
         return torch.randn(like.shape, generator=generator, dtype=like.dtype, device=like.device)
@@ -215,7 +215,7 @@ class _UnadjustedKernel(_SGKernel):
 
     The updates run in place on per-transition buffers (:class:`_Scratch`); the noise is drawn
     into one of them, and the coefficients that depend on the step size are computed once per
-    transition (per step during the cosine burn-in). Each product is rounded on its own, in
+    transition (per step during the cosine warmup). Each product is rounded on its own, in
     the order of the update rules in :mod:`.sg_integrators`, so the draws are those of the
     plain expressions bit for bit.
     """
@@ -239,7 +239,7 @@ class _UnadjustedKernel(_SGKernel):
         m = self._momentum(theta, inv_mass, generator, T)
         work = _Scratch(theta)
         n_div = torch.zeros(C, dtype=torch.long, device=theta.device)
-        scheduled = self.burnin_step_size is not None and self._transition < self.n_burnin
+        scheduled = self.warmup_step_size is not None and self._transition < self.n_warmup
         coef = None
         for i, rows in enumerate(self._batches(generator)):
             if coef is None or scheduled:
@@ -367,8 +367,8 @@ class SGLD(_SGSampler):
     ----------
     step_size : float, default=1e-3
         eps (the Langevin time step).
-    burnin_step_size : float, default=None
-        Start of the cosine burn-in schedule (annealed to ``step_size``); None: constant.
+    warmup_step_size : float, default=None
+        Start of the cosine warmup schedule (annealed to ``step_size``); None: constant.
     temperature : float, default=1.0
         T: 1 samples the posterior, 0 is stochastic gradient ascent.
     n_steps : int, default=None
@@ -382,9 +382,9 @@ class SGLD(_SGSampler):
 
     _kernel_cls = SGLDKernel
 
-    def __init__(self, step_size=1e-3, burnin_step_size=None, temperature=1.0, n_steps=None):
+    def __init__(self, step_size=1e-3, warmup_step_size=None, temperature=1.0, n_steps=None):
         self.step_size = step_size
-        self.burnin_step_size = burnin_step_size
+        self.warmup_step_size = warmup_step_size
         self.temperature = temperature
         self.n_steps = n_steps
 
@@ -403,8 +403,8 @@ class SGHMC(_SGSampler):
     integrator : {"euler", "obabo", "skew"}, default="euler"
         Euler-Maruyama; OBABO (exact Ornstein-Uhlenbeck half steps around a velocity-Verlet
         step, one gradient per step); the skew-symmetric update of AMAGOLD without its test.
-    burnin_step_size : float, default=None
-        Start of the cosine burn-in schedule (annealed to ``step_size``); None: constant.
+    warmup_step_size : float, default=None
+        Start of the cosine warmup schedule (annealed to ``step_size``); None: constant.
     temperature : float, default=1.0
     n_steps : int, default=None
         Minibatch steps per transition; None: one epoch.
@@ -417,14 +417,14 @@ class SGHMC(_SGSampler):
         step_size=1e-3,
         momentum=0.9,
         integrator="euler",
-        burnin_step_size=None,
+        warmup_step_size=None,
         temperature=1.0,
         n_steps=None,
     ):
         self.step_size = step_size
         self.momentum = momentum
         self.integrator = integrator
-        self.burnin_step_size = burnin_step_size
+        self.warmup_step_size = warmup_step_size
         self.temperature = temperature
         self.n_steps = n_steps
 
@@ -651,10 +651,10 @@ class HTEKernel(_ExactEnergyKernel):
 
 
 class _AdjustedSampler(_SGSampler):
-    def __init__(self, step_size=1e-3, momentum=0.9, burnin_step_size=None, n_steps=None):
+    def __init__(self, step_size=1e-3, momentum=0.9, warmup_step_size=None, n_steps=None):
         self.step_size = step_size
         self.momentum = momentum
-        self.burnin_step_size = burnin_step_size
+        self.warmup_step_size = warmup_step_size
         self.n_steps = n_steps
 
     def check_target(self, target) -> None:
@@ -670,8 +670,8 @@ _ADJUSTED_PARAMS = """
         eps, the time step (the matching SGD learning rate is eps**2).
     momentum : float, default=0.9
         Momentum decay alpha per step, in [0, 1] (1: no friction).
-    burnin_step_size : float, default=None
-        Start of the cosine burn-in schedule (annealed to ``step_size``); None: constant.
+    warmup_step_size : float, default=None
+        Start of the cosine warmup schedule (annealed to ``step_size``); None: constant.
     n_steps : int, default=None
         Minibatch steps per transition (the trajectory length); None: one epoch.
 """
@@ -726,9 +726,9 @@ class GSGHMC(_AdjustedSampler):
     _kernel_cls = GSGHMCKernel
 
     def __init__(
-        self, step_size=1e-3, momentum=0.9, burnin_step_size=None, n_steps=None, energy="paired"
+        self, step_size=1e-3, momentum=0.9, warmup_step_size=None, n_steps=None, energy="paired"
     ):
-        super().__init__(step_size, momentum, burnin_step_size, n_steps)
+        super().__init__(step_size, momentum, warmup_step_size, n_steps)
         self.energy = energy
 
     def _check_common(self) -> None:
@@ -761,9 +761,9 @@ class HTE(_AdjustedSampler):
     needs_exact_log_prob = True
 
     def __init__(
-        self, step_size=1e-3, momentum=0.9, burnin_step_size=None, n_steps=None, max_tries=10
+        self, step_size=1e-3, momentum=0.9, warmup_step_size=None, n_steps=None, max_tries=10
     ):
-        super().__init__(step_size, momentum, burnin_step_size, n_steps)
+        super().__init__(step_size, momentum, warmup_step_size, n_steps)
         self.max_tries = max_tries
 
     def _check_common(self) -> None:

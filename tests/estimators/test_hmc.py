@@ -18,7 +18,7 @@ from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.metrics import expected_calibration_error, negative_log_likelihood
 from sklearn_bnn.samplers import HMCKernel
 
-SMALL = dict(hidden_layer_sizes=(8,), n_samples=40, n_warmup=40, n_leapfrog=5, random_state=0)
+SMALL = dict(hidden_layer_sizes=(8,), n_draws=40, n_warmup=40, n_steps=5, random_state=0)
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +45,13 @@ def test_regressor_reproduces_bayesian_linear_regression_posterior():
         module=linear_module,
         prior_precision=alpha,
         noise_precision=beta,
-        n_samples=1500,
+        n_draws=1500,
         n_warmup=300,
-        n_leapfrog=10,
+        # NUTS: HMC with a fixed 10-step trajectory resonates with this 4-D Gaussian (ESS
+        # 92-381 of 6,000 over seeds 0-9, covariance errors up to 0.24 of the scale), too
+        # unstable a figure to test on every CPU; NUTS gives ESS about 4,000 and errors <= 0.05
+        # (seeds 0-5).
+        sampler="nuts",
         n_chains=4,
         dtype="float64",
         random_state=1,
@@ -63,7 +67,7 @@ def test_regressor_reproduces_bayesian_linear_regression_posterior():
         assert abs(x.mean() - mean[k]) < 4 * se, (k, x.mean(), mean[k], se)
     flat = draws.reshape(-1, d + 1)
     emp_cov = np.cov(flat, rowvar=False)
-    # covariance entries within 15 % of the scale (MC error of ~1000 effective draws is ~5 %)
+    # covariance entries within 15 % of the scale (MC error of ~4000 effective draws is ~2-3 %)
     scale = np.sqrt(np.outer(np.diag(cov), np.diag(cov)))
     assert np.all(np.abs(emp_cov - cov) < 0.15 * scale), (emp_cov, cov)
     # predictive std = sqrt(x^T cov x + 1/beta)
@@ -146,7 +150,7 @@ def test_weights_only_round_trip_regressor_with_custom_module(tmp_path):
     X = rng.normal(size=(30, 2))
     y = np.c_[X.sum(1), X[:, 0] * 100]
     reg = HMCRegressor(
-        module=linear_module, normalize_y=True, n_samples=20, n_warmup=20, random_state=0
+        module=linear_module, normalize_y=True, n_draws=20, n_warmup=20, random_state=0
     ).fit(X, y)
     sklearn_bnn.save(reg, tmp_path / "r.pt")
     with pytest.raises(ValueError, match="module"):
@@ -183,7 +187,7 @@ def test_regressor_normalize_y_handles_units():
     reg = HMCRegressor(
         hidden_layer_sizes=(20,),
         normalize_y=True,
-        n_samples=100,
+        n_draws=100,
         n_warmup=150,
         random_state=0,
     ).fit(X, y)
@@ -221,9 +225,9 @@ def test_wrong_feature_count_at_predict(iris):
 @pytest.mark.parametrize(
     "param, value",
     [
-        ("n_samples", 0),
+        ("n_draws", 0),
         ("n_warmup", -1),
-        ("n_leapfrog", 0),
+        ("n_steps", 0),
         ("thin", 0),
         ("n_chains", 0),
         ("step_size", -0.1),
@@ -273,8 +277,8 @@ def test_keyboard_interrupt_keeps_draws(iris, monkeypatch):
 
 def test_warm_start_continues_the_same_chains(iris):
     X, y = iris
-    once = HMCClassifier(**{**SMALL, "n_samples": 40}).fit(X, y)
-    ws = HMCClassifier(**{**SMALL, "n_samples": 20, "warm_start": True}).fit(X, y)
+    once = HMCClassifier(**{**SMALL, "n_draws": 40}).fit(X, y)
+    ws = HMCClassifier(**{**SMALL, "n_draws": 20, "warm_start": True}).fit(X, y)
     first = ws.samples_.draws.clone()
     ws.fit(X, y)
     assert len(ws.samples_) == 40
@@ -306,7 +310,7 @@ def test_user_module_is_not_mutated_and_frozen_parameters_stay(iris):
     net = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
     net[0].weight.requires_grad_(False)
     before = [p.detach().clone() for p in net.parameters()]
-    clf = HMCClassifier(module=net, n_samples=20, n_warmup=20, random_state=0).fit(X, y)
+    clf = HMCClassifier(module=net, n_draws=20, n_warmup=20, random_state=0).fit(X, y)
     assert all(torch.equal(a, b) for a, b in zip(before, net.parameters(), strict=True))
     assert clf.samples_.dim == 6 + 18 + 3  # the frozen 4x6 weight is not sampled
     with warnings.catch_warnings():

@@ -52,9 +52,9 @@ def _run(start, seed, target=trap, **kwargs):
         result = sample(
             target,
             start,
-            HMC(n_leapfrog=10),
+            HMC(n_steps=10),
             n_warmup=200,
-            n_samples=400,
+            n_draws=400,
             n_chains=start.shape[0],
             random_state=seed,
             **kwargs,
