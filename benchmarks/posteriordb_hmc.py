@@ -16,6 +16,24 @@ the table reports the largest |mean - reference| in units of the run's Monte Car
 error (sd / sqrt(ESS)), R-hat, the smallest bulk ESS, the per-chain step sizes and
 acceptance, and any warning the run raised.
 
+Measured (``--sampler hmc``, seeds 0-2; a shared 2-core CPU):
+
+- ``low_dim_gauss_mix`` before the warmup rescue, seed 0: chain 3's first trajectory from the
+  start (energy error -643) landed in the degenerate mode where the second component sits on
+  one data point with sigma[2] ~ 1e-9 (log density -2536 against -2111 in the bulk); dual
+  averaging followed the step size down to 8e-6 against 0.012 for the other chains and the
+  chain froze: R-hat 1.56, smallest bulk ESS 7, no warning. Seeds 1 and 2 were fine. After:
+  seed 0 restarts chain 3 from chain 1 at about transition 90 of warmup (with a warning) and
+  gives R-hat 1.04, ESS 234, every mean within 2.0 MCSE of the reference; seeds 1 and 2 are
+  unchanged (1.1 and 1.7 MCSE; R-hat 1.30 and 1.08).
+- ``diamonds``, seed 0: every chain adapts to step 0.0013 and accepts 84-96 %, but R-hat is 1.68
+  and the smallest ESS 6 (2.4 MCSE off here, 4.4 in issue 25). Nothing stalls: the posterior
+  is badly conditioned. From the reference draws, the square root of the condition number of
+  its covariance is 584 (scales 0.001 to 0.57), and 507 for its correlation matrix, so a
+  diagonal mass cannot remove it; 50 steps of 0.0013 cover 0.065 of a longest scale of 0.57
+  per transition. HMC at its defaults cannot mix here; a dense metric (``HMC(metric=
+  DenseMetric(cov))``) or NUTS with ``adapt_mass=True`` is what this posterior needs.
+
 The data and references are read from posteriordb itself (not part of this repository):
 ``git clone https://github.com/stan-dev/posteriordb`` (or a bare mirror) and pass its path::
 
