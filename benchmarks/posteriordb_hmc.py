@@ -31,8 +31,10 @@ Measured (``--sampler hmc``, seeds 0-2; a shared 2-core CPU):
   is badly conditioned. From the reference draws, the square root of the condition number of
   its covariance is 584 (scales 0.001 to 0.57), and 507 for its correlation matrix, so a
   diagonal mass cannot remove it; 50 steps of 0.0013 cover 0.065 of a longest scale of 0.57
-  per transition. HMC at its defaults cannot mix here; a dense metric (``HMC(metric=
-  DenseMetric(cov))``) or NUTS with ``adapt_mass=True`` is what this posterior needs.
+  per transition. HMC at its defaults cannot mix here. With ``HMC(metric=DenseMetric(cov))``,
+  ``cov`` the reference draws' covariance (on the unconstrained scale), the same seed adapts
+  step 0.67, accepts 83-85 % and gives R-hat 1.06, smallest ESS 1147, every mean within 2.3
+  MCSE.
 
 The data and references are read from posteriordb itself (not part of this repository):
 ``git clone https://github.com/stan-dev/posteriordb`` (or a bare mirror) and pass its path::
