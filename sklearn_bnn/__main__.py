@@ -93,7 +93,9 @@ def score_model(y_test, draws_test, draws_ood, labels) -> dict:
     dict
         ``accuracy``, ``nll``, ``ece``, ``brier`` on the test set; ``auroc_entropy`` (and
         ``auroc_mi`` when there is more than one draw, else None): the area under the ROC
-        curve of telling OOD inputs (positives) from test inputs by that uncertainty.
+        curve of telling OOD inputs (positives) from test inputs by that uncertainty;
+        ``mean_confidence`` (top-label probability) and the mean predictive entropies
+        ``mean_entropy_test`` and ``mean_entropy_ood``.
     """
     import numpy as np
     from sklearn.metrics import roc_auc_score
@@ -116,6 +118,7 @@ def score_model(y_test, draws_test, draws_ood, labels) -> dict:
         "brier": brier_score(y_test, proba, labels=labels),
         "auroc_entropy": float(roc_auc_score(is_ood, predictive_entropy(both))),
         "auroc_mi": None,
+        "mean_confidence": float(proba.max(axis=1).mean()),
         "mean_entropy_test": float(predictive_entropy(draws_test).mean()),
         "mean_entropy_ood": float(predictive_entropy(draws_ood).mean()),
     }
@@ -206,6 +209,13 @@ def reading(rows: dict, bayes: str, others: tuple[str, ...]) -> list[str]:
         lines.append(
             f"  fit time: {b['seconds'] / o['seconds']:.0f} times as long "
             f"({b['seconds']:.1f} s against {o['seconds']:.1f} s)"
+        )
+    gap = b["mean_confidence"] - b["accuracy"]
+    if round(gap, 3) != 0:
+        side = "over-confident" if gap > 0 else "under-confident"
+        lines.append(
+            f"{bayes}'s mean confidence on the test set is {b['mean_confidence']:.3f} against an "
+            f"accuracy of {b['accuracy']:.3f}: {side} on average."
         )
     entropies = ", ".join(
         f"{name} {r['mean_entropy_ood']:.2f}"

@@ -41,7 +41,7 @@ def test_quick_demo_end_to_end(tmp_path, capsys):
 
 def _row(**scores):
     row = dict.fromkeys(cli._BETTER, 0.5) | {"auroc_mi": None, "seconds": 1.0}
-    return row | {"mean_entropy_ood": 0.5} | scores
+    return row | {"mean_entropy_ood": 0.5, "mean_confidence": 0.5} | scores
 
 
 def test_reading_follows_the_numbers():
@@ -57,6 +57,10 @@ def test_reading_follows_the_numbers():
     assert "ECE 0.060 against 0.020" in worse and "NLL" not in worse
     assert "accuracy 0.500 against 0.500" in text.split("equal:")[1]
     assert "40 times as long" in text
+    assert "confidence" not in text  # mean confidence equals accuracy: nothing to say
+
+    rows["HMC"]["mean_confidence"] = 0.45
+    assert "under-confident" in "\n".join(cli.reading(rows, "HMC", ("MLP",)))
 
     rows["HMC"]["nll"] = 0.12  # now worse: the claim moves with the number
     text = "\n".join(cli.reading(rows, "HMC", ("MLP",)))
