@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 from sklearn_bnn import __main__ as cli
 from sklearn_bnn import load
@@ -13,7 +14,10 @@ from sklearn_bnn import load
 def test_quick_demo_end_to_end(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     out = tmp_path / "demo"
-    assert cli.main(["demo", "--quick", "--out", str(out)]) == 0
+    # One BLAS thread for the MLPs (torch has one from conftest): on a shared 2-core machine
+    # two threads made this test 6x slower.
+    with threadpool_limits(1):
+        assert cli.main(["demo", "--quick", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     header = next(line for line in printed.splitlines() if line.startswith("model"))
     assert header.split()[1:] == " ".join(cli.COLUMNS).split()
