@@ -15,7 +15,7 @@ from sklearn.utils import get_tags
 from sklearn.utils._param_validation import HasMethods, InvalidParameterError
 from sklearn.utils.validation import check_is_fitted
 
-from ._persistence import WeightsOnlyMixin, register
+from ._registry import WeightsOnlyMixin, register
 from ._utility import bayes_decision, check_utility, expected_utilities
 from .metrics import mean_utility
 
@@ -143,7 +143,7 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
         """Check a decoded fitted state against the wrapped fitted estimator (see
         :func:`sklearn_bnn.load`): the same classes, a utility with one row per class and one
         decision label per column."""
-        from . import _persistence as P
+        from . import _state_checks as P
 
         P.check_state(
             state,
