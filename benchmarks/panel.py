@@ -747,6 +747,19 @@ def figures(path: Path):
         plt.close(fig)
 
 
+def fill_doc(doc: Path, records) -> None:
+    """Replace each block ``<!-- panel:NAME -->...<!-- /panel:NAME -->`` of ``doc`` with the
+    current table of data set NAME."""
+    text = doc.read_text(encoding="utf-8")
+    for dataset in CLASSIFICATION_SETS + REGRESSION_SETS:
+        start, end = f"<!-- panel:{dataset} -->", f"<!-- /panel:{dataset} -->"
+        if start in text and end in text:
+            head, rest = text.split(start, 1)
+            _, tail = rest.split(end, 1)
+            text = f"{head}{start}\n{table(records, dataset)}\n{end}{tail}"
+    doc.write_text(text, encoding="utf-8")
+
+
 def report(args):
     path = Path(args.out)
     records = load_records(path)
@@ -754,6 +767,8 @@ def report(args):
         text = table(records, dataset)
         if text:
             print(f"\n### {dataset}\n\n{text}")
+    if args.doc:
+        fill_doc(Path(args.doc), records)
     if not args.no_figures:
         figures(path)
 
@@ -772,6 +787,7 @@ def main(argv=None):
     parser.add_argument("--out", default=str(RESULTS / "panel.jsonl"))
     parser.add_argument("--report", action="store_true", help="tables and figures from --out")
     parser.add_argument("--no-figures", action="store_true")
+    parser.add_argument("--doc", help="with --report: refill the tables of this markdown file")
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds = args.splits = 1
