@@ -112,7 +112,7 @@ TIMING_PARAMS = {
     "hmc": {P["init_steps"]: 1, P["warmup"]: 2, P["draws"]: 2},  # four transitions
     "plannet": {P["epochs"]: 1, "early_stopping": False},  # one epoch
 }
-PLANNET_LIMIT_S = 600.0  # skip the plan-net on a set where its default epochs project past this
+PLANNET_LIMIT_S = 300.0  # skip the plan-net on a set where its default epochs project past this
 HMC_MAX_ROWS = 50_000  # HMC / split HMC are timed, not fitted, on larger training sets
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
