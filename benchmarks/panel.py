@@ -71,6 +71,7 @@ from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from uci import DATA_DIR as UCI_DIR_DEFAULT  # noqa: E402
 from uci import DATASETS as UCI_DATASETS  # noqa: E402
 from uci import load_uci, standardise  # noqa: E402
 
@@ -116,6 +117,20 @@ PLANNET_LIMIT_S = 300.0  # skip the plan-net on a set where its default epochs p
 HMC_MAX_ROWS = 50_000  # HMC / split HMC are timed, not fitted, on larger training sets
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _uci_dir() -> Path:
+    """``shared/data/uci`` beside the checkout (uci.py's place), or beside a parent folder of
+    it (a git worktree under ``wt/``); ``$SKLEARN_BNN_UCI_DIR`` overrides both."""
+    if os.environ.get("SKLEARN_BNN_UCI_DIR"):
+        return Path(os.environ["SKLEARN_BNN_UCI_DIR"])
+    for parent in REPO_ROOT.parents:
+        candidate = parent / "shared" / "data" / "uci"
+        if candidate.is_dir():
+            return candidate
+    return UCI_DIR_DEFAULT
+
+
 RESULTS = REPO_ROOT / "benchmarks" / "results"
 STATIC = REPO_ROOT / "docs" / "_static"
 N_BINS = 15
@@ -373,7 +388,7 @@ def load(name: str, seed: int):
         return "classification", X_train, y_train, X_test, y_test, None
     if name == "gap1d":
         return ("regression", *gap_data(seed), None)
-    X_train, y_train, X_test, y_test = load_uci(name, seed)
+    X_train, y_train, X_test, y_test = load_uci(name, seed, _uci_dir())
     return "regression", X_train, y_train, X_test, y_test, None
 
 
