@@ -103,8 +103,8 @@ from sklearn_bnn.metrics import (  # noqa: E402
 # to *time* a model too slow to run at its defaults; the cell is then recorded as skipped). They
 # follow the package's public vocabulary and live here alone, so a rename touches this dict.
 P = {
-    "draws": "n_samples",  # posterior draws per chain (to be n_draws)
-    "steps": "n_leapfrog",  # leapfrog steps per transition (to be n_steps)
+    "draws": "n_draws",  # posterior draws per chain
+    "steps": "n_steps",  # integrator steps per transition
     "warmup": "n_warmup",
     "init_steps": "n_init_steps",
     "epochs": "max_iter",
