@@ -15,6 +15,8 @@ from sklearn.utils._param_validation import Interval
 from .._persistence import register
 from ..priors import GaussianPrior
 from ..samplers import SAMPLERS
+from ..samplers._registry import resolve_sampler
+from ..samplers.sg_step_size import AutoStepSampler
 from ..targets import MinibatchTarget
 from .hmc import HMCClassifier, HMCRegressor
 
@@ -67,6 +69,7 @@ class _SGSampling:
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "momentum": [Interval(Real, 0, 1, closed="both")],
         "warmup_step_size": [Interval(Real, 0, None, closed="neither"), None],
+        "n_cycles": [Interval(Integral, 1, None, closed="left"), None],
     }
 
     def _check_params(self) -> None:
@@ -93,6 +96,16 @@ class _SGSampling:
         if self.step_size != "auto":
             out["step_size"] = self.step_size
         return out
+
+    def _sampler_object(self):
+        """The sampler by name or object; a sampler by name at ``step_size="auto"`` (and any,
+        with ``n_cycles``) wrapped to choose its step from the data
+        (:class:`~sklearn_bnn.samplers.sg_step_size.AutoStepSampler`)."""
+        sampler = resolve_sampler(self.sampler, **self._sampler_defaults())
+        auto = self.step_size == "auto" and isinstance(self.sampler, str)
+        if auto or self.n_cycles:
+            return AutoStepSampler(sampler, n_cycles=self.n_cycles, choose_step=auto)
+        return sampler
 
 
 _SG_NAMES = ("sghmc", "sgld", "gsghmc", "amagold", "hte")
@@ -153,8 +166,9 @@ class SGMCMCClassifier(_SGSampling, HMCClassifier):
         n_chains=1,
         chain_method="vectorized",
         n_jobs=None,
-        init="random",
-        n_init_steps=0,
+        n_cycles=None,
+        init="map",
+        n_init_steps=500,
         device="cpu",
         dtype="float32",
         verbose=False,
@@ -215,8 +229,9 @@ class SGMCMCRegressor(_SGSampling, HMCRegressor):
         n_chains=1,
         chain_method="vectorized",
         n_jobs=None,
-        init="random",
-        n_init_steps=0,
+        n_cycles=None,
+        init="map",
+        n_init_steps=500,
         device="cpu",
         dtype="float32",
         verbose=False,
