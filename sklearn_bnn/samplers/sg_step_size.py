@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 NOISE_RATIO = 0.1
-MAX_LEARNING_RATE = 1e-3
+MAX_LEARNING_RATE = 3e-4
 
 
 def gradient_noise_variance(target, theta: torch.Tensor, n_batches: int = 16, seed: int = 0):
@@ -112,10 +112,10 @@ def gradient_noise_step_size(
 
     Examples
     --------
-    >>> round(float(gradient_noise_step_size(2000.0, 1000)), 5)  # sqrt(2 * 0.1 * 0.1 / 2000)
+    >>> round(float(gradient_noise_step_size(2000.0, 10)), 5)  # sqrt(2 * 0.1 * 0.1 / 2000)
     0.00316
-    >>> round(float(gradient_noise_step_size(0.0, 1000)), 5)  # the cap: sqrt(0.05 / 1000)
-    0.00707
+    >>> round(float(gradient_noise_step_size(0.0, 1000)), 5)  # the cap: sqrt(3e-4 / 1000)
+    0.00055
     """
     v = torch.as_tensor(noise_variance, dtype=torch.float64)
     if langevin:
@@ -198,7 +198,7 @@ class AutoStepSampler:
     sampler : stochastic-gradient sampler object
         SGLD, SGHMC, GSGHMC, AMAGOLD or HTE; copied, never changed.
     noise_ratio : float, default=0.1
-    max_learning_rate : float, default=0.05
+    max_learning_rate : float, default=3e-4
     n_cycles : int or None, default=None
     peak_step_size : float or None, default=None
     choose_step : bool, default=True
