@@ -40,3 +40,20 @@ def test_step_size_auto_keeps_a_sampler_object_s_own_step():
     assert isinstance(SGMCMCClassifier()._sampler_object(), AutoStepSampler)
     wrapped = SGMCMCClassifier(sampler=SGHMC(0.02), n_cycles=2)._sampler_object()
     assert isinstance(wrapped, AutoStepSampler) and not wrapped.choose_step
+
+
+def test_cyclical_option_and_random_start_fit_iris():
+    """n_cycles runs the schedule in the sampling phase; a random start at "auto" warms up from
+    the training step (a per-datum learning rate of 0.05) down to the capped step. Training
+    accuracy over seeds 0-3: 0.973-0.987 with 2 cycles (15 warmup epochs from the MAP start),
+    0.873-0.94 from the random start (50 warmup epochs of 4 steps: slow, the step anneals to
+    the cap). Thresholds 0.9 and 0.8."""
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    kw = dict(hidden_layer_sizes=(16,), batch_size=32, n_draws=20, random_state=0)
+    clf = SGMCMCClassifier(**kw, n_warmup=15, n_cycles=2).fit(X, y)
+    assert clf.score(X, y) > 0.9
+    clf = SGMCMCClassifier(**kw, n_warmup=50, init="random").fit(X, y)
+    assert clf.score(X, y) > 0.8
