@@ -45,6 +45,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn_bnn import SGMCMCClassifier, SGMCMCRegressor
 from sklearn_bnn.metrics import expected_calibration_error
 
+SG_ONLY = False
 UCI = Path(os.environ.get("UCI_DATA", "/work/shared/data/uci"))
 
 
@@ -84,6 +85,8 @@ def _classify(name, seed, kw):
         "MLP": MLPClassifier(random_state=seed),
         "SGMCMC": SGMCMCClassifier(random_state=seed, **kw),
     }
+    if SG_ONLY:
+        del models["MLP"]
     for label, model in models.items():
         pipe = make_pipeline(StandardScaler(), model)
         start = time.perf_counter()
@@ -98,6 +101,8 @@ def _classify(name, seed, kw):
             "ece": float(expected_calibration_error(yte, proba)),
             "fit s": fit_s,
         }
+        if label == "SGMCMC":
+            print(f"  {name} seed {seed}: step {model.diagnostics_['step_size']}", flush=True)
     return out
 
 
@@ -149,7 +154,10 @@ def main(argv=None):
     parser.add_argument("--sets", nargs="+", default=["small"], help="small, large or names")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--kw", default="{}", help="JSON: SGMCMC parameters to override")
+    parser.add_argument("--sg-only", action="store_true", help="classification: no MLP")
     args = parser.parse_args(argv)
+    global SG_ONLY
+    SG_ONLY = args.sg_only
     torch.set_num_threads(1)
     kw = json.loads(args.kw)
     names = [n for s in args.sets for n in SETS.get(s, [s])]
@@ -161,7 +169,7 @@ def main(argv=None):
             (_classify if name in CLASSIFICATION else _regress)(name, seed, kw)
             for seed in args.seeds
         ]
-        for model in ("MLP", "SGMCMC"):
+        for model in [m for m in ("MLP", "SGMCMC") if m in runs[0]]:
             rows = [r[model] for r in runs]
             first = "acc" if "acc" in rows[0] else "rmse"
             ece = _fmt([r["ece"] for r in rows]) if "ece" in rows[0] else "–"
