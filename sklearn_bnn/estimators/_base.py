@@ -555,5 +555,3 @@ def _check_diagnostics(diag: dict, n_chains: int, dim: int) -> None:
 
 def _not_dtype(field, value):
     raise ValueError(f"{field} must be torch.float32 or torch.float64, got {value!r}.")
-
-

@@ -15,6 +15,8 @@ from sklearn.utils._param_validation import Interval
 from .._registry import register
 from ..priors import GaussianPrior
 from ..samplers import SAMPLERS
+from ..samplers._registry import resolve_sampler
+from ..samplers.sg_step_size import AutoStepSampler
 from ..targets import MinibatchTarget
 from .hmc import HMCClassifier, HMCRegressor
 
@@ -29,14 +31,29 @@ _SG_PARAMS_DOC = """
         The stochastic-gradient sampler (see :mod:`sklearn_bnn.samplers.sgmcmc`); an object
         (``GSGHMC(step_size=1e-3)``) brings its own settings.
     step_size : float or "auto", default="auto"
-        The sampler's time step eps (SGD learning rate eps**2); "auto" keeps the sampler's own
-        (1e-3 for a sampler given by name).
+        The sampler's time step eps (SGD learning rate eps**2 on the summed loss, eps**2 N per
+        datum; SGLD: eps and eps N). "auto", for a sampler given by name: chosen per chain at
+        the start of warmup from the minibatch gradient noise v (mean variance per coordinate
+        of the N/|B|-scaled gradient estimate, 16 batches): the largest step whose gradient
+        noise is a tenth of the injected noise (eps**2 v = 0.1 * 2 (1 - momentum); SGLD:
+        eps**2 v = 0.1 * 2 eps; Chen et al. 2014, §3.2), at most a per-datum learning rate of
+        3e-4. It is fixed from then on (the samplers' tests stay exact); see
+        :mod:`sklearn_bnn.samplers.sg_step_size` and docs/sgmcmc.md. A sampler object keeps
+        its own step at "auto".
     batch_size : int, default=128
         Rows per minibatch.
     momentum : float, default=0.9
         Momentum decay per step (SGHMC family; ignored by SGLD).
     warmup_step_size : float, default=None
-        Start of the cosine warmup schedule, annealed to ``step_size`` over ``n_warmup``.
+        Start of the cosine warmup schedule, annealed to ``step_size`` over ``n_warmup``
+        (seeds/004 Table 2). None: constant, except from a random start at
+        ``step_size="auto"``, where warmup starts at a per-datum learning rate of 0.05.
+    n_cycles : int, default=None
+        Cyclical SG-MCMC (Zhang et al., ICLR 2020): over the sampling phase, ``n_cycles``
+        cosine cycles of the step from a per-datum learning rate of 0.05 down to
+        ``step_size``, to move between modes. The step is constant within an epoch and the
+        schedule fixed in advance, so AMAGOLD's and HTE's tests stay exact. Every draw is kept
+        (those early in a cycle are the most dispersed). None: a constant step.
     temperature : float, default=1.0
         Posterior temperature T > 0: the draws follow p(w | D)^(1/T) (likelihood and prior
         divided by T), as for the full-batch MCMC estimators; every sampler, the
@@ -50,10 +67,13 @@ _SG_PARAMS_DOC = """
         Keep a draw every ``thin`` epochs.
     n_chains, chain_method, n_jobs, device, dtype, verbose, warm_start, random_state
         As for :class:`{base}`.
-    init : {{"random", "map"}}, default="random"
-        Start at the network's random initialisation (warmup does the rest) or at a mode
-        found by full-data Adam (``n_init_steps`` full passes over the data).
-    n_init_steps : int, default=0
+    init : {{"map", "random"}}, default="map"
+        Start at a mode found by full-data Adam (``n_init_steps`` full passes over the data,
+        batch by batch), as the HMC estimators do, or at the network's random initialisation
+        (warmup does the rest).
+    n_init_steps : int, default=500
+        Adam steps of the MAP start. Full-data steps: the number a mode needs does not grow
+        with the rows, the cost of each does (one pass).
 """
 
 
@@ -67,6 +87,7 @@ class _SGSampling:
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "momentum": [Interval(Real, 0, 1, closed="both")],
         "warmup_step_size": [Interval(Real, 0, None, closed="neither"), None],
+        "n_cycles": [Interval(Integral, 1, None, closed="left"), None],
     }
 
     def _check_params(self) -> None:
@@ -93,6 +114,16 @@ class _SGSampling:
         if self.step_size != "auto":
             out["step_size"] = self.step_size
         return out
+
+    def _sampler_object(self):
+        """The sampler by name or object; a sampler by name at ``step_size="auto"`` (and any,
+        with ``n_cycles``) wrapped to choose its step from the data
+        (:class:`~sklearn_bnn.samplers.sg_step_size.AutoStepSampler`)."""
+        sampler = resolve_sampler(self.sampler, **self._sampler_defaults())
+        auto = self.step_size == "auto" and isinstance(self.sampler, str)
+        if auto or self.n_cycles:
+            return AutoStepSampler(sampler, n_cycles=self.n_cycles, choose_step=auto)
+        return sampler
 
 
 _SG_NAMES = ("sghmc", "sgld", "gsghmc", "amagold", "hte")
@@ -153,8 +184,9 @@ class SGMCMCClassifier(_SGSampling, HMCClassifier):
         n_chains=1,
         chain_method="vectorized",
         n_jobs=None,
-        init="random",
-        n_init_steps=0,
+        n_cycles=None,
+        init="map",
+        n_init_steps=500,
         device="cpu",
         dtype="float32",
         verbose=False,
@@ -215,8 +247,9 @@ class SGMCMCRegressor(_SGSampling, HMCRegressor):
         n_chains=1,
         chain_method="vectorized",
         n_jobs=None,
-        init="random",
-        n_init_steps=0,
+        n_cycles=None,
+        init="map",
+        n_init_steps=500,
         device="cpu",
         dtype="float32",
         verbose=False,

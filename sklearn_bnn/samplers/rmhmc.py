@@ -311,9 +311,7 @@ class RMHMCKernel(Kernel):
         converged = torch.ones(p.shape[0], dtype=torch.bool, device=p.device)
         if self.integrator == "implicit":
             for _ in range(self.n_steps):
-                geo, p, ok, n = implicit_step(
-                    self.evaluate, geo, p, eps, self.tol, self.max_iter
-                )
+                geo, p, ok, n = implicit_step(self.evaluate, geo, p, eps, self.tol, self.max_iter)
                 converged &= ok
                 n_eval += n
             return geo, p, converged, n_eval, None

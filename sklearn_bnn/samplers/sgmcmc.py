@@ -135,8 +135,16 @@ class _SGKernel(Kernel):
 
     # -- helpers ---------------------------------------------------------------------------------
     def _eps(self, eps: torch.Tensor, step: int) -> torch.Tensor:
-        """(C, 1) step size of minibatch step ``step`` of this transition (cosine in warmup)."""
-        if self.warmup_step_size is None or self._transition >= self.n_warmup:
+        """(C, 1) step size of minibatch step ``step`` of this transition (cosine in warmup;
+        after it, the sampler's ``schedule`` of the sampling transition, if it has one)."""
+        if self._transition >= self.n_warmup:
+            schedule = getattr(self.sampler, "schedule", None)  # fixed within a transition
+            return (
+                eps[:, None]
+                if schedule is None
+                else schedule(eps[:, None], self._transition - self.n_warmup)
+            )
+        if self.warmup_step_size is None:
             return eps[:, None]
         progress = (self._transition + step / self.n_steps) / self.n_warmup
         return cosine_step_size(eps[:, None], float(self.warmup_step_size), progress)

@@ -1,0 +1,277 @@
+"""Default step sizes and schedules of the stochastic-gradient samplers (issue 23).
+
+Three pieces, used by :class:`~sklearn_bnn.SGMCMCClassifier` and
+:class:`~sklearn_bnn.SGMCMCRegressor` at ``step_size="auto"``:
+
+* :func:`gradient_noise_step_size`, the sampling step chosen by the gradient noise. The minibatch
+  gradient g_B = (N/|B|) grad l_B + grad log p is the full gradient plus a noise of variance
+  v_i per coordinate. One SGHMC step (Chen et al. 2014, eq. 3 in the constant-momentum form of
+  seeds/004) adds eps * g_B to the momentum, hence a gradient-noise variance eps**2 v_i, beside
+  the injected 2 (1 - alpha) T; SGLD (Welling & Teh 2011) adds eps**2 v_i to the position beside
+  the injected 2 eps T. The dynamics sample the posterior only while the first is small against
+  the second (Chen et al. 2014, §3.2: the noise the sampler does not correct for must vanish);
+  the rule takes the largest step at which the mean over the coordinates of the ratio is
+  ``noise_ratio``. v scales like N**2 / |B|, so the step falls like sqrt(|B|) / N: the step in
+  units of a per-datum learning rate (eps**2 N for SGHMC) shrinks as the data grow, which is
+  what keeps the minibatch noise from dominating the posterior's own spread on large data.
+  A cap, ``max_learning_rate``, bounds the per-datum learning rate where the noise is small (one
+  batch holding all the data has none).
+* :class:`CyclicalSchedule`, the cyclical step size of cyclical SG-MCMC (Zhang et al., ICLR 2020,
+  eq. 1): over the sampling phase, ``n_cycles`` cosine cycles from a large exploring step down
+  to the sampling step; the step is fixed within a transition (an epoch) and the schedule is
+  fixed in advance, so AMAGOLD's and HTE's tests stay exact transition by transition.
+* :class:`AutoStepSampler`, the sampler the estimators run: the MAP start (full-data Adam,
+  :func:`~sklearn_bnn.samplers.init.find_mode`), then the noise-rule step measured there, then
+  the wrapped sampler with that step (and the schedule, if any). Nothing is adapted during the
+  sampling phase.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import torch
+
+from ._chains import run_sampler
+from .init import find_mode
+
+__all__ = [
+    "AutoStepSampler",
+    "CyclicalSchedule",
+    "gradient_noise_step_size",
+    "gradient_noise_variance",
+]
+
+NOISE_RATIO = 0.1
+MAX_LEARNING_RATE = 3e-4
+
+
+def gradient_noise_variance(target, theta: torch.Tensor, n_batches: int = 16, seed: int = 0):
+    """Mean over the coordinates of the variance of the minibatch gradient estimate at ``theta``.
+
+    Parameters
+    ----------
+    target : MinibatchTarget
+        With ``batch_value_and_grad(theta, rows)``, ``n_data`` and ``batch_size``.
+    theta : tensor (C, D)
+    n_batches : int, default=16
+        Disjoint batches of ``target.batch_size`` rows (fewer when the data hold fewer).
+    seed : int, default=0
+        Seeds the permutation the batches are cut from.
+
+    Returns
+    -------
+    tensor (C,)
+        (1/D) sum_i Var_B[g_B,i], the variance over batches (ddof 1); 0 when one batch holds all
+        the rows.
+    """
+    n, size = int(target.n_data), min(int(target.batch_size), int(target.n_data))
+    k = min(n_batches, n // size)
+    if k < 2:
+        return torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device)
+    perm = np.random.default_rng(seed).permutation(n)
+    grads = []
+    for b in range(k):
+        rows = np.sort(perm[b * size : (b + 1) * size])
+        grads.append(target.batch_value_and_grad(theta.detach(), rows)[1])
+    grads = torch.stack(grads)  # (k, C, D)
+    return grads.var(0).mean(-1)
+
+
+def gradient_noise_step_size(
+    noise_variance,
+    n_data: int,
+    *,
+    langevin: bool = False,
+    momentum: float = 0.9,
+    noise_ratio: float = NOISE_RATIO,
+    max_learning_rate: float = MAX_LEARNING_RATE,
+):
+    """The largest step whose gradient noise is ``noise_ratio`` of the injected noise.
+
+    SGHMC family: eps**2 v = noise_ratio * 2 (1 - alpha), so eps = sqrt(2 (1 - alpha)
+    noise_ratio / v); SGLD (``langevin``): eps**2 v = noise_ratio * 2 eps, so eps = 2
+    noise_ratio / v. Capped at the step whose per-datum learning rate (eps**2 N for the SGHMC
+    family, eps N for SGLD) is ``max_learning_rate``. With ``momentum=1`` (no friction) the
+    SGHMC rule has no noise to compare with; the cap alone is used.
+
+    Parameters
+    ----------
+    noise_variance : float or tensor
+        v, the mean per-coordinate variance of the minibatch gradient
+        (:func:`gradient_noise_variance`).
+    n_data : int
+        N.
+
+    Returns
+    -------
+    tensor or float
+        eps, shaped like ``noise_variance``.
+
+    Examples
+    --------
+    >>> round(float(gradient_noise_step_size(2000.0, 10)), 5)  # sqrt(2 * 0.1 * 0.1 / 2000)
+    0.00316
+    >>> round(float(gradient_noise_step_size(0.0, 1000)), 5)  # the cap: sqrt(3e-4 / 1000)
+    0.00055
+    """
+    v = torch.as_tensor(noise_variance, dtype=torch.float64)
+    if langevin:
+        cap = max_learning_rate / n_data
+        eps = 2.0 * noise_ratio / v
+    else:
+        cap = math.sqrt(max_learning_rate / n_data)
+        eps = torch.sqrt(2.0 * (1.0 - momentum) * noise_ratio / v)
+    eps = torch.where(torch.isfinite(eps) & (eps > 0), eps, torch.full_like(eps, cap))
+    return torch.clamp(eps, max=cap)
+
+
+def training_step_size(n_data: int, *, langevin: bool = False, learning_rate: float = 0.05):
+    """The step whose per-datum learning rate is ``learning_rate``: eps = sqrt(lr / N) for the
+    SGHMC family (its SGD learning rate on the summed loss is eps**2), lr / N for SGLD."""
+    return learning_rate / n_data if langevin else math.sqrt(learning_rate / n_data)
+
+
+class CyclicalSchedule:
+    """Cyclical step size over the sampling phase (Zhang et al., ICLR 2020, eq. 1).
+
+    Transition t of the sampling phase (0-based) of ``n_transitions`` runs at
+
+        eps_t = eps + (peak - eps) (1 + cos(pi r_t)) / 2,  r_t = mod(t, L) / L,
+        L = ceil(n_transitions / n_cycles),
+
+    from ``peak`` at the start of each cycle (exploration: the chain leaves its mode) down to the
+    sampling step eps at its end. Zhang et al. decay to zero and keep only the draws of a cycle's
+    last part; here the floor is the sampling step and every draw is kept (the draws early in a
+    cycle are the more dispersed: thin them, or use ``EnsembleReducer``). The step is fixed
+    within a transition, and the schedule is fixed before sampling starts, so a
+    Metropolis-corrected sampler's test is exact at every transition.
+
+    Parameters
+    ----------
+    n_cycles : int
+    n_transitions : int
+        Transitions of the sampling phase.
+    peak : float
+        The step at the start of each cycle.
+
+    Examples
+    --------
+    >>> s = CyclicalSchedule(2, 4, peak=1.0)
+    >>> [round(s.factor(t), 3) for t in range(4)]
+    [1.0, 0.5, 1.0, 0.5]
+    """
+
+    def __init__(self, n_cycles: int, n_transitions: int, peak: float):
+        self.n_cycles = int(n_cycles)
+        self.n_transitions = int(n_transitions)
+        self.peak = float(peak)
+        self.cycle_length = max(math.ceil(self.n_transitions / max(self.n_cycles, 1)), 1)
+
+    def factor(self, t: int) -> float:
+        """(1 + cos(pi r_t)) / 2: 1 at the start of a cycle, falling towards 0 at its end."""
+        r = (t % self.cycle_length) / self.cycle_length
+        return 0.5 * (1.0 + math.cos(math.pi * r))
+
+    def __call__(self, eps: torch.Tensor, t: int) -> torch.Tensor:
+        """The step of sampling transition ``t`` given the sampling step ``eps`` (C, 1)."""
+        peak = torch.clamp(torch.full_like(eps, self.peak), min=eps)  # never below eps
+        return eps + (peak - eps) * self.factor(t)
+
+
+class AutoStepSampler:
+    """A stochastic-gradient sampler run at a step size chosen from the data (issue 23).
+
+    ``run_chains`` starts the chains at a mode (``n_init_steps`` steps of full-data Adam, as the
+    HMC estimators do), measures the minibatch gradient noise there
+    (:func:`gradient_noise_variance`) and runs ``sampler`` with the step of
+    :func:`gradient_noise_step_size`, one per chain. With ``init="random"`` the warmup starts at
+    the training step of :func:`training_step_size` (a per-datum learning rate of 0.05) and
+    anneals to it along the cosine of seeds/004. ``n_cycles`` adds a :class:`CyclicalSchedule`
+    over the sampling phase, peaking at ``peak_step_size`` (default: the training step). When
+    the run is given a step size (a warm start), the sampler runs with it unchanged.
+
+    Parameters
+    ----------
+    sampler : stochastic-gradient sampler object
+        SGLD, SGHMC, GSGHMC, AMAGOLD or HTE; copied, never changed.
+    noise_ratio : float, default=0.1
+    max_learning_rate : float, default=3e-4
+    n_cycles : int or None, default=None
+    peak_step_size : float or None, default=None
+    choose_step : bool, default=True
+        False keeps the sampler's own step (only the MAP start and the schedule are added).
+
+    Examples
+    --------
+    >>> from sklearn_bnn.samplers import SGHMC
+    >>> AutoStepSampler(SGHMC()).sampler.step_size
+    0.001
+    """
+
+    def __init__(
+        self,
+        sampler,
+        noise_ratio: float = NOISE_RATIO,
+        max_learning_rate: float = MAX_LEARNING_RATE,
+        n_cycles: int | None = None,
+        peak_step_size: float | None = None,
+        choose_step: bool = True,
+    ):
+        self.sampler = sampler
+        self.noise_ratio = noise_ratio
+        self.max_learning_rate = max_learning_rate
+        self.n_cycles = n_cycles
+        self.peak_step_size = peak_step_size
+        self.choose_step = choose_step
+
+    def build(self, target):
+        return self.sampler.build(target)
+
+    def __getattr__(self, name):  # check_target, describe, ...: those of the wrapped sampler
+        if name == "sampler":
+            raise AttributeError(name)
+        return getattr(self.sampler, name)
+
+    def _langevin(self) -> bool:
+        return not hasattr(self.sampler, "momentum")
+
+    def choose_step_size(self, target, positions: torch.Tensor, seed: int = 0) -> torch.Tensor:
+        """(C,) sampling steps of :func:`gradient_noise_step_size` at ``positions``."""
+        v = gradient_noise_variance(target, positions, seed=seed)
+        return gradient_noise_step_size(
+            v.double().cpu(),
+            int(target.n_data),
+            langevin=self._langevin(),
+            momentum=float(getattr(self.sampler, "momentum", 0.9)),
+            noise_ratio=self.noise_ratio,
+            max_learning_rate=self.max_learning_rate,
+        )
+
+    def run_chains(self, target, positions, **kwargs):
+        run_kwargs = dict(kwargs["run_kwargs"])
+        sampler = copy.copy(self.sampler)
+        n = int(target.n_data)
+        train = training_step_size(n, langevin=self._langevin())
+        if isinstance(run_kwargs.get("step_size"), str) and self.choose_step:
+            n_init = int(kwargs.get("n_init_steps", 0))
+            if n_init > 0:
+                dtype = getattr(target, "dtype", positions.dtype)
+                device = getattr(target, "device", positions.device)
+                positions = find_mode(target, positions.to(device, dtype), n_init)
+                kwargs = {**kwargs, "n_init_steps": 0}
+            seed = kwargs.get("seed")
+            eps = self.choose_step_size(target, positions, seed=0 if seed is None else seed)
+            run_kwargs["step_size"] = eps.to(positions.dtype)
+            sampler.step_size = float(eps.max())
+            if n_init == 0 and sampler.warmup_step_size is None:
+                sampler.warmup_step_size = max(train, float(eps.max()))
+        if self.n_cycles:
+            sampler.schedule = CyclicalSchedule(
+                self.n_cycles,
+                int(run_kwargs.get("n_draws", 0)),
+                self.peak_step_size if self.peak_step_size is not None else train,
+            )
+        return run_sampler(sampler, target, positions, **{**kwargs, "run_kwargs": run_kwargs})
