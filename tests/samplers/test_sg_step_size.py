@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from _sg_synthetic import NoisyGaussianTarget
 from conftest import assert_draws_match_gaussian
 
 from sklearn_bnn.likelihoods import Gaussian
@@ -16,7 +17,6 @@ from sklearn_bnn.samplers.sg_step_size import (
     gradient_noise_variance,
     training_step_size,
 )
-from sklearn_bnn.samplers.sg_synthetic import NoisyGaussianTarget
 from sklearn_bnn.targets import FunctionalNetwork, MinibatchTarget
 
 
