@@ -14,7 +14,7 @@ import math
 import torch
 
 from ._base import State
-from .euclidean import as_metric
+from .geometry.euclidean import as_metric
 from .integrators import drift, kick
 
 __all__ = [
@@ -87,7 +87,7 @@ def find_reasonable_step_size(
     """A starting step size per chain (Hoffman & Gelman 2014, Algorithm 4).
 
     Doubles or halves eps until the acceptance ratio of one leapfrog step crosses 1/2.
-    ``inv_mass`` is a metric of :mod:`.euclidean` or a diagonal of M^-1 (a tensor).
+    ``inv_mass`` is a metric of :mod:`.geometry.euclidean` or a diagonal of M^-1 (a tensor).
     """
     q, g, lp = state.position, state.grad, state.log_prob
     C = q.shape[0]

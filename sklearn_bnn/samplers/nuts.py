@@ -42,7 +42,7 @@ import torch
 from .._utils import check_scalar_param
 from ._base import Info, Sampler, State, kinetic_energy, sample_momentum
 from ._registry import register_sampler
-from .euclidean import IdentityMetric
+from .geometry.euclidean import IdentityMetric
 from .hmc import HMC, HMCKernel, check_metric
 from .integrators import drift, kick, resolve_integrator
 
