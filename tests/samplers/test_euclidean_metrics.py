@@ -34,8 +34,16 @@ def _correlated_5d():
 @pytest.mark.parametrize(
     "key, sampler, kwargs",
     [
-        ("hmc", HMC(n_leapfrog=8), dict(n_warmup=30, n_samples=30, random_state=0)),
-        ("nuts", NUTS(max_tree_depth=5), dict(n_warmup=30, n_samples=30, random_state=0)),
+        (
+            "hmc",
+            HMC(n_leapfrog=8),
+            dict(n_warmup=30, n_samples=30, random_state=0, adapt_mass=False),
+        ),
+        (
+            "nuts",
+            NUTS(max_tree_depth=5),
+            dict(n_warmup=30, n_samples=30, random_state=0, adapt_mass=False),
+        ),
         (
             "hmc_adapt",
             HMC(n_leapfrog=8),
