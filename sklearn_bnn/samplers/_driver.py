@@ -82,9 +82,9 @@ def sample(
         Estimate a diagonal inverse mass per chain in Stan's warmup windows (as Stan, NumPyro
         and BlackJAX's window adaptation do by default): on a badly scaled target the step
         size is then no longer set by its narrowest direction. Only where it fits: a sampler
-        with its own metric (RMHMC, ``HMC(metric=DenseMetric(...))``) keeps it, and one with a
-        step-size schedule of its own (the stochastic-gradient samplers) keeps the identity
-        unless given an inverse mass, without a warning. The estimators keep
+        with its own metric keeps it (a warning says so for ``HMC(metric=DenseMetric(...))``:
+        pass ``adapt_mass=False``; none for RMHMC's), and one with a step-size schedule of
+        its own (the stochastic-gradient samplers) keeps the identity. The estimators keep
         ``adapt_mass=False`` (see docs/sampling.md for why).
     thin : int, default=1
         Keep every ``thin``-th draw.
@@ -137,7 +137,7 @@ def sample(
         thin=thin,
         step_size=step_size,
         target_accept=target_accept,
-        adapt_mass="auto" if adapt_mass else False,  # only where the sampler takes a mass
+        adapt_mass="auto" if adapt_mass else False,  # not for samplers with a schedule
         inv_mass=None,
     )
     sampler = resolve_sampler(sampler)

@@ -35,10 +35,12 @@ class WindowAdaptation:
     adapt_mass : bool or "auto", default=False
         Estimate a diagonal inverse mass per chain over the slow windows, shrunk toward the
         prior variance of a network target (:func:`prior_variance`), Stan's 1e-3 otherwise.
-        A kernel with its own ``metric`` keeps it: nothing is adapted (with a warning when
-        ``adapt_mass=True`` asked for it), and the step size is searched under that metric.
-        ``"auto"`` (the default of :func:`~sklearn_bnn.samplers.sample`): adapt where the kernel
-        takes the loop's mass and adapts its step size, silently nothing elsewhere.
+        A kernel with its own ``metric`` keeps it: nothing is adapted (with a warning for a
+        user's Euclidean metric; RMHMC's position-dependent one replaces the mass anyway), and
+        the step size is searched under that metric. ``"auto"`` (what
+        :func:`~sklearn_bnn.samplers.sample` passes for its default ``True``): the same, except
+        for kernels with a step-size schedule of their own (``adapts_step_size = False``, the
+        stochastic-gradient kernels), which keep the identity.
     inv_mass : tensor (D,) or (C, D), optional
         The starting inverse mass (identity by default).
     """
@@ -85,14 +87,14 @@ class WindowAdaptation:
         """The metric the step-size search uses: the kernel's constant one when it has one
         (which also turns mass adaptation off), else the loop's diagonal inverse mass."""
         self._mass = bool(self.adapt_mass)
-        if self.adapt_mass == "auto":
-            self._mass = kernel.metric is None and kernel.adapts_step_size
+        if self.adapt_mass == "auto":  # not for a kernel with a step-size schedule of its own
+            self._mass = kernel.adapts_step_size
         metric = kernel.metric
         if metric is None:
             return self._inv_mass
         metric = metric.to(device, dtype)
         metric.check_n_chains(n_chains)
-        if self.adapt_mass is True:
+        if self._mass and not metric.position_dependent:  # a user's metric: say it wins
             warnings.warn(
                 "adapt_mass=True is ignored: the sampler has a fixed metric, which wins over "
                 "mass adaptation.",
