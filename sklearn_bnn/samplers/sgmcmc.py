@@ -5,9 +5,10 @@ Samplers: :class:`SGLD`, :class:`SGHMC` (Euler-Maruyama, OBABO or skew-symmetric
 :class:`GSGHMC` (generalized SGHMC: OBABO with a minibatch Metropolis-Hastings test at every
 step) and :class:`HTE` (Hamiltonian trajectory ensemble, Algorithm 1).
 
-One kernel transition (:mod:`.sg_kernels`) is one pass of ``n_steps`` minibatch steps (by
-default an epoch: the rows in a fresh random permutation, cut into batches of the target's
-``batch_size``; the remainder is left out, so every step sees the same number of rows).
+The kernels are in :mod:`.sg_kernels` and :mod:`.sg_adjusted`. One transition is one pass of
+``n_steps`` minibatch steps (by default an epoch: the rows in a fresh random permutation, cut
+into batches of the target's ``batch_size``; the remainder is left out, so every step sees the
+same number of rows).
 Momentum is drawn afresh from N(0, T M) at the start of each transition (a Gibbs step that
 leaves the target invariant), so the sampling loop's state stays ``(position, log_prob, grad)``.
 These kernels choose their own step size schedule (``adapts_step_size = False``): the step size
@@ -25,14 +26,8 @@ from __future__ import annotations
 from .._utils import check_scalar_param
 from ._base import Kernel, Sampler
 from ._registry import register_sampler
-from .sg_kernels import (
-    AMAGOLDKernel,
-    GSGHMCKernel,
-    HTEKernel,
-    SGHMCKernel,
-    SGLDKernel,
-    amagold_trajectory,
-)
+from .sg_adjusted import AMAGOLDKernel, GSGHMCKernel, HTEKernel, amagold_trajectory
+from .sg_kernels import SGHMCKernel, SGLDKernel
 
 __all__ = ["AMAGOLD", "GSGHMC", "HTE", "SGHMC", "SGLD", "amagold_trajectory"]
 
