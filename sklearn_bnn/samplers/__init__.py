@@ -17,13 +17,18 @@ from ._run import ChainRun, chain_seeds
 from .adaptation import DualAveraging, find_reasonable_step_size
 from .bridged import BridgedHMC
 from .constrained import ConstrainedHMC, ConstrainedHMCKernel
-from .geometry.euclidean import (
+from .geometry import (
     DenseMetric,
     DiagonalMetric,
+    DiagonalSoftAbsMetric,
     EuclideanMetric,
+    FisherMetric,
     IdentityMetric,
+    Metric,
+    SoftAbsMetric,
     as_metric,
 )
+from .gibbs import GibbsKernel, GibbsState
 from .hmc import HMC, HMCKernel, metropolis_hastings
 from .integrators import (
     INTEGRATORS,

@@ -96,7 +96,8 @@ class Kernel:
 
     def with_target(self, target) -> Kernel:
         """This kernel on another target with the same layout (a Gibbs step's conditional
-        density): a shallow copy, sharing whatever else the kernel holds."""
+        density): a shallow copy, sharing whatever else the kernel holds. A kernel that keeps
+        anything bound to its target (methods, derivatives) overrides this to rebind it."""
         kernel = copy.copy(self)
         kernel.target = target
         return kernel

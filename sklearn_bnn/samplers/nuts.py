@@ -124,6 +124,13 @@ def _select(mask: torch.Tensor, new, old):
     )
 
 
+def _select_chains(target, idx: torch.Tensor):
+    """The density of the chains ``idx`` only: ``target.select_chains(idx)`` for a target that
+    holds per-chain values (the conditional of a Gibbs block), else ``target`` itself."""
+    select = getattr(target, "select_chains", None)
+    return target if select is None else select(idx)
+
+
 def _merged_keeps_going(
     first_sharp,
     init_last,
@@ -481,18 +488,20 @@ class NUTSKernel(HMCKernel):
     def _advance(self, point: _Point, half, step, signed_eps, metric, idx, generator):
         """One integration step for the chains ``idx`` (all when None; the others keep their
         point). Returns the new point and the gradient evaluations spent."""
+        target = self.target
         if idx is not None:
             point, full = _Point(*(x[idx] for x in point)), point
             half, step, signed_eps = half[idx], step[idx], signed_eps[idx]
             metric = metric.select(idx)
+            target = _select_chains(target, idx)
         if self.integrator is None:  # leapfrog (seeds/000 eq. 4), one gradient, fused steps
             p = kick(point.momentum, point.grad, half, fused=True)
             q = drift(point.position, p, step, metric, fused=True)
-            log_prob, grad = self.target.value_and_grad(q)
+            log_prob, grad = target.value_and_grad(q)
             new, cost = _Point(q, kick(p, grad, half, fused=True), log_prob, grad), 1
         else:
             end, momentum, cost = self.integrator(
-                self.target,
+                target,
                 State(point.position, point.log_prob, point.grad),
                 point.momentum,
                 signed_eps,

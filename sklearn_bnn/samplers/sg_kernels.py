@@ -201,11 +201,20 @@ class _UnadjustedKernel(_SGKernel):
 
     def __init__(self, sampler, target):
         super().__init__(sampler, target)
+        self._bind(target)
+
+    def _bind(self, target) -> None:
         # per step only the likelihood's value where the target can leave the prior out (the
         # finiteness test needs no more); the prior's value is added to the last step's value,
         # which gives batch_value_and_grad's value bit for bit
         self._split = getattr(target, "batch_likelihood_and_grad", None)
         self._evaluate = target.batch_value_and_grad if self._split is None else self._split
+
+    def with_target(self, target):
+        """As :meth:`Kernel.with_target`, with the batch evaluations bound to ``target``."""
+        kernel = super().with_target(target)
+        kernel._bind(target)
+        return kernel
 
     def step(self, state, generator, step_size=None, inv_mass=None):
         theta, value, grad = state

@@ -271,6 +271,13 @@ class Target:
                 total = total + ((out - y) ** 2).sum(1)
         return total
 
+    def select_chains(self, idx: torch.Tensor) -> Target:
+        """The density of the chains ``idx`` only: itself, or for a target conditioned on
+        per-chain noise precisions, the one conditioned on theirs (NUTS evaluates the chains
+        still growing their trees)."""
+        tau = getattr(self.likelihood, "chain_precision", None)
+        return self if tau is None else self.with_noise_precision(tau[idx])
+
     def _state_under_new_noise(self, state, sum_sq: torch.Tensor, tau: torch.Tensor):
         """The state's log density and gradient on this target (conditioned on the ``tau`` a
         Gibbs step drew; the residuals' ``sum_sq`` are there for targets that use them)."""
