@@ -98,8 +98,11 @@ def test_file_written_before_the_allow_list_loads():
     expected = torch.load(DATA / "hmc_classifier_v1_expected.pt", weights_only=True)
     loaded = sklearn_bnn.load(DATA / "hmc_classifier_v1.pt")
     assert type(loaded) is HMCClassifier
-    np.testing.assert_array_equal(
-        loaded.predict_proba(expected["X"].numpy()), expected["proba"].numpy()
+    # float32 probabilities computed on another CPU round differently in the last bits
+    # (BLAS and vectorised kernels): a load that decoded anything wrongly is off by far more.
+    np.testing.assert_allclose(
+        loaded.predict_proba(expected["X"].numpy()), expected["proba"].numpy(),
+        rtol=1e-5, atol=1e-6,
     )
 
 
