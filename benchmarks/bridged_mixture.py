@@ -66,27 +66,27 @@ def run(method: str, n_draws: int, n_warmup: int, seed: int):
     t0 = time.perf_counter()
     if method == "1chain":
         res = sample(
-            MixtureTarget(), start, HMC(n_leapfrog=10), n_samples=n_draws, n_chains=1, **common
+            MixtureTarget(), start, HMC(n_steps=10), n_draws=n_draws, n_chains=1, **common
         )
         per_job = time.perf_counter() - t0
     elif method == "4chains":
         res = sample(
             MixtureTarget(),
             start,
-            HMC(n_leapfrog=10),
-            n_samples=n_draws // 4,
+            HMC(n_steps=10),
+            n_draws=n_draws // 4,
             n_chains=4,
             chain_method="sequential",
             **common,
         )
         per_job = (time.perf_counter() - t0) / 4
     else:
-        sampler = BridgedHMC(split_coords=[1], split_points=1.0, n_leapfrog=10)
+        sampler = BridgedHMC(split_coords=[1], split_points=1.0, n_steps=10)
         res = sample(
             MixtureTarget(),
             start,
             sampler,
-            n_samples=n_draws // 2,
+            n_draws=n_draws // 2,
             n_chains=1,
             chain_method="sequential",
             **common,
@@ -100,13 +100,13 @@ def upper_box_alone(n_draws: int, n_warmup: int, seed: int):
     crossings between the pieces, and its mean."""
     target = MixtureTarget()
     sampler = ConstrainedHMC(
-        lower=[-np.inf, 1.0], upper=[np.inf, np.inf], n_leapfrog=10, step_jitter=0.2
+        lower=[-np.inf, 1.0], upper=[np.inf, np.inf], n_steps=10, step_jitter=0.2
     )
     res = sample(
         target,
         torch.tensor([0.0, 1.5], dtype=torch.float64),
         sampler,
-        n_samples=n_draws // 2,
+        n_draws=n_draws // 2,
         n_chains=1,
         n_warmup=n_warmup,
         random_state=seed,

@@ -63,12 +63,12 @@ def main():
                 n_jobs=args.n_jobs,
             )
             if n_boxes == 1:
-                clf = HMCClassifier(n_samples=args.n_draws, n_leapfrog=20, **params)
+                clf = HMCClassifier(n_draws=args.n_draws, n_steps=20, **params)
             else:
                 s = int(np.log2(n_boxes))
-                sampler = BridgedHMC(n_split_params=s, n_leapfrog=20)
+                sampler = BridgedHMC(n_split_params=s, n_steps=20)
                 clf = HMCClassifier(
-                    n_samples=args.n_draws // n_boxes,
+                    n_draws=args.n_draws // n_boxes,
                     sampler=sampler,
                     chain_method="parallel",
                     **params,

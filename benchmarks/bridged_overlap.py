@@ -92,7 +92,7 @@ def main():
             hidden_layer_sizes=(5, 5),
             activation="tanh",
             sampler=keep,
-            n_samples=4,
+            n_draws=4,
             n_warmup=2,
             random_state=args.seed,
         ).fit(X[:500], y[:500])
@@ -100,7 +100,7 @@ def main():
     lower = np.full(target.dim, -np.inf)
     lower[args.coord] = 0.0
     upper = np.full(target.dim, np.inf)
-    box = ConstrainedHMC(lower=lower, upper=upper, n_leapfrog=20, step_jitter=0.2)
+    box = ConstrainedHMC(lower=lower, upper=upper, n_steps=20, step_jitter=0.2)
     start = keep.positions_[:1].to(target.dtype)
     start = to_box(
         start, torch.as_tensor(lower, dtype=start.dtype), torch.as_tensor(upper, dtype=start.dtype)
@@ -109,7 +109,7 @@ def main():
         target,
         start,
         box,
-        n_samples=args.n_draws,
+        n_draws=args.n_draws,
         n_warmup=args.n_warmup,
         n_chains=1,
         random_state=args.seed,

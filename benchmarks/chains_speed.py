@@ -21,8 +21,8 @@ def timed_fit(X, y, **params):
     reg = HMCRegressor(
         hidden_layer_sizes=(50,),
         n_warmup=0,
-        n_samples=100,
-        n_leapfrog=10,
+        n_draws=100,
+        n_steps=10,
         step_size=1e-3,
         init="random",
         noise_precision=10.0,

@@ -6,7 +6,7 @@ object whose ``value_and_grad`` is written by hand on the (C, D) batch. Reported
 of each parameter (bulk ESS over wall time of the whole ``sample`` call), their ratio, and the
 time of one gradient evaluation of each form on a (4, 10) batch.
 
-Run: python benchmarks/driver_overhead.py [--n-samples 1000] [--rounds 3]
+Run: python benchmarks/driver_overhead.py [--n-draws 1000] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def gradient_time(logdensity, rounds=200):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n-samples", type=int, default=1000)
+    parser.add_argument("--n-draws", type=int, default=1000)
     parser.add_argument("--n-warmup", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
@@ -100,14 +100,14 @@ def main() -> None:
                 torch.zeros(10, dtype=torch.float64),
                 NUTS(),
                 n_warmup=args.n_warmup,
-                n_samples=args.n_samples,
+                n_draws=args.n_draws,
                 n_chains=4,
                 random_state=0,
             )
             seconds = time.perf_counter() - start
             ess_rate[name].append(result.summary()["ess_bulk"][:10] / seconds)
     print(
-        f"eight schools, NUTS, 4 vectorized chains, {args.n_warmup} + {args.n_samples} draws, "
+        f"eight schools, NUTS, 4 vectorized chains, {args.n_warmup} + {args.n_draws} draws, "
         f"median of {args.rounds} alternating rounds"
     )
     print(f"{'parameter':<10}{'ESS/s function':>16}{'ESS/s target':>14}{'ratio':>8}")

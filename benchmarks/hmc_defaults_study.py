@@ -18,7 +18,7 @@ The machine of the recorded run had 2 cores shared with other jobs: splits and d
 reduced (see ``--help``) and the figures are indicative, not the 20-split protocol
 (``benchmarks/uci.py`` runs that).
 
-Usage: ``python benchmarks/hmc_defaults_study.py --splits 2 --n-samples 300 --n-warmup 300``
+Usage: ``python benchmarks/hmc_defaults_study.py --splits 2 --n-draws 300 --n-warmup 300``
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ PUBLISHED_RMSE = {"concrete": 4.82, "energy": 0.54, "yacht": 0.67, "wine-quality
 
 def configs(trajectory_length: float) -> dict:
     return {
-        "before": lambda var_y: dict(noise_precision=25.0 / var_y, n_leapfrog=50),
-        "learned": lambda var_y: dict(n_leapfrog=50),
+        "before": lambda var_y: dict(noise_precision=25.0 / var_y, n_steps=50),
+        "learned": lambda var_y: dict(n_steps=50),
         "traj": lambda var_y: dict(trajectory_length=trajectory_length, adapt_mass=True),
     }
 
@@ -71,7 +71,7 @@ def uci(args) -> list[dict]:
                 reg = HMCRegressor(
                     hidden_layer_sizes=(50,),
                     normalize_y=True,
-                    n_samples=args.n_samples,
+                    n_draws=args.n_draws,
                     n_warmup=args.n_warmup,
                     random_state=k,
                     **make(y.var()),
@@ -156,13 +156,13 @@ def digits(args) -> None:
     print("| --- | --- | --- | --- | --- | --- | --- |")
     base = None
     for label, kw in (
-        ("before", dict(n_leapfrog=50)),
+        ("before", dict(n_steps=50)),
         ("traj", dict(trajectory_length=args.trajectory_length, adapt_mass=True)),
     ):
         if label not in args.configs:
             continue
         clf = HMCClassifier(
-            hidden_layer_sizes=(100,), n_samples=args.n_samples, n_warmup=args.n_warmup,
+            hidden_layer_sizes=(100,), n_draws=args.n_draws, n_warmup=args.n_warmup,
             random_state=0, **kw,
         )  # fmt: skip
         start = time.perf_counter()
@@ -191,7 +191,7 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     parser.add_argument("--configs", nargs="+", default=["before", "learned", "traj"])
     parser.add_argument("--splits", type=int, default=2)
-    parser.add_argument("--n-samples", type=int, default=300)
+    parser.add_argument("--n-draws", type=int, default=300)
     parser.add_argument("--n-warmup", type=int, default=300)
     parser.add_argument("--trajectory-length", type=float, default=1.0)
     parser.add_argument("--skip-uci", action="store_true")

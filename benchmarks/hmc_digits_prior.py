@@ -53,7 +53,7 @@ def main():
     parser.add_argument("--hidden", type=int, default=100, help="hidden units (one layer)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n-samples", type=int, default=500)
+    parser.add_argument("--n-draws", type=int, default=500)
     parser.add_argument("--n-warmup", type=int, default=500)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -78,7 +78,7 @@ def main():
     for name in args.configs:
         start = time.perf_counter()
         clf = HMCClassifier(
-            hidden_layer_sizes=(args.hidden,), n_samples=args.n_samples,
+            hidden_layer_sizes=(args.hidden,), n_draws=args.n_draws,
             n_warmup=args.n_warmup, random_state=args.seed,
             **CONFIGS[name],
         ).fit(Xtr, ytr)

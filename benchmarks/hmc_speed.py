@@ -66,7 +66,7 @@ def bare_rate(net, X, y, tau, n_steps):
 def sampling_rate(kernel, state, n_transitions, generator):
     """Gradient evaluations per second inside HMC transitions (fixed eps, fixed L)."""
     start = time.perf_counter()
-    run = run_chains(kernel, state, generator, n_warmup=0, n_samples=n_transitions, step_size=5e-4)
+    run = run_chains(kernel, state, generator, n_warmup=0, n_draws=n_transitions, step_size=5e-4)
     seconds = time.perf_counter() - start
     return run.n_grad / seconds, run
 
@@ -79,9 +79,9 @@ def predict_speed(n_rows, n_draws=500, repeats=3):
         warnings.simplefilter("ignore", RuntimeWarning)  # the draws are for timing only
         clf = HMCClassifier(
             hidden_layer_sizes=(50,),
-            n_samples=n_draws,
+            n_draws=n_draws,
             n_warmup=0,
-            n_leapfrog=1,
+            n_steps=1,
             step_size=1e-4,
             init="random",
             random_state=0,
@@ -115,7 +115,7 @@ def main():
     tau = 100.0
     net = mlp()
     target = Target(FunctionalNetwork(net), X, y, Gaussian(tau), GaussianPrior(1.0))
-    kernel = HMCKernel(target, step_size=5e-4, n_leapfrog=30)
+    kernel = HMCKernel(target, step_size=5e-4, n_steps=30)
     generator = torch.Generator().manual_seed(0)
     state = kernel.init(FunctionalNetwork(net).initial_position())
     n_bare = args.transitions * 30

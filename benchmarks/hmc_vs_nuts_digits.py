@@ -2,7 +2,7 @@
 
 Both samplers start at the same MAP point and adapt the step size in warmup; the effective
 sample size is the bulk ESS (rank-normalised, split chains) of the log density over all chains.
-Run: ``python benchmarks/hmc_vs_nuts_digits.py [--n-samples 200] [--threads 1]``.
+Run: ``python benchmarks/hmc_vs_nuts_digits.py [--n-draws 200] [--threads 1]``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from sklearn_bnn.metrics import expected_calibration_error, negative_log_likelih
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--n-samples", type=int, default=200)
+    parser.add_argument("--n-draws", type=int, default=200)
     parser.add_argument("--n-warmup", type=int, default=200)
     parser.add_argument("--n-chains", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
@@ -36,7 +36,7 @@ def main():
     X_tr, X_te = scaler.transform(X_tr), scaler.transform(X_te)
     print(
         f"digits, MLP [64, 100, 10], {args.n_chains} chains x ({args.n_warmup} warmup + "
-        f"{args.n_samples} draws), {args.threads} thread(s)"
+        f"{args.n_draws} draws), {args.threads} thread(s)"
     )
     print(
         f"{'sampler':<8}{'seconds':>9}{'grads':>10}{'ESS(lp)':>9}{'ESS/s':>8}{'accept':>8}"
@@ -45,7 +45,7 @@ def main():
     for sampler in ("hmc", "nuts"):
         clf = HMCClassifier(
             sampler=sampler,
-            n_samples=args.n_samples,
+            n_draws=args.n_draws,
             n_warmup=args.n_warmup,
             n_chains=args.n_chains,
             random_state=0,

@@ -105,7 +105,9 @@ def main():
     noises = [0.0, 0.2, 0.4, 0.6]
     hiddens = [20, 100] if args.quick else args.hidden
     seeds = range(1 if args.quick else args.seeds)
-    settings = dict(dropout=0.2, max_iter=100, batch_size=128, learning_rate=3e-3, n_mc_samples=100)
+    settings = dict(
+        dropout=0.2, max_iter=100, batch_size=128, learning_rate_init=3e-3, n_predict_draws=100
+    )
     start = time.perf_counter()
     results = run(noises, hiddens, seeds, settings)
     print(

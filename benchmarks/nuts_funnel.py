@@ -29,11 +29,11 @@ def kl_to_truth(v) -> float:
     return 0.5 * math.log(s2 / 9.0) + (9.0 + m * m) / (2 * s2) - 0.5
 
 
-def main(seeds=(0, 1, 2), n_chains: int = 4, n_warmup: int = 500, n_samples: int = 2000):
+def main(seeds=(0, 1, 2), n_chains: int = 4, n_warmup: int = 500, n_draws: int = 2000):
     torch.set_num_threads(1)
     target = Funnel()
     kernel = NUTSKernel(target)
-    print(f"Neal's funnel (10 + 1 dims), NUTS, {n_chains} chains x {n_samples} draws\n")
+    print(f"Neal's funnel (10 + 1 dims), NUTS, {n_chains} chains x {n_draws} draws\n")
     print(
         "| seed | KL(p(v) \\|\\| q(v)) | mean v | var v (truth 9) | min v | divergences "
         "| accept | step size | grads | time (s) |"
@@ -44,7 +44,7 @@ def main(seeds=(0, 1, 2), n_chains: int = 4, n_warmup: int = 500, n_samples: int
         start = torch.randn(n_chains, target.dim, generator=g, dtype=torch.float64)
         t0 = time.perf_counter()
         run = run_chains(
-            kernel, kernel.init(start), g, n_warmup=n_warmup, n_samples=n_samples, step_size="auto"
+            kernel, kernel.init(start), g, n_warmup=n_warmup, n_draws=n_draws, step_size="auto"
         )
         v = run.draws[..., 0]
         print(

@@ -77,7 +77,7 @@ def main(rounds: int = 3, seconds: float = 8.0) -> None:
         kernel.init(find_mode(target, network.initial_position()[None])),
         generator,
         n_warmup=20,
-        n_samples=0,
+        n_draws=0,
         step_size="auto",
     )
     state, eps = warm.state, warm.step_size

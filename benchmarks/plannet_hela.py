@@ -165,9 +165,9 @@ def main():
 
     common = dict(
         hidden_layer_sizes=hidden,
-        n_mc_samples=args.n_mc,
+        n_predict_draws=args.n_mc,
         batch_size=args.batch_size,
-        learning_rate=args.lr,
+        learning_rate_init=args.lr,
         max_iter=args.max_iter,
         n_iter_no_change=args.patience,
         device=args.device,

@@ -45,14 +45,14 @@ def measure(what: str, rows: int, draws: int) -> dict:
     rng = np.random.default_rng(0)
     X_fit = rng.normal(size=(200, 10))
     y_fit = X_fit[:, 0] + 0.1 * rng.normal(size=200)
-    small = dict(hidden_layer_sizes=(50,), n_samples=draws, n_warmup=20, n_leapfrog=5)
+    small = dict(hidden_layer_sizes=(50,), n_draws=draws, n_warmup=20, n_steps=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if what == "classifier":
             model = HMCClassifier(**small, random_state=0).fit(X_fit, y_fit > 0)
         elif what == "dropout":
             model = MCDropoutRegressor(
-                hidden_layer_sizes=(50,), max_iter=5, n_mc_samples=draws, random_state=0
+                hidden_layer_sizes=(50,), max_iter=5, n_predict_draws=draws, random_state=0
             ).fit(X_fit, y_fit)
         else:
             model = HMCRegressor(**small, random_state=0).fit(X_fit, y_fit)

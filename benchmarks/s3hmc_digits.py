@@ -4,7 +4,7 @@ Set-up: scikit-learn's digits, classes 0-4 only (901 images), stratified 70/30 s
 features standardised with the training part's mean and standard deviation. The
 out-of-distribution set is every image of classes 5-9 (896), scaled the same way. Every model is
 the estimators' default network (one hidden layer of 100 ReLU units) and every HMC model gets
-the same budget: ``n_warmup`` + ``n_samples`` transitions of ``n_leapfrog`` steps per chain,
+the same budget: ``n_warmup`` + ``n_draws`` transitions of ``n_steps`` steps per chain,
 ``n_chains`` chains, step size adapted in warmup (``step_size="auto"``), MAP start.
 
 Models:
@@ -16,11 +16,11 @@ Models:
 - ``s3hmc``: ``HMCClassifier(prior_precision=HierarchicalPrior(), sampler="s3hmc")``, one
   precision per weight/bias tensor sampled with the weights under Gamma(2, 1) hyperpriors;
 - ``s3hmc_a1b0.01`` style names (``--s3-variants``): S3HMC with other hyperpriors
-  ``alpha``/``beta``, and ``s3hmc_L20`` style names with another ``n_leapfrog``;
+  ``alpha``/``beta``, and ``s3hmc_L20`` style names with another ``n_steps``;
 - ``dropout``: ``MCDropoutClassifier()`` defaults.
 
 An ALBA step of S3HMC costs two likelihood gradients and a leapfrog step of HMC one, so at equal
-``n_leapfrog`` S3HMC spends twice the gradients (both are printed).
+``n_steps`` S3HMC spends twice the gradients (both are printed).
 
 Reported, on the 0-4 test part: accuracy, NLL, ECE (15 equal-width bins); mean predictive
 entropy (nats) on the 0-4 test part and on the 5-9 set, and the AUROC of the entropy for
@@ -36,7 +36,7 @@ Times are only comparable within one run (shared machine).
 precision 1 about 4x faster on a CPU (see docs/rmhmc.md).
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/s3hmc_digits.py [--models hmc_default s3hmc ...]
-[--n-warmup 500 --n-samples 500 --n-leapfrog 50 --n-chains 2] [--s3-variants a1b0.01 L20]
+[--n-warmup 500 --n-draws 500 --n-steps 50 --n-chains 2] [--s3-variants a1b0.01 L20]
 [--flush-denormal]``.
 """
 
@@ -105,8 +105,8 @@ def make_model(name, args):
         return MCDropoutClassifier(random_state=args.seed)
     budget = dict(
         n_warmup=args.n_warmup,
-        n_samples=args.n_samples,
-        n_leapfrog=args.n_leapfrog,
+        n_draws=args.n_draws,
+        n_steps=args.n_steps,
         n_chains=args.n_chains,
         random_state=args.seed,
     )
@@ -122,7 +122,7 @@ def make_model(name, args):
         return HMCClassifier(prior_precision=prior, sampler="s3hmc", **budget)
     match = re.fullmatch(r"s3hmc_L(\d+)", name)
     if match:
-        budget["n_leapfrog"] = int(match[1])
+        budget["n_steps"] = int(match[1])
         return HMCClassifier(prior_precision=HierarchicalPrior(), sampler="s3hmc", **budget)
     raise ValueError(f"unknown model {name!r}")
 
@@ -224,8 +224,8 @@ def main():
     parser.add_argument("--models", nargs="*", default=BASE_MODELS)
     parser.add_argument("--s3-variants", nargs="*", default=[], help="e.g. a1b0.01 L20")
     parser.add_argument("--n-warmup", type=int, default=500)
-    parser.add_argument("--n-samples", type=int, default=500)
-    parser.add_argument("--n-leapfrog", type=int, default=50)
+    parser.add_argument("--n-draws", type=int, default=500)
+    parser.add_argument("--n-steps", type=int, default=50)
     parser.add_argument("--n-chains", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -238,8 +238,8 @@ def main():
     models = list(args.models) + [f"s3hmc_{v}" for v in args.s3_variants]
     print(
         f"train {len(data[0])}, test {len(data[1])}, OOD {len(data[4])}; budget "
-        f"{args.n_chains} chains x ({args.n_warmup} + {args.n_samples}) transitions, "
-        f"L = {args.n_leapfrog}\n"
+        f"{args.n_chains} chains x ({args.n_warmup} + {args.n_draws}) transitions, "
+        f"L = {args.n_steps}\n"
     )
     print(
         "| model | accuracy | NLL | ECE | entropy 0-4 | entropy 5-9 | AUROC | ESS / R-hat "

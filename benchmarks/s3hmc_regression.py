@@ -41,14 +41,14 @@ def report(name, reg, X, y, dt):
     )
 
 
-def main(n_samples=300, n_warmup=300, seed=0):
+def main(n_draws=300, n_warmup=300, seed=0):
     rng = np.random.default_rng(seed)
     X, y = data(100, rng)
     Xt, yt = data(500, rng)
     common = dict(
         hidden_layer_sizes=(50,),
         activation="tanh",
-        n_samples=n_samples,
+        n_draws=n_draws,
         n_warmup=n_warmup,
         n_chains=2,
         random_state=seed,
@@ -60,11 +60,11 @@ def main(n_samples=300, n_warmup=300, seed=0):
     print("|---|---|---|---|---|---|")
     t0 = time.perf_counter()
     s3 = HMCRegressor(
-        prior_precision=HierarchicalPrior(), sampler="s3hmc", n_leapfrog=20, **common
+        prior_precision=HierarchicalPrior(), sampler="s3hmc", n_steps=20, **common
     ).fit(X, y)
     report("S3HMC, HierarchicalPrior()", s3, Xt, yt, time.perf_counter() - t0)
     t0 = time.perf_counter()
-    hmc = HMCRegressor(n_leapfrog=20, **common).fit(X, y)
+    hmc = HMCRegressor(n_steps=20, **common).fit(X, y)
     report("HMC defaults: prior 1, noise by Gibbs", hmc, Xt, yt, time.perf_counter() - t0)
     print("\nS3HMC precisions (posterior mean, ESS bulk of log, R-hat):")
     for k, name in enumerate(s3.precision_names_):

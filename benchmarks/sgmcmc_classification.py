@@ -369,7 +369,7 @@ def sg_classifier(part: str, name: str, step: float, cfg: dict) -> SGMCMCClassif
         init="map",
         n_init_steps=cfg["n_init_steps"],
         n_warmup=cfg["n_warmup"],
-        n_samples=cfg["n_samples"],
+        n_draws=cfg["n_draws"],
         random_state=0,
     )
 
@@ -380,7 +380,7 @@ CONFIG = {
         "batch_size": 64,
         "n_init_steps": 300,
         "n_warmup": 20,
-        "n_samples": 60,
+        "n_draws": 60,
         "tune_epochs": (20, 60),
         "adam": {"epochs": 60, "lr": 3e-3, "batch_size": 64},
         "dropout": 0.1,
@@ -391,7 +391,7 @@ CONFIG = {
         "batch_size": 256,
         "n_init_steps": 100,
         "n_warmup": 2,
-        "n_samples": 20,
+        "n_draws": 20,
         "tune_epochs": (2, 4),
         "adam": {"epochs": 8, "lr": 1e-3, "batch_size": 256},
         "dropout": 0.1,
@@ -410,10 +410,10 @@ def timed(fn):
 def tune(part: str, data: dict) -> None:
     """Print validation accuracy / NLL / acceptance over each SG sampler's step-size grid."""
     cfg = dict(CONFIG[part])
-    cfg["n_warmup"], cfg["n_samples"] = cfg["tune_epochs"]
+    cfg["n_warmup"], cfg["n_draws"] = cfg["tune_epochs"]
     (X, y), (X_val, y_val) = data["train"], data["val"]
     labels = np.unique(y)
-    print(f"[{part}] step-size grid, {cfg['n_warmup']} + {cfg['n_samples']} epochs")
+    print(f"[{part}] step-size grid, {cfg['n_warmup']} + {cfg['n_draws']} epochs")
     print(f"{'sampler':<8}{'eps':>9}{'val acc':>9}{'val NLL':>9}{'accept':>8}{'s':>7}")
     for name, grid in GRIDS[part].items():
         for step in grid:
@@ -451,8 +451,8 @@ def run_part(part: str, data: dict, with_hmc: bool) -> None:
         hmc = HMCClassifier(
             module=cfg["module"],
             n_warmup=100,
-            n_samples=100,
-            n_leapfrog=20,
+            n_draws=100,
+            n_steps=20,
             init="map",
             n_init_steps=300,
             random_state=0,
@@ -483,10 +483,10 @@ def run_part(part: str, data: dict, with_hmc: bool) -> None:
         mcd = MCDropoutClassifier(
             hidden_layer_sizes=(100, 100),
             dropout=cfg["dropout"],
-            n_mc_samples=cfg["n_mc"],
+            n_predict_draws=cfg["n_mc"],
             max_iter=adam["epochs"],
             batch_size=adam["batch_size"],
-            learning_rate=adam["lr"],
+            learning_rate_init=adam["lr"],
             random_state=0,
         )
         mcd, secs = timed(lambda: mcd.fit(X, y))

@@ -43,7 +43,7 @@ Reduced from the paper, for about 15 minutes on one CPU thread: 256 training win
 10 along one trajectory), 64 validation and 128 test windows; 100 Adam epochs per net; the
 samplers start from the deterministic net instead of a random initialisation and a burn-in of
 1,000 epochs (the paper's image experiments; the seed gives no budget for this one), and run
-``N_WARMUP`` + ``N_SAMPLES`` epochs keeping one draw per epoch instead of 1,000 models 10
+``N_WARMUP`` + ``N_DRAWS`` epochs keeping one draw per epoch instead of 1,000 models 10
 epochs apart; one chain each instead of 5; one repetition instead of 5. The step sizes of the
 samplers were chosen on the validation windows only (``--tune``, with 5 + 20 sampler epochs;
 docs/sgmcmc.md lists what was tried).
@@ -74,7 +74,7 @@ FORCING, DT, SPIN_UP = 8.0, 0.01, 2000
 HIDDEN = 100
 N_MEMBERS = 5
 TAU = 100.0  # noise precision of the samplers' likelihood, standardised units (noise sd 0.1)
-N_WARMUP, N_SAMPLES = 10, 70
+N_WARMUP, N_DRAWS = 10, 70
 # step sizes eps (SGD learning rate eps**2 on the summed loss), chosen with --tune
 STEPS = {"SGHMC": 1e-5, "GSGHMC": 3e-5, "HTE": 3e-5}
 GRID = (3e-6, 1e-5, 3e-5, 1e-4)
@@ -224,7 +224,7 @@ def forecast_draws(reg: SGMCMCRegressor, X: np.ndarray, last: bool = False) -> n
     return out.numpy().reshape(len(X), EVAL_HORIZON, N_STATES)
 
 
-def fit_sampler(data: dict, start: LSTMForecaster, sampler, n_warmup: int, n_samples: int):
+def fit_sampler(data: dict, start: LSTMForecaster, sampler, n_warmup: int, n_draws: int):
     """SGMCMCRegressor with ``sampler``, started at the weights of ``start``."""
     reg = SGMCMCRegressor(
         module=start,  # an instance: deep-copied, its weights are the chain's start
@@ -233,7 +233,7 @@ def fit_sampler(data: dict, start: LSTMForecaster, sampler, n_warmup: int, n_sam
         noise_precision=TAU,
         batch_size=32,
         n_warmup=n_warmup,
-        n_samples=n_samples,
+        n_draws=n_draws,
         random_state=0,
     )
     return reg.fit(data["X_train"], data["y_train"])
@@ -266,7 +266,7 @@ def row(name, values, cols):
     print(f"{name:<24}" + "".join(cells), flush=True)
 
 
-def run_tune(data: dict, n_epochs: int, n_warmup: int, n_samples: int, grid, names) -> None:
+def run_tune(data: dict, n_epochs: int, n_warmup: int, n_draws: int, grid, names) -> None:
     """The step-size grid of the samplers ``names``, scored on the validation windows."""
     t0 = time.perf_counter()
     det = train_adam(data, seed=0, n_epochs=n_epochs)
@@ -278,14 +278,14 @@ def run_tune(data: dict, n_epochs: int, n_warmup: int, n_samples: int, grid, nam
         make = SAMPLERS[name]
         for eps in grid:
             t0 = time.perf_counter()
-            reg = fit_sampler(data, det, make(eps), n_warmup, n_samples)
+            reg = fit_sampler(data, det, make(eps), n_warmup, n_draws)
             fit_s = time.perf_counter() - t0
             res = scores(forecast_draws(reg, data["X_val"]), data["y_val"], data)
             res.update(accept=reg.acceptance_rate_, **{"fit s": fit_s})
             row(f"{name} eps={eps:g}", res, cols)
 
 
-def run_table(data: dict, n_epochs: int, n_warmup: int, n_samples: int) -> None:
+def run_table(data: dict, n_epochs: int, n_warmup: int, n_draws: int) -> None:
     """Every method on the test windows."""
     cols = ["MAE", "maxAE", "MSE", "R2", "MSE 1-50", "1 net MSE", "accept", "fit s"]
     results, members, fit_s = {}, [], []
@@ -303,7 +303,7 @@ def run_table(data: dict, n_epochs: int, n_warmup: int, n_samples: int) -> None:
         "fit s": float(np.sum(fit_s)),
     }
     # controls: member 0 trained on for as many epochs as the samplers run
-    extra = n_warmup + n_samples
+    extra = n_warmup + n_draws
     for lr in (3e-3, 3e-4):
         t0 = time.perf_counter()
         net = train_adam(data, seed=1000, n_epochs=extra, lr=lr, start=members[0])
@@ -313,7 +313,7 @@ def run_table(data: dict, n_epochs: int, n_warmup: int, n_samples: int) -> None:
         }
     for name, make in SAMPLERS.items():
         t0 = time.perf_counter()
-        reg = fit_sampler(data, members[0], make(STEPS[name]), n_warmup, n_samples)
+        reg = fit_sampler(data, members[0], make(STEPS[name]), n_warmup, n_draws)
         seconds = time.perf_counter() - t0
         res = scores(forecast_draws(reg, data["X_test"]), data["y_test"], data)
         last = scores(forecast_draws(reg, data["X_test"], last=True), data["y_test"], data)
@@ -345,16 +345,16 @@ def main() -> None:
     warnings.filterwarnings("ignore", message=".*could not be batched")  # nn.LSTM: a loop
     sizes = (64, 16, 32) if args.quick else (256, 64, 128)
     n_epochs = 5 if args.quick else 100
-    n_warmup, n_samples = (1, 4) if args.quick else (N_WARMUP, N_SAMPLES)
+    n_warmup, n_draws = (1, 4) if args.quick else (N_WARMUP, N_DRAWS)
     if args.tune and not args.quick:
-        n_warmup, n_samples = 5, 20
+        n_warmup, n_draws = 5, 20
     t0 = time.perf_counter()
     data = make_data(*sizes)
     print(
         f"Lorenz'96: {N_STATES} states, F = {FORCING}, RK4 dt = {DT}; windows train / val / "
         f"test {sizes}; context {CONTEXT}, trained on {TRAIN_HORIZON} steps, evaluated on "
         f"{EVAL_HORIZON}; LSTM({HIDDEN}) + ReLU; Adam {n_epochs} epochs; samplers from the "
-        f"deterministic net, {n_warmup} + {n_samples} epochs, tau = {TAU:g}",
+        f"deterministic net, {n_warmup} + {n_draws} epochs, tau = {TAU:g}",
         flush=True,
     )
     print(
@@ -364,9 +364,9 @@ def main() -> None:
         flush=True,
     )
     if args.tune:
-        run_tune(data, n_epochs, n_warmup, n_samples, args.grid, args.samplers)
+        run_tune(data, n_epochs, n_warmup, n_draws, args.grid, args.samplers)
     else:
-        run_table(data, n_epochs, n_warmup, n_samples)
+        run_table(data, n_epochs, n_warmup, n_draws)
     print(f"total {time.perf_counter() - t0:.0f} s")
 
 

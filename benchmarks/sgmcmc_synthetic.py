@@ -54,7 +54,7 @@ def run_one(name, eps, mean, var, n_draws, seed):
             start,
             SAMPLERS[name](eps),
             n_warmup=n_draws // 2,
-            n_samples=n_draws,
+            n_draws=n_draws,
             n_chains=1,
             random_state=seed,
         )

@@ -71,10 +71,10 @@ def sampler_seconds(kernel, state, generator, n_transitions):
     return time.perf_counter() - start, target.n_subset_grads, state
 
 
-def compare(name, module, target, n_leapfrog, step_size, n_transitions, rounds):
+def compare(name, module, target, n_steps, step_size, n_transitions, rounds):
     for scheme, integrator in SCHEMES.items():
         kernel = HMCKernel(
-            target, step_size=step_size, n_leapfrog=n_leapfrog, integrator=integrator
+            target, step_size=step_size, n_steps=n_steps, integrator=integrator
         )
         state = kernel.init(target.network.initial_position())
         generator = torch.Generator().manual_seed(0)

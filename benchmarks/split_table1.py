@@ -12,7 +12,7 @@ both per chain (averaged over chains) and over the ten chains jointly, full-data
 worth of work per transition, and wall time. Paper: acceptance 0.63 / 0.59 / 0.73 / 0.88, mean
 ESS 6.92 / 6.77 / 7.52 / 7.72 for full / naive / randomised / symmetric.
 
-Run: ``python benchmarks/split_table1.py [--n-samples 400] [--burn 100] [--threads 1]``.
+Run: ``python benchmarks/split_table1.py [--n-draws 400] [--burn 100] [--threads 1]``.
 """
 
 from __future__ import annotations
@@ -39,17 +39,17 @@ def izmailov_data(n=400, seed=0):
     return x[:, None], y
 
 
-def run(scheme: str, X, y, n_samples: int, burn: int, seed: int):
+def run(scheme: str, X, y, n_draws: int, burn: int, seed: int):
     params = dict(
         hidden_layer_sizes=(100, 100),
         prior_precision=1.0,
         noise_precision=100.0,
         step_size=5e-4,
-        n_leapfrog=30,
+        n_steps=30,
         n_chains=10,
         init="random",
         n_warmup=burn,
-        n_samples=n_samples,
+        n_draws=n_draws,
         random_state=seed,
     )
     if scheme == "full":
@@ -60,24 +60,24 @@ def run(scheme: str, X, y, n_samples: int, burn: int, seed: int):
     est.fit(X, y)
     wall = time.perf_counter() - start
     acc = est.diagnostics_["acceptance_rate"]
-    draws = est.samples_.draws.numpy()  # (10, n_samples, 10401)
+    draws = est.samples_.draws.numpy()  # (10, n_draws, 10401)
     per_chain = np.mean([[ess(c[:, j]) for j in range(c.shape[1])] for c in draws])
     joint = np.mean([ess(draws[:, :, j]) for j in range(draws.shape[2])])
-    work = est.diagnostics_["n_grad_evals"] / (burn + n_samples)
+    work = est.diagnostics_["n_grad_evals"] / (burn + n_draws)
     rmse = np.sqrt(np.mean((est.predict(X) - y) ** 2))
     return acc, per_chain, joint, work, wall, rmse
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n-samples", type=int, default=400)
+    parser.add_argument("--n-draws", type=int, default=400)
     parser.add_argument("--burn", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     X, y = izmailov_data()
-    print(f"seeds/000 Table 1 set-up, 10 chains, {args.burn} burn-in + {args.n_samples} draws each")
+    print(f"seeds/000 Table 1 set-up, 10 chains, {args.burn} burn-in + {args.n_draws} draws each")
     header = (
         f"{'scheme':<11} {'acceptance':>13} {'paper':>11} {'ESS/chain':>9} {'ESS 10ch':>8} "
         f"{'paper':>6} {'grads/tr':>8} {'RMSE':>6} {'wall s':>7}"
@@ -86,7 +86,7 @@ def main():
     print("-" * len(header))
     for scheme in ("full", "naive", "randomised", "symmetric"):
         acc, per_chain, joint, work, wall, rmse = run(
-            scheme, X, y, args.n_samples, args.burn, args.seed
+            scheme, X, y, args.n_draws, args.burn, args.seed
         )
         pa, ps, pe = PAPER[scheme]
         print(

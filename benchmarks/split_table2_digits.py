@@ -14,7 +14,7 @@ full-data gradients' worth of work per transition, and wall time. Paper (FMNIST)
 0.76 / 0.72 / 0.66 / 0.89 and mean ESS 6.26 / 6.21 / 6.24 / 6.37 for full / naive / randomised /
 symmetric, accuracy 89.8 % for all but symmetric (90.0 %).
 
-Run: ``python benchmarks/split_table2_digits.py [--n-samples 60] [--burn 20] [--threads 1]``.
+Run: ``python benchmarks/split_table2_digits.py [--n-draws 60] [--burn 20] [--threads 1]``.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class DigitsCNN(nn.Module):
 def run(scheme, targets, start, data, args):
     Xte, yte = data[1], data[3]
     target = targets["full" if scheme == "full" else "split"]
-    kernel = HMCKernel(target, step_size=args.step_size, n_leapfrog=args.n_leapfrog)
+    kernel = HMCKernel(target, step_size=args.step_size, n_steps=args.n_steps)
     kernel.integrator = INTEGRATORS[scheme]
     begin = time.perf_counter()
     chains = run_chains(
@@ -83,16 +83,16 @@ def run(scheme, targets, start, data, args):
         kernel.init(start),
         torch.Generator().manual_seed(args.seed),
         n_warmup=args.burn,
-        n_samples=args.n_samples,
+        n_draws=args.n_draws,
         step_size=args.step_size,
     )
     wall = time.perf_counter() - begin
-    draws = chains.draws.numpy()  # (C, n_samples, D)
+    draws = chains.draws.numpy()  # (C, n_draws, D)
     per_chain = np.mean([[ess(c[:, j]) for j in range(c.shape[1])] for c in draws])
     joint = np.mean([ess(draws[:, :, j]) for j in range(draws.shape[2])])
     logits = target.network.forward_batched(chains.draws.reshape(-1, draws.shape[-1]), Xte)
     accuracy = np.mean(torch.softmax(logits, -1).mean(0).argmax(-1).numpy() == yte)
-    work = chains.n_grad / (args.burn + args.n_samples)
+    work = chains.n_grad / (args.burn + args.n_draws)
     return chains.accepted.double().mean(1).numpy(), per_chain, joint, accuracy, work, wall
 
 
@@ -114,10 +114,10 @@ def setup(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n-samples", type=int, default=60)
+    parser.add_argument("--n-draws", type=int, default=60)
     parser.add_argument("--burn", type=int, default=20)
     parser.add_argument("--chains", type=int, default=3)
-    parser.add_argument("--n-leapfrog", type=int, default=10)
+    parser.add_argument("--n-steps", type=int, default=10)
     parser.add_argument("--step-size", type=float, default=6e-3)
     parser.add_argument("--n-init-steps", type=int, default=300)
     parser.add_argument("--threads", type=int, default=1)
@@ -127,8 +127,8 @@ def main():
     targets, start, data = setup(args)
     print(
         f"digits CNN (3,658 parameters), {len(data[0])} training images, 3 subsets; "
-        f"{args.chains} chains, L = {args.n_leapfrog}, eps = {args.step_size:g}, "
-        f"{args.burn} burn-in + {args.n_samples} draws each"
+        f"{args.chains} chains, L = {args.n_steps}, eps = {args.step_size:g}, "
+        f"{args.burn} burn-in + {args.n_draws} draws each"
     )
     header = (
         f"{'scheme':<11} {'acceptance':>13} {'ESS/chain':>9} {'ESS joint':>9} {'accuracy':>8} "

@@ -23,7 +23,7 @@ with ``--set model.param=value``.
 Smoke run (one split, minutes on a CPU):
 
     python benchmarks/uci.py --datasets concrete yacht --splits 0 --models hmc mcdropout \\
-        --set hmc.n_samples=50 --set hmc.n_warmup=50 --epochs 50
+        --set hmc.n_draws=50 --set hmc.n_warmup=50 --epochs 50
 
 Splits run as joblib jobs (``--n-jobs``), each with ``--threads`` torch threads. The table
 printed at the end (markdown) puts the published MC-dropout and deep-ensemble figures from the
@@ -74,8 +74,8 @@ MODELS = {
             "noise_precision": None,  # learned jointly (Gal grid-searched tau)
             "max_iter": 4000,  # the protocol's 40 x 100 epochs (--epochs)
             "batch_size": 128,
-            "learning_rate": 1e-3,
-            "n_mc_samples": 100,
+            "learning_rate_init": 1e-3,
+            "n_predict_draws": 100,
             "random_state": 0,
         },
     ),
@@ -85,10 +85,10 @@ MODELS = {
             "hidden_layer_sizes": (50,),
             "covariance": "full",  # one output: the same as "diagonal"
             "n_estimators": 5,
-            "n_mc_samples": 30,
+            "n_predict_draws": 30,
             "max_iter": 4000,
             "batch_size": 128,
-            "learning_rate": 1e-3,
+            "learning_rate_init": 1e-3,
             "early_stopping": True,
             "validation_fraction": 0.1,
             "n_iter_no_change": 200,
@@ -299,7 +299,7 @@ def parse_splits(text: str) -> list[int]:
 
 
 def parse_override(text: str) -> tuple[str, str, object]:
-    """``"hmc.n_samples=50"`` to ``("hmc", "n_samples", 50)`` (values read as Python literals)."""
+    """``"hmc.n_draws=50"`` to ``("hmc", "n_draws", 50)`` (values read as Python literals)."""
     match = re.fullmatch(r"(\w+)\.(\w+)=(.*)", text)
     if match is None:
         raise argparse.ArgumentTypeError(f"bad --set {text!r}; use model.param=value")

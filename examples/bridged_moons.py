@@ -17,9 +17,9 @@ X_train, y_train, X_test, y_test = X[:300], y[:300], X[300:], y[300:]
 clf = HMCClassifier(
     hidden_layer_sizes=(5, 5),
     activation="tanh",
-    sampler=BridgedHMC(n_split_params=2, n_leapfrog=20),
+    sampler=BridgedHMC(n_split_params=2, n_steps=20),
     n_warmup=200,
-    n_samples=250,  # per box
+    n_draws=250,  # per box
     chain_method="parallel",
     n_jobs=2,
     random_state=0,

@@ -44,7 +44,7 @@ def main() -> None:
         torch.zeros(10, dtype=torch.float64),
         NUTS(max_tree_depth=8),
         n_warmup=1000,
-        n_samples=1000,
+        n_draws=1000,
         n_chains=4,
         names=names,
         random_state=0,

@@ -23,7 +23,7 @@ small = dict(
     hidden_layer_sizes=(128, 128, 128),
     max_iter=40,
     n_iter_no_change=10,
-    n_mc_samples=30,
+    n_predict_draws=30,
     device="cpu",
     random_state=0,
 )
@@ -57,7 +57,7 @@ corr = correlation(cov, 0, 1)
 corr_diag = correlation(diagonal.predict(wasp.data, return_cov=True)[1], 0, 1)
 print(f"\ncorrelation of T and log X_H2O: full covariance {corr:+.2f}, diagonal {corr_diag:+.2f}")
 
-draws = model.sample_y(wasp.data, n_samples=4000, random_state=0)[0].T  # (4000, 5)
+draws = model.sample_y(wasp.data, n_draws=4000, random_state=0)[0].T  # (4000, 5)
 try:
     import matplotlib
 

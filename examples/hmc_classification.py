@@ -17,7 +17,7 @@ model = make_pipeline(
     StandardScaler(),
     HMCClassifier(
         hidden_layer_sizes=(32,),
-        n_samples=300,
+        n_draws=300,
         n_warmup=300,
         n_chains=2,
         verbose=True,

@@ -29,7 +29,7 @@ noisy[flip] = rng.integers(0, 10, flip.sum())
 print(f"{np.mean(noisy != y_train):.0%} of the {len(noisy)} training labels are wrong")
 
 settings = dict(
-    hidden_layer_sizes=(60,), dropout=0.2, max_iter=100, learning_rate=3e-3, random_state=0
+    hidden_layer_sizes=(60,), dropout=0.2, max_iter=100, learning_rate_init=3e-3, random_state=0
 )
 models = {
     "loss-calibrated BNN": LossCalibratedBNN(utility, utility_bound=1e-4, **settings),

@@ -21,7 +21,7 @@ clf = MCDropoutClassifier(
     hidden_layer_sizes=(100,),
     dropout=0.2,
     max_iter=100,
-    learning_rate=3e-3,
+    learning_rate_init=3e-3,
     early_stopping=True,
     n_iter_no_change=20,
     random_state=0,
@@ -48,7 +48,7 @@ x = np.concatenate([rng.uniform(-3, -1, 150), rng.uniform(1, 3, 150)])
 X_reg = x[:, None]
 y_reg = np.sin(2 * x) + 0.1 * rng.normal(size=x.size)
 reg = MCDropoutRegressor(
-    hidden_layer_sizes=(50, 50), dropout=0.2, max_iter=200, learning_rate=3e-3, random_state=0
+    hidden_layer_sizes=(50, 50), dropout=0.2, max_iter=200, learning_rate_init=3e-3, random_state=0
 ).fit(X_reg, y_reg)
 grid = np.array([[-2.0], [0.0], [2.0], [4.0]])
 mean, std = reg.predict(grid, return_std=True)

@@ -17,7 +17,7 @@ from sklearn_bnn import HMCClassifier
 
 X, y = load_iris(return_X_y=True)
 X = StandardScaler().fit_transform(X)
-params = dict(hidden_layer_sizes=(16,), n_samples=200, n_warmup=200, n_chains=4, random_state=0)
+params = dict(hidden_layer_sizes=(16,), n_draws=200, n_warmup=200, n_chains=4, random_state=0)
 
 if __name__ == "__main__":
     with (

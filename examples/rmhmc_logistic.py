@@ -31,10 +31,10 @@ def log_posterior(w):
 
 
 runs = {
-    "implicit (default)": (RMHMC(n_leapfrog=3), "auto"),
-    "explicit, exact": (RMHMC(n_leapfrog=3, integrator="explicit", omega=3.0, copy_scale=0.3), 0.2),
+    "implicit (default)": (RMHMC(n_steps=3), "auto"),
+    "explicit, exact": (RMHMC(n_steps=3, integrator="explicit", omega=3.0, copy_scale=0.3), 0.2),
     "explicit, Algorithm 4": (
-        RMHMC(n_leapfrog=3, integrator="explicit", reset_copies=True),
+        RMHMC(n_steps=3, integrator="explicit", reset_copies=True),
         "auto",
     ),
 }
@@ -46,7 +46,7 @@ for name, (sampler, step_size) in runs.items():
         torch.tensor([10.0, 0.0], dtype=torch.float64),  # far from the mode, as in Fig. 5.1
         sampler,
         n_warmup=30,
-        n_samples=80,
+        n_draws=80,
         n_chains=2,
         step_size=step_size,
         random_state=0,

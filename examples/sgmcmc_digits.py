@@ -48,7 +48,7 @@ for name, sampler in samplers.items():
         init="map",
         n_init_steps=300,
         n_warmup=10,
-        n_samples=60,
+        n_draws=60,
         random_state=0,
     ).fit(X_train, y_train)
     proba = np.clip(clf.predict_proba(X_test), 1e-12, 1.0)

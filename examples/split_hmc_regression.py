@@ -42,9 +42,9 @@ def main(output_dir=None):
             noise_precision=100.0,  # noise sd 0.1, known here
             n_splits=4,
             integrator=integrator,
-            n_samples=200,
+            n_draws=200,
             n_warmup=200,
-            n_leapfrog=20,
+            n_steps=20,
             random_state=0,
         )
         start = time.perf_counter()

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 
-def demo(out_dir: Path, n_samples: int, n_warmup: int, seed: int) -> dict:
+def demo(out_dir: Path, n_draws: int, n_warmup: int, seed: int) -> dict:
     """Run the digits demo; return the scores of both models."""
     import numpy as np
     from sklearn.datasets import load_digits
@@ -39,7 +39,7 @@ def demo(out_dir: Path, n_samples: int, n_warmup: int, seed: int) -> dict:
     start = time.perf_counter()
     hmc = HMCClassifier(
         hidden_layer_sizes=(100,),
-        n_samples=n_samples,
+        n_draws=n_draws,
         n_warmup=n_warmup,
         verbose=True,
         random_state=seed,
@@ -107,12 +107,12 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="fit HMCClassifier on digits and compare with an MLP")
     p.add_argument("--out", type=Path, default=Path("sklearn_bnn_demo"), help="output folder")
-    p.add_argument("--n-samples", type=int, default=500)
+    p.add_argument("--n-draws", type=int, default=500)
     p.add_argument("--n-warmup", type=int, default=500)
     p.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.command == "demo":
-        demo(args.out, args.n_samples, args.n_warmup, args.seed)
+        demo(args.out, args.n_draws, args.n_warmup, args.seed)
     return 0
 
 

@@ -396,4 +396,4 @@ def _n_members(estimator) -> int | None:
     estimator = getattr(estimator, "estimator", estimator)  # a FrozenEstimator's model
     if hasattr(estimator, "samples_"):
         return len(estimator.samples_)
-    return getattr(estimator, "n_mc_samples", None)
+    return getattr(estimator, "n_predict_draws", None)

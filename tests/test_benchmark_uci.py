@@ -33,9 +33,9 @@ def test_loader_reads_disjoint_splits_of_the_documented_sizes():
 
 
 def test_one_tiny_run_per_kind_and_the_table():
-    hmc = dict(uci.MODELS["hmc"][1], hidden_layer_sizes=(5,), n_samples=10, n_warmup=10,
+    hmc = dict(uci.MODELS["hmc"][1], hidden_layer_sizes=(5,), n_draws=10, n_warmup=10,
                n_chains=2, n_init_steps=20)  # fmt: skip
-    mcd = dict(uci.MODELS["mcdropout"][1], max_epochs=2, n_mc_samples=5)
+    mcd = dict(uci.MODELS["mcdropout"][1], max_iter=2, n_predict_draws=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         records = [

@@ -47,7 +47,7 @@ def test_rhat_flags_chains_that_disagree():
 
 @pytest.mark.parametrize("shape", [(1, 1), (2, 1), (1, 2), (3, 3)])
 def test_too_few_draws_give_nan_not_an_error(shape):
-    """One draw per chain (an SG-MCMC fit with n_samples=1) used to raise IndexError in
+    """One draw per chain (an SG-MCMC fit with n_draws=1) used to raise IndexError in
     ess_tail (empty split chains) and ZeroDivisionError in rhat: NaN is the honest answer."""
     x = np.random.default_rng(0).normal(size=shape)
     with warnings.catch_warnings():

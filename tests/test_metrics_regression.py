@@ -41,7 +41,7 @@ def _data(n=60, seed=0):
 
 def _tiny_hmc(**params):
     return HMCRegressor(
-        hidden_layer_sizes=(5,), n_samples=20, n_warmup=20, normalize_y=True, random_state=0
+        hidden_layer_sizes=(5,), n_draws=20, n_warmup=20, normalize_y=True, random_state=0
     ).set_params(**params)
 
 

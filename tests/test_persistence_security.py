@@ -30,7 +30,7 @@ from sklearn_bnn import (
 from sklearn_bnn._persistence import register_network
 
 DATA = Path(__file__).parent / "data"
-FAST_HMC = dict(hidden_layer_sizes=(3,), n_samples=6, n_warmup=2, n_init_steps=2, random_state=0)
+FAST_HMC = dict(hidden_layer_sizes=(3,), n_draws=6, n_warmup=2, n_init_steps=2, random_state=0)
 
 
 def _data():
@@ -51,7 +51,7 @@ def files(tmp_path_factory):
             "hmc": hmc,
             "hmc_reg": HMCRegressor(**FAST_HMC).fit(X, X[:, 0]),
             "dropout": MCDropoutClassifier(
-                hidden_layer_sizes=(3,), max_epochs=2, n_mc_samples=4, random_state=0
+                hidden_layer_sizes=(3,), max_iter=2, n_predict_draws=4, random_state=0
             ).fit(X, y3),
             "plannet": PlanNetRegressor(
                 hidden_layer_sizes=(3,), max_iter=2, n_estimators=2, device="cpu", random_state=0
@@ -104,6 +104,18 @@ def test_file_written_before_the_allow_list_loads():
         loaded.predict_proba(expected["X"].numpy()), expected["proba"].numpy(),
         rtol=1e-5, atol=1e-6,
     )
+    # that file stores the parameters under their names before 0.1.0's vocabulary
+    assert (loaded.n_draws, loaded.n_steps) == (5, 50)
+
+
+def test_old_sampler_parameter_names_load_under_the_new_ones():
+    from sklearn_bnn._persistence import decode, encode
+    from sklearn_bnn.samplers import HMC
+
+    fields = dict(encode(HMC(n_steps=7, max_steps=64))["params"]["__dict__"])
+    fields["n_leapfrog"], fields["max_n_leapfrog"] = fields.pop("n_steps"), fields.pop("max_steps")
+    sampler = decode({"__sampler__": "hmc", "params": {"__dict__": fields}})
+    assert (sampler.n_steps, sampler.max_steps) == (7, 64)
 
 
 @pytest.mark.parametrize("name", ["hmc", "hmc_reg", "dropout", "plannet", "decision", "reducer"])
@@ -520,7 +532,7 @@ def test_estimator_with_sampler_and_prior_objects_round_trips(tmp_path):
         models = [
             HMCRegressor(sampler=NUTS(max_tree_depth=3), **FAST_HMC).fit(X, y),
             HMCRegressor(
-                sampler=S3HMC(n_leapfrog=3), prior_precision=HierarchicalPrior(beta=2.0), **FAST_HMC
+                sampler=S3HMC(n_steps=3), prior_precision=HierarchicalPrior(beta=2.0), **FAST_HMC
             ).fit(X, y),
         ]
     for model in models:

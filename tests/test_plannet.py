@@ -119,10 +119,10 @@ def _small(**kw):
     params = dict(
         hidden_layer_sizes=(16,),
         n_estimators=2,
-        n_mc_samples=8,
+        n_predict_draws=8,
         max_iter=40,
         batch_size=64,
-        learning_rate=3e-3,
+        learning_rate_init=3e-3,
         random_state=0,
     )
     params.update(kw)
@@ -213,7 +213,7 @@ def test_expectation_versus_sampling(fitted, data):
     assert not np.allclose(cov_s, cov_e)
     # eq. 7.6 draws, one dropout pass each: their moments approach the mixture's (whose moments
     # are estimated here from many passes too)
-    sampler.set_params(n_mc_samples=4000)
+    sampler.set_params(n_predict_draws=4000)
     mean_s, cov_s = sampler.predict(X[:2], return_cov=True)
     draws = sampler.sample_y(X[:2], 4000, random_state=1)  # (2, 2, 4000)
     _assert_moments(draws, mean_s, cov_s, tol=0.08)
@@ -275,11 +275,11 @@ def test_verbose_progress_bar(data, capsys):
         ("covariance", "banded"),
         ("prediction", "mode"),
         ("n_estimators", 0),
-        ("n_mc_samples", 1.5),
+        ("n_predict_draws", 1.5),
         ("init_dropout", 1.0),
         ("validation_fraction", 0.0),
         ("temperature", 0),
-        ("learning_rate", -1.0),
+        ("learning_rate_init", -1.0),
         ("hidden_layer_sizes", (0,)),
         ("early_stopping", "yes"),
         ("dtype", "float16"),
@@ -315,8 +315,8 @@ def correlated_fits():
         n_estimators=1,
         batch_size=256,
         max_iter=100,
-        learning_rate=3e-3,
-        n_mc_samples=20,
+        learning_rate_init=3e-3,
+        n_predict_draws=20,
         random_state=0,
     )
     full = PlanNetRegressor(**kw).fit(X, Y)
@@ -368,6 +368,6 @@ def test_coverage_and_likelihood_on_fresh_data(correlated_fits):
 
 # no expected failures: one dropout mask per Monte Carlo pass, shared by all rows and seeded at
 # fit, makes predictions deterministic and independent of batch composition and order
-@parametrize_with_checks([_small(max_iter=30, n_mc_samples=4)])
+@parametrize_with_checks([_small(max_iter=30, n_predict_draws=4)])
 def test_sklearn_compatible(estimator, check):
     check(estimator)

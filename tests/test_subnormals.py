@@ -26,8 +26,8 @@ def test_a_caller_that_flushes_keeps_flushing():
         return  # a CPU without the flag: nothing to keep
     try:
         sample(
-            lambda x: -0.5 * (x**2).sum(), torch.zeros(2), HMC(n_leapfrog=2), n_warmup=2,
-            n_samples=2, random_state=0,
+            lambda x: -0.5 * (x**2).sum(), torch.zeros(2), HMC(n_steps=2), n_warmup=2,
+            n_draws=2, random_state=0,
         )  # fmt: skip
         assert _flushing_subnormals()
     finally:
@@ -35,6 +35,6 @@ def test_a_caller_that_flushes_keeps_flushing():
 
 
 def test_sampling_leaves_the_setting_off():
-    sample(lambda x: -0.5 * (x**2).sum(), torch.zeros(2), HMC(n_leapfrog=2), n_warmup=2,
-           n_samples=2, random_state=0)  # fmt: skip
+    sample(lambda x: -0.5 * (x**2).sum(), torch.zeros(2), HMC(n_steps=2), n_warmup=2,
+           n_draws=2, random_state=0)  # fmt: skip
     assert not _flushing_subnormals()

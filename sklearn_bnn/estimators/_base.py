@@ -63,11 +63,11 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         activation="relu",
         module=None,
         prior_precision=1.0,
-        n_samples=500,
+        n_draws=500,
         n_warmup=500,
         sampler="hmc",
         step_size="auto",
-        n_leapfrog=50,
+        n_steps=50,
         trajectory_length=None,
         max_tree_depth=10,
         target_accept=0.8,
@@ -89,11 +89,11 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         self.activation = activation
         self.module = module
         self.prior_precision = prior_precision
-        self.n_samples = n_samples
+        self.n_draws = n_draws
         self.n_warmup = n_warmup
         self.sampler = sampler
         self.step_size = step_size
-        self.n_leapfrog = n_leapfrog
+        self.n_steps = n_steps
         self.max_tree_depth = max_tree_depth
         self.target_accept = target_accept
         self.thin = thin
@@ -131,11 +131,11 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         "activation": [str],
         "module": "no_validation",  # a torch module class or a factory: checked when built
         "prior_precision": [Interval(Real, 0, None, closed="neither"), HasMethods(["bind"])],
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_draws": [Interval(Integral, 1, None, closed="left")],
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
         "sampler": [str, HasMethods(["build"])],
         "step_size": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
-        "n_leapfrog": [Interval(Integral, 1, None, closed="left")],
+        "n_steps": [Interval(Integral, 1, None, closed="left")],
         "trajectory_length": [Interval(Real, 0, None, closed="neither"), None],
         "max_tree_depth": [Interval(Integral, 1, 30, closed="both")],
         "target_accept": [Interval(Real, 0, 1, closed="neither")],
@@ -164,8 +164,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             )
         resolve_dtype(self.dtype)
         self._sampler_object()  # a ValueError naming `sampler` if it is not one
-        if self.thin > self.n_samples:
-            raise ValueError(f"thin={self.thin} must not exceed n_samples={self.n_samples}.")
+        if self.thin > self.n_draws:
+            raise ValueError(f"thin={self.thin} must not exceed n_draws={self.n_draws}.")
 
     # -- fitting ----------------------------------------------------------------
     def _build_network(self, seed: int, n_in: int, n_out: int) -> torch.nn.Module:
@@ -252,7 +252,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             n_init_steps=n_init_steps,
             run_kwargs=dict(
                 n_warmup=n_warmup,
-                n_samples=self.n_samples,
+                n_draws=self.n_draws,
                 thin=self.thin,
                 step_size=step_size,
                 target_accept=self.target_accept,
@@ -309,7 +309,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
     def _sampler_defaults(self) -> dict:
         """The flat parameters that configure a sampler given by name."""
         return {
-            "n_leapfrog": self.n_leapfrog,
+            "n_steps": self.n_steps,
             "trajectory_length": getattr(self, "trajectory_length", None),
             "max_tree_depth": self.max_tree_depth,
         }
@@ -358,7 +358,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         if worst > 1.1:
             warnings.warn(
                 f"R-hat {worst:.2f} > 1.1: the draws have not converged (see "
-                "diagnostics_ and summary()); increase n_warmup, n_samples or n_chains.",
+                "diagnostics_ and summary()); increase n_warmup, n_draws or n_chains.",
                 RuntimeWarning,
                 stacklevel=3,
             )

@@ -12,22 +12,21 @@ seeds it from ``random_state`` and restores it afterwards, so a fit is reproduci
 user's global random state (torch's and numpy's) is the same after it as before.
 
 The other shared pieces live here too: target standardisation (:func:`standardize_targets`),
-the validation split (:func:`validation_split`), the prediction device, the deprecation of old
-parameter names (:func:`renamed_param`) and the parameter-constraint helpers.
+the validation split (:func:`validation_split`), the prediction device and the
+parameter-constraint helpers.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import warnings
 from collections.abc import Iterator
 from numbers import Integral, Real
 
 import numpy as np
 import torch
 from sklearn.model_selection import train_test_split
-from sklearn.utils._param_validation import Hidden, Interval, StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 from skorch import NeuralNet
 from skorch.callbacks import Callback, EarlyStopping, EpochTimer, PassthroughScoring, PrintLog
 from skorch.dataset import unpack_data
@@ -46,19 +45,16 @@ __all__ = [
     "check_callbacks",
     "isolated_rng",
     "predict_device",
-    "renamed_param",
     "standardize_targets",
     "train_net",
     "validation_split",
 ]
 
-DEPRECATED = Hidden(StrOptions({"deprecated"}))
-
 # The training-loop parameters every gradient-trained estimator shares.
 TRAINING_CONSTRAINTS = {
     "max_iter": [Interval(Integral, 1, None, closed="left")],
     "batch_size": [Interval(Integral, 1, None, closed="left")],
-    "learning_rate": [Interval(Real, 0, None, closed="neither")],
+    "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
     "early_stopping": ["boolean"],
     "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
     "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
@@ -68,7 +64,6 @@ TRAINING_CONSTRAINTS = {
     "verbose": ["verbose"],
     "random_state": ["random_state"],
 }
-"""Constraint admitting the ``"deprecated"`` default of a renamed parameter."""
 
 
 # ----------------------------------------------------------------------------- random state
@@ -93,26 +88,6 @@ def isolated_rng(seed: int, device: torch.device | None = None) -> Iterator[None
 
 
 # ----------------------------------------------------------------------------- parameters
-def renamed_param(est, new: str, old: str, convert=None):
-    """The value of parameter ``new``, taken from its deprecated name ``old`` if that was set.
-
-    ``old`` set (not ``"deprecated"``) raises a :class:`FutureWarning` and wins over ``new``;
-    ``convert`` maps an old value to the new parameter's units (e.g. a length-scale ``l`` to a
-    precision ``l**2``).
-    """
-    value = getattr(est, old)
-    if isinstance(value, str) and value == "deprecated":
-        return getattr(est, new)
-    hint = f" (as {new} = {old}**2)" if convert is not None else ""
-    warnings.warn(
-        f"{type(est).__name__}: the parameter {old!r} is deprecated and will be removed; use "
-        f"{new!r} instead{hint}.",
-        FutureWarning,
-        stacklevel=3,
-    )
-    return convert(value) if convert is not None else value
-
-
 def check_callbacks(callbacks) -> list:
     """Validate the ``callbacks`` parameter: skorch callbacks or ``(name, callback)`` pairs."""
     if callbacks is None:
@@ -293,7 +268,7 @@ class BNNNet(NeuralNet):
                     raise NonFiniteLossError(
                         f"{key} became {value} at epoch {len(self.history)}; the inputs may be "
                         "far too large or the learning rate too high. Scale X (e.g. with "
-                        "sklearn.preprocessing.StandardScaler) or lower learning_rate."
+                        "sklearn.preprocessing.StandardScaler) or lower learning_rate_init."
                     )
 
     @property
@@ -389,21 +364,18 @@ def train_net(
     warmup: int = 0,
     desc: str | None = None,
     extra_callbacks=(),
-    params=None,
     optimizer_params=None,
 ) -> BNNNet:
     """Train ``module`` on ``data`` with Adam through a :class:`BNNNet`; return the net.
 
-    Reads ``learning_rate``, ``max_iter``, ``batch_size``, ``verbose`` and ``callbacks`` from
-    the estimator ``est`` (the already resolved values may be passed in ``params``). Runs under
+    Reads ``learning_rate_init`` (skorch's ``lr``), ``max_iter`` (skorch's ``max_epochs``),
+    ``batch_size``, ``verbose`` and ``callbacks`` from the estimator ``est``. Runs under
     :func:`isolated_rng` seeded with ``seed``. With ``early_stopping``, skorch's EarlyStopping
     watches ``valid_loss`` (after ``warmup`` epochs) with ``patience`` and absolute threshold
     ``tol``, and restores the best weights. ``optimizer_params`` are routed to Adam as
     skorch's ``optimizer__*`` (e.g. ``param_groups``).
     """
-    params = dict(params or {})
-    lr = params.get("learning_rate", getattr(est, "learning_rate", None))
-    max_iter = params.get("max_iter", getattr(est, "max_iter", None))
+    max_iter = est.max_iter
     callbacks = list(extra_callbacks)
     if early_stopping:
         callbacks.append(
@@ -429,7 +401,7 @@ def train_net(
             loss=loss,
             penalty=penalty,
             optimizer=torch.optim.Adam,
-            lr=lr,
+            lr=est.learning_rate_init,  # skorch's name for it
             max_epochs=max_iter,
             batch_size=est.batch_size,
             iterator_train=TensorBatches,

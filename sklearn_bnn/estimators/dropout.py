@@ -3,8 +3,8 @@
 A multilayer perceptron trained with dropout and L2 weight decay is a variational approximation
 to a Bayesian neural network (Gal & Ghahramani, 2016; seeds/003, section 3.2.5, eq. 3.19-3.21):
 each weight matrix is ``M diag(z)`` with Bernoulli masks ``z``, and keeping dropout on at
-prediction draws networks from the approximate posterior ``q(w)``. Averaging ``n_mc_samples`` such
-passes gives the predictive distribution.
+prediction draws networks from the approximate posterior ``q(w)``. Averaging
+``n_predict_draws`` such passes gives the predictive distribution.
 
 The objective minimised here is the negative ELBO of eq. 3.20 divided by the number of training
 points ``N``, with the KL term replaced by its weight-decay form (eq. 3.21)::
@@ -44,13 +44,11 @@ from .._persistence import WeightsOnlyMixin, register
 from .._utils import draw_seed, resolve_device, resolve_dtype, seeded_torch, to_numpy
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ._skorch import (
-    DEPRECATED,
     TRAINING_CONSTRAINTS,
     TensorData,
     history_curves,
     needs_validation,
     predict_device,
-    renamed_param,
     standardize_targets,
     train_net,
     validation_split,
@@ -102,10 +100,7 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         "dropout": [Interval(Real, 0, 1, closed="left")],
         "prior_precision": [Interval(Real, 0, None, closed="neither")],
         "weight_decay": [Interval(Real, 0, None, closed="left"), None],
-        "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
-        "lr": [Interval(Real, 0, None, closed="neither"), DEPRECATED],
-        "max_epochs": [Interval(Integral, 1, None, closed="left"), DEPRECATED],
-        "prior_length_scale": [Interval(Real, 0, None, closed="neither"), DEPRECATED],
+        "n_predict_draws": [Interval(Integral, 1, None, closed="left")],
     }
 
     # ------------------------------------------------------------------ hooks
@@ -146,16 +141,6 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         return module
 
     # ------------------------------------------------------------- parameters
-    def _resolved_params(self) -> dict:
-        """Hyper-parameters under their current names, taken from deprecated ones if set."""
-        return {
-            "learning_rate": renamed_param(self, "learning_rate", "lr"),
-            "max_iter": renamed_param(self, "max_iter", "max_epochs"),
-            "prior_precision": renamed_param(
-                self, "prior_precision", "prior_length_scale", convert=lambda v: float(v) ** 2
-            ),
-        }
-
     def _build_net(self, dtype) -> nn.Sequential:
         return (
             build_module(
@@ -170,13 +155,11 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
             .eval()
         )
 
-    def _weight_decay_terms(self, net, n_train: int, prior_precision=None):
+    def _weight_decay_terms(self, net, n_train: int):
         """(parameter, coefficient) pairs of the KL term, eq. 3.21 (see the module docstring)."""
         if self.weight_decay is not None:
             return [(p, float(self.weight_decay)) for p in net.parameters()]
-        if prior_precision is None:
-            prior_precision = self._resolved_params()["prior_precision"]
-        lam = float(prior_precision)
+        lam = float(self.prior_precision)
         terms, keep = [], 1.0
         for layer in net:
             if isinstance(layer, nn.Linear):
@@ -202,7 +185,6 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         """
         self._validate_params()
         check_hidden_layer_sizes(self.hidden_layer_sizes)
-        params = self._resolved_params()
         X, y = self._validate_xy(X, y)
         targets = self._prepare_targets(y)
         device, dtype = resolve_device(self.device), resolve_dtype(self.dtype)
@@ -220,7 +202,7 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         Xt = torch.tensor(X, dtype=dtype, device=device)
         yt = self._targets_tensor(targets, device, dtype)
         module = self._training_module(net).to(device)
-        decay = self._weight_decay_terms(net, len(idx_train), params["prior_precision"])
+        decay = self._weight_decay_terms(net, len(idx_train))
         # c ||p||^2 in the loss has gradient 2 c p: exactly Adam's (coupled, L2) weight decay
         # 2 c, which skips building the penalty into the graph at every step
         names = {id(p): name for name, p in module.named_parameters()}
@@ -237,14 +219,13 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
             device=device,
             early_stopping=bool(self.early_stopping),
             patience=self.n_iter_no_change,
-            warmup=self._n_warmup_epochs(params["max_iter"]),
+            warmup=self._n_warmup_epochs(self.max_iter),
             extra_callbacks=self._extra_callbacks(),
-            params=params,
             optimizer_params={"param_groups": groups},
         )
         self.loss_curve_, self.validation_loss_curve_ = history_curves(net_)
         self.n_iter_ = len(net_.history)
-        tracked = self.validation_loss_curve_[self._n_warmup_epochs(params["max_iter"]) :]
+        tracked = self.validation_loss_curve_[self._n_warmup_epochs(self.max_iter) :]
         self.best_validation_loss_ = min(tracked) if self.early_stopping and tracked else None
         self.module_ = self._finish(net_.module_).cpu().eval()
         self.mc_seed_ = draw_seed(rng)
@@ -255,12 +236,12 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
 
     # ---------------------------------------------------------------- predict
     def _net_output_samples(self, X, reduce=None) -> torch.Tensor:
-        """Network outputs for ``n_mc_samples`` dropout draws: shape (n_mc_samples, n, n_out).
+        """Network outputs for ``n_predict_draws`` dropout draws: shape (n_predict_draws, n, n_out).
 
         Every draw uses one mask for all points (a draw of the weights ``M diag(z)`` from
         ``q(w)``), from a generator seeded at fit, so predictions are reproducible and do not
         depend on how ``X`` is ordered or split into batches. ``reduce`` maps each chunk of
-        rows' float64 outputs (n_mc_samples, rows, n_out) to (rows, ...) before the chunks are
+        rows' float64 outputs (n_predict_draws, rows, n_out) to (rows, ...) before the chunks are
         joined, so the draws of all rows are never held at once.
         """
         check_is_fitted(self)
@@ -270,7 +251,7 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         dtype = next(net.parameters()).dtype
         generator = torch.Generator(device).manual_seed(self.mc_seed_)
         Xt = torch.tensor(X, dtype=dtype, device=device)
-        T = self.n_mc_samples
+        T = self.n_predict_draws
         with torch.no_grad():
             masks = draw_masks(net, (T, 1), generator, Xt)
             sizes = check_hidden_layer_sizes(self.hidden_layer_sizes)
@@ -361,12 +342,12 @@ _COMMON_PARAMS_DOC = """
         If given, one coefficient ``c`` for every parameter (``c ||w||^2`` added to the
         per-point loss), overriding ``prior_precision``; it corresponds to a prior precision
         ``lambda = 2 N c / (1 - dropout)``.
-    n_mc_samples : int, default=100
+    n_predict_draws : int, default=100
         Number of dropout passes averaged at prediction.
     max_iter : int, default=200
         Maximum number of passes over the training data (epochs).
     batch_size : int, default=128
-    learning_rate : float, default=1e-3
+    learning_rate_init : float, default=1e-3
         Adam step size.
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training data, stop when the validation loss has
@@ -391,9 +372,6 @@ _COMMON_PARAMS_DOC = """
         results are reproducible on a given device and the caller's global random state (torch's
         and numpy's) is unchanged by ``fit`` and ``predict``. (Two threads fitting at once share
         torch's global generator and lose reproducibility.)
-    lr, max_epochs, prior_length_scale : deprecated
-        Old names of ``learning_rate``, ``max_iter`` and ``prior_precision``
-        (``prior_precision = prior_length_scale**2``); they warn and take precedence when set.
 """
 
 
@@ -402,7 +380,7 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
     __doc__ = f"""Classifier with Monte Carlo dropout (seeds/003, section 3.2.5).
 
     A softmax multilayer perceptron trained with dropout and weight decay; at prediction
-    ``n_mc_samples`` networks are drawn from the dropout distribution ``q(w)`` and their class
+    ``n_predict_draws`` networks are drawn from the dropout distribution ``q(w)`` and their class
     probabilities averaged. ``class_weight`` turns the likelihood into the weighted
     cross-entropy of eq. 4.12 (the baseline of the loss-calibrated experiments).
 
@@ -438,7 +416,7 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
     >>> from sklearn.datasets import load_iris
     >>> from sklearn_bnn import MCDropoutClassifier
     >>> X, y = load_iris(return_X_y=True)
-    >>> clf = MCDropoutClassifier(hidden_layer_sizes=(32,), max_iter=100, learning_rate=1e-2,
+    >>> clf = MCDropoutClassifier(hidden_layer_sizes=(32,), max_iter=100, learning_rate_init=1e-2,
     ...                           random_state=0).fit(X, y)
     >>> clf.predict_samples(X[:2]).shape
     (100, 2, 3)
@@ -453,10 +431,10 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
         dropout=0.1,
         prior_precision=1.0,
         weight_decay=None,
-        n_mc_samples=100,
+        n_predict_draws=100,
         max_iter=200,
         batch_size=128,
-        learning_rate=1e-3,
+        learning_rate_init=1e-3,
         early_stopping=False,
         validation_fraction=0.1,
         n_iter_no_change=10,
@@ -466,19 +444,16 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
         dtype="float32",
         verbose=False,
         random_state=None,
-        lr="deprecated",
-        max_epochs="deprecated",
-        prior_length_scale="deprecated",
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
         self.dropout = dropout
         self.prior_precision = prior_precision
         self.weight_decay = weight_decay
-        self.n_mc_samples = n_mc_samples
+        self.n_predict_draws = n_predict_draws
         self.max_iter = max_iter
         self.batch_size = batch_size
-        self.learning_rate = learning_rate
+        self.learning_rate_init = learning_rate_init
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
@@ -488,9 +463,6 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
         self.dtype = dtype
         self.verbose = verbose
         self.random_state = random_state
-        self.lr = lr
-        self.max_epochs = max_epochs
-        self.prior_length_scale = prior_length_scale
 
     _parameter_constraints: dict = {
         **_MCDropoutBase._parameter_constraints,
@@ -537,7 +509,7 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
 
         Returns
         -------
-        ndarray of shape (n_mc_samples, n_samples, n_classes)
+        ndarray of shape (n_predict_draws, n_samples, n_classes)
         """
         return to_numpy(torch.softmax(self._net_output_samples(X), dim=-1))
 
@@ -598,7 +570,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
     >>> from sklearn_bnn import MCDropoutRegressor
     >>> X = np.linspace(-2, 2, 200)[:, None]
     >>> y = np.sin(2 * X[:, 0]) + 0.1 * np.random.default_rng(0).normal(size=200)
-    >>> reg = MCDropoutRegressor(hidden_layer_sizes=(50,), max_iter=300, learning_rate=1e-2,
+    >>> reg = MCDropoutRegressor(hidden_layer_sizes=(50,), max_iter=300, learning_rate_init=1e-2,
     ...                          random_state=0).fit(X, y)
     >>> mean, std = reg.predict(X[:3], return_std=True)
     >>> mean.shape, std.shape, reg.predict_samples(X[:3]).shape
@@ -612,10 +584,10 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         dropout=0.1,
         prior_precision=1.0,
         weight_decay=None,
-        n_mc_samples=100,
+        n_predict_draws=100,
         max_iter=200,
         batch_size=128,
-        learning_rate=1e-3,
+        learning_rate_init=1e-3,
         early_stopping=False,
         validation_fraction=0.1,
         n_iter_no_change=10,
@@ -625,19 +597,16 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         dtype="float32",
         verbose=False,
         random_state=None,
-        lr="deprecated",
-        max_epochs="deprecated",
-        prior_length_scale="deprecated",
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
         self.dropout = dropout
         self.prior_precision = prior_precision
         self.weight_decay = weight_decay
-        self.n_mc_samples = n_mc_samples
+        self.n_predict_draws = n_predict_draws
         self.max_iter = max_iter
         self.batch_size = batch_size
-        self.learning_rate = learning_rate
+        self.learning_rate_init = learning_rate_init
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
@@ -647,9 +616,6 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         self.dtype = dtype
         self.verbose = verbose
         self.random_state = random_state
-        self.lr = lr
-        self.max_epochs = max_epochs
-        self.prior_length_scale = prior_length_scale
 
     _parameter_constraints: dict = {
         **_MCDropoutBase._parameter_constraints,
@@ -713,7 +679,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
 
         Returns
         -------
-        ndarray of shape (n_mc_samples, n_samples) or (n_mc_samples, n_samples, n_outputs)
+        ndarray of shape (n_predict_draws, n_samples) or (n_predict_draws, n_samples, n_outputs)
             The 2-D form for a single output.
         """
         f = to_numpy(self._net_output_samples(X))

@@ -35,16 +35,22 @@ _PARAMS_DOC = """
         A network of your own: called as ``module(n_features_in, n_outputs)`` or deep-copied.
     prior_precision : float, sequence or dict, default=1.0
         Precision tau of the N(0, 1/tau) prior, one value or one per parameter tensor.
-    n_samples : int, default=500
-        Transitions after warmup (draws kept per chain: ``n_samples // thin``).
+    n_draws : int, default=500
+        Transitions after warmup (draws kept per chain: ``n_draws // thin``).
     n_warmup : int, default=500
         Transitions of warmup (step-size adaptation), discarded.
-    sampler : {"hmc", "nuts"}, default="hmc"
-        HMC with a fixed number of leapfrog steps, or the No-U-Turn sampler (multinomial, with
-        the generalized U-turn criterion), which chooses the trajectory length itself.
+    sampler : str or sampler object, default="hmc"
+        A name registered in :data:`sklearn_bnn.samplers.SAMPLERS` for a full-batch sampler
+        ("hmc", "nuts", "rmhmc", "s3hmc", "constrained_hmc", "bridged_hmc"; the
+        stochastic-gradient names need :class:`SGMCMCClassifier` / :class:`SGMCMCRegressor`),
+        built with this estimator's ``n_steps``, ``trajectory_length`` and ``max_tree_depth``
+        where it takes them, or a configured object such as ``NUTS(max_tree_depth=8)``.
+        "hmc" runs a fixed number of leapfrog steps; "nuts" is the No-U-Turn sampler
+        (multinomial, with the generalized U-turn criterion), which chooses the trajectory
+        length itself.
     step_size : float or "auto", default="auto"
         Leapfrog step size; "auto" adapts it by dual averaging during warmup.
-    n_leapfrog : int, default=50
+    n_steps : int, default=50
         Leapfrog steps per trajectory (when ``trajectory_length`` is None).
     trajectory_length : float, default=None
         HMC only: the integration time of a trajectory instead of a step count. Each transition
@@ -125,7 +131,7 @@ class HMCClassifier(ClassifierMixin, BaseSamplingEstimator):
     >>> from sklearn.preprocessing import StandardScaler
     >>> X, y = load_iris(return_X_y=True)
     >>> X = StandardScaler().fit_transform(X)
-    >>> clf = HMCClassifier(hidden_layer_sizes=(10,), n_samples=50, n_warmup=50,
+    >>> clf = HMCClassifier(hidden_layer_sizes=(10,), n_draws=50, n_warmup=50,
     ...                     random_state=0).fit(X, y)
     >>> clf.predict_proba(X[:2]).shape
     (2, 3)
@@ -237,7 +243,7 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
     --------
     >>> import numpy as np
     >>> X = np.linspace(-1, 1, 40)[:, None]; y = np.sin(3 * X[:, 0])
-    >>> reg = HMCRegressor(hidden_layer_sizes=(20,), noise_precision=100.0, n_samples=50,
+    >>> reg = HMCRegressor(hidden_layer_sizes=(20,), noise_precision=100.0, n_draws=50,
     ...                    n_warmup=50, random_state=0).fit(X, y)
     >>> mean, std = reg.predict(X[:3], return_std=True)
     >>> mean.shape, std.shape
@@ -254,11 +260,11 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         noise_precision=None,
         noise_prior=(1.0, 0.01),
         normalize_y=False,
-        n_samples=500,
+        n_draws=500,
         n_warmup=500,
         sampler="hmc",
         step_size="auto",
-        n_leapfrog=50,
+        n_steps=50,
         trajectory_length=None,
         max_tree_depth=10,
         target_accept=0.8,
@@ -281,11 +287,11 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
             activation=activation,
             module=module,
             prior_precision=prior_precision,
-            n_samples=n_samples,
+            n_draws=n_draws,
             n_warmup=n_warmup,
             sampler=sampler,
             step_size=step_size,
-            n_leapfrog=n_leapfrog,
+            n_steps=n_steps,
             trajectory_length=trajectory_length,
             max_tree_depth=max_tree_depth,
             target_accept=target_accept,

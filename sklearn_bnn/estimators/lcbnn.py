@@ -82,7 +82,7 @@ class LossCalibratedBNN(MCDropoutClassifier):
     The network learns, besides the data, the task's preferences: the utility-dependent penalty
     of eq. 4.10 rewards probability on the classes that give a high utility to the decision
     currently taken for each training point, which itself is reset before every gradient step
-    to the Bayes action under ``n_decision_samples`` dropout passes (Algorithm 1). Decisions at
+    to the Bayes action under ``n_train_draws`` dropout passes (Algorithm 1). Decisions at
     prediction are Bayes actions under ``utility``.
 
     Parameters
@@ -95,7 +95,7 @@ class LossCalibratedBNN(MCDropoutClassifier):
         Smallest entry of the shifted utility ``u*`` used in the penalty (the thesis's
         ``M = 1e-4`` for a utility with minimum 0); see :func:`transformed_utility`. Larger
         bounds weaken the penalty (seeds/003, Figure 4.4).
-    n_decision_samples : int, default=10
+    n_train_draws : int, default=10
         Dropout passes ``T`` used to reset each point's decision during training.
     warmup_fraction : float in [0, 1), default=0.5
         Fraction of ``max_iter`` trained on the dropout loss alone before the penalty is
@@ -124,7 +124,7 @@ class LossCalibratedBNN(MCDropoutClassifier):
     >>> X, y = load_iris(return_X_y=True)
     >>> U = np.eye(3); U[2] = [0.5, 0.5, 1.0]  # missing class 2 costs less than others
     >>> clf = LossCalibratedBNN(U, hidden_layer_sizes=(32,), max_iter=100,
-    ...                         learning_rate=1e-2, random_state=0).fit(X, y)
+    ...                         learning_rate_init=1e-2, random_state=0).fit(X, y)
     >>> clf.predict_expected_utility(X[:2]).shape
     (2, 3)
     >>> bool(clf.score(X, y) > 0.9)  # mean utility of the decisions
@@ -135,17 +135,17 @@ class LossCalibratedBNN(MCDropoutClassifier):
         self,
         utility=None,
         utility_bound=1e-4,
-        n_decision_samples=10,
+        n_train_draws=10,
         warmup_fraction=0.5,
         hidden_layer_sizes=(100,),
         activation="relu",
         dropout=0.1,
         prior_precision=1.0,
         weight_decay=None,
-        n_mc_samples=100,
+        n_predict_draws=100,
         max_iter=200,
         batch_size=128,
-        learning_rate=1e-3,
+        learning_rate_init=1e-3,
         early_stopping=False,
         validation_fraction=0.1,
         n_iter_no_change=10,
@@ -155,13 +155,10 @@ class LossCalibratedBNN(MCDropoutClassifier):
         dtype="float32",
         verbose=False,
         random_state=None,
-        lr="deprecated",
-        max_epochs="deprecated",
-        prior_length_scale="deprecated",
     ):
         self.utility = utility
         self.utility_bound = utility_bound
-        self.n_decision_samples = n_decision_samples
+        self.n_train_draws = n_train_draws
         self.warmup_fraction = warmup_fraction
         super().__init__(
             hidden_layer_sizes=hidden_layer_sizes,
@@ -169,10 +166,10 @@ class LossCalibratedBNN(MCDropoutClassifier):
             dropout=dropout,
             prior_precision=prior_precision,
             weight_decay=weight_decay,
-            n_mc_samples=n_mc_samples,
+            n_predict_draws=n_predict_draws,
             max_iter=max_iter,
             batch_size=batch_size,
-            learning_rate=learning_rate,
+            learning_rate_init=learning_rate_init,
             early_stopping=early_stopping,
             validation_fraction=validation_fraction,
             n_iter_no_change=n_iter_no_change,
@@ -182,16 +179,13 @@ class LossCalibratedBNN(MCDropoutClassifier):
             dtype=dtype,
             verbose=verbose,
             random_state=random_state,
-            lr=lr,
-            max_epochs=max_epochs,
-            prior_length_scale=prior_length_scale,
         )
 
     _parameter_constraints: dict = {
         **MCDropoutClassifier._parameter_constraints,
         "utility": ["array-like", None],
         "utility_bound": [Interval(Real, 0, None, closed="neither")],
-        "n_decision_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_train_draws": [Interval(Integral, 1, None, closed="left")],
         "warmup_fraction": [Interval(Real, 0, 1, closed="left")],
     }
 
@@ -222,7 +216,7 @@ class LossCalibratedBNN(MCDropoutClassifier):
         """skorch loss hook: one step of Algorithm 1, or the dropout loss during the warm-up.
 
         In training, the decisions ``h*`` are first reset to the Bayes actions under
-        ``n_decision_samples`` dropout passes (one mask per pass and point), then the loss of
+        ``n_train_draws`` dropout passes (one mask per pass and point), then the loss of
         eq. 4.10 is taken on ``y_pred``, the module's output with a fresh dropout mask per
         point. In validation (dropout replaced by its expectation) the decisions are the Bayes
         actions of the deterministic output.
@@ -232,7 +226,7 @@ class LossCalibratedBNN(MCDropoutClassifier):
         if training:
             module, n = net.module_, len(X)
             with torch.no_grad():
-                masks = draw_masks(module, (self.n_decision_samples, n), None, X)
+                masks = draw_masks(module, (self.n_train_draws, n), None, X)
                 probs = torch.softmax(forward_with_masks(module, X, masks), dim=-1).mean(0)
         else:
             probs = torch.softmax(y_pred.detach(), dim=-1)

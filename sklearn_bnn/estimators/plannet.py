@@ -24,13 +24,11 @@ from .._utils import check_scalar_param, draw_seed, resolve_device, resolve_dtyp
 from ..losses import cholesky_factor, cholesky_gaussian_loss
 from ..nets import ACTIVATIONS, PlanNet, check_hidden_layer_sizes
 from ._skorch import (
-    DEPRECATED,
     TRAINING_CONSTRAINTS,
     TensorData,
     history_curves,
     needs_validation,
     predict_device,
-    renamed_param,
     standardize_targets,
     train_net,
     validation_split,
@@ -80,7 +78,7 @@ def _precision_inverse(precision: torch.Tensor) -> torch.Tensor:
 _NOT_FINITE = (
     "the networks' predicted precision is not finite and positive definite for some inputs; "
     "X may lie far outside the range of the training data (e.g. scaled by a huge factor), or "
-    "training diverged (lower learning_rate)."
+    "training diverged (lower learning_rate_init)."
 )
 
 
@@ -106,7 +104,7 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         ``"diagonal"`` trains the heteroscedastic variant (no correlations between targets).
     n_estimators : int, default=5
         Networks in the ensemble (eq. 7.7-7.8).
-    n_mc_samples : int, default=30
+    n_predict_draws : int, default=30
         Monte Carlo dropout passes ``T`` per network at prediction.
     prediction : {"expectation", "sampling"}, default="expectation"
         ``"expectation"``: each network predicts ``N(E[mu], E[L L^T]^-1)`` over its ``T`` passes
@@ -121,7 +119,7 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         Concrete relaxation temperature.
     init_dropout : float, default=0.1
         Initial drop probability of every layer (then learned).
-    learning_rate : float, default=1e-3
+    learning_rate_init : float, default=1e-3
         Adam step size.
     batch_size : int, default=512
     max_iter : int, default=200
@@ -145,8 +143,6 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         Seeds initialisation, shuffling, the validation split and the dropout masks; prediction
         is deterministic once fitted. Training runs with torch's global generator forked and
         seeded from it, so the caller's global random state is unchanged.
-    length_scale : deprecated
-        Old name; ``prior_precision = length_scale**2``.
 
     Attributes
     ----------
@@ -189,12 +185,12 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         activation="relu",
         covariance="full",
         n_estimators=5,
-        n_mc_samples=30,
+        n_predict_draws=30,
         prediction="expectation",
         prior_precision=1e-8,
         temperature=0.1,
         init_dropout=0.1,
-        learning_rate=1e-3,
+        learning_rate_init=1e-3,
         batch_size=512,
         max_iter=200,
         early_stopping=True,
@@ -206,18 +202,17 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         dtype="float32",
         verbose=0,
         random_state=None,
-        length_scale="deprecated",
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
         self.covariance = covariance
         self.n_estimators = n_estimators
-        self.n_mc_samples = n_mc_samples
+        self.n_predict_draws = n_predict_draws
         self.prediction = prediction
         self.prior_precision = prior_precision
         self.temperature = temperature
         self.init_dropout = init_dropout
-        self.learning_rate = learning_rate
+        self.learning_rate_init = learning_rate_init
         self.batch_size = batch_size
         self.max_iter = max_iter
         self.early_stopping = early_stopping
@@ -229,7 +224,6 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         self.dtype = dtype
         self.verbose = verbose
         self.random_state = random_state
-        self.length_scale = length_scale
 
     # ------------------------------------------------------------------ checks and set-up
     def __sklearn_tags__(self):
@@ -243,13 +237,12 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         "activation": [StrOptions(set(ACTIVATIONS))],
         "covariance": [StrOptions({"full", "diagonal"})],
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
-        "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_predict_draws": [Interval(Integral, 1, None, closed="left")],
         "prediction": [StrOptions({"expectation", "sampling"})],
         "prior_precision": [Interval(Real, 0, None, closed="left")],
         "temperature": [Interval(Real, 0, None, closed="neither")],
         "init_dropout": [Interval(Real, 0, 1, closed="neither")],
         "tol": [Interval(Real, 0, None, closed="left")],
-        "length_scale": [Interval(Real, 0, None, closed="left"), DEPRECATED],
     }
 
     def _new_net(self) -> PlanNet:
@@ -278,9 +271,6 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         """
         self._validate_params()
         check_hidden_layer_sizes(self.hidden_layer_sizes)
-        prior_precision = renamed_param(
-            self, "prior_precision", "length_scale", convert=lambda v: float(v) ** 2
-        )
         X, y = validate_data(
             self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32]
         )
@@ -302,7 +292,7 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         valid = None if val is None else TensorData(Xs[val], Ys[val])
         seeds = [draw_seed(rng) for _ in range(self.n_estimators)]
         self.mc_seeds_ = [draw_seed(rng) for _ in range(self.n_estimators)]
-        weight_reg, dropout_reg = prior_precision / len(train), 2.0 / len(train)
+        weight_reg, dropout_reg = self.prior_precision / len(train), 2.0 / len(train)
 
         def penalty(module):
             return module.net.regularizer(weight_reg, dropout_reg)
@@ -372,7 +362,7 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         Returns tensors of shape (n_estimators, n, D) and (n_estimators, n, D, D).
         """
         nets, Xs = self._prepare(X)
-        n, d, T = len(Xs), self.n_outputs_, self.n_mc_samples
+        n, d, T = len(Xs), self.n_outputs_, self.n_predict_draws
         means = torch.empty(len(nets), n, d, dtype=torch.float64, device=Xs.device)
         covs = torch.empty(len(nets), n, d, d, dtype=torch.float64, device=Xs.device)
         for m, (net, seed) in enumerate(zip(nets, self.mc_seeds_, strict=True)):
@@ -427,7 +417,7 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
             return out_mean, std[:, 0] if self.single_target_ else std
         return out_mean
 
-    def sample_y(self, X, n_samples: int = 1, random_state=0):
+    def sample_y(self, X, n_draws: int = 1, random_state=0):
         """Draw targets from the predictive distribution.
 
         ``prediction="expectation"``: from ``N(mu_ens, Sigma_ens)`` (eq. 7.5, 7.7-7.8).
@@ -436,37 +426,37 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples_X, n_features)
-        n_samples : int
+        X : array-like of shape (n_samples, n_features)
+        n_draws : int
         random_state : int, RandomState or None, default=0
 
         Returns
         -------
-        ndarray of shape (n_samples_X, n_samples) when ``y`` was 1-D, else
-        (n_samples_X, n_targets, n_samples)
+        ndarray of shape (n_samples, n_draws) when ``y`` was 1-D, else
+        (n_samples, n_targets, n_draws)
         """
-        check_scalar_param(n_samples, "n_samples", kind="int", low=1)
+        check_scalar_param(n_draws, "n_draws", kind="int", low=1)
         rng = check_random_state(random_state)
         noise_gen = torch.Generator().manual_seed(draw_seed(rng))
         if self.prediction == "expectation":
             mean, cov = combine_gaussians(*self._member_moments(X))
-            eps = torch.randn(n_samples, *mean.shape, generator=noise_gen, dtype=torch.float64)
+            eps = torch.randn(n_draws, *mean.shape, generator=noise_gen, dtype=torch.float64)
             chol, info = torch.linalg.cholesky_ex(cov)
             if bool((info != 0).any()):
                 raise ValueError(_NOT_FINITE)
             chol = chol.cpu()
             draws = mean.cpu() + (chol @ eps[..., None])[..., 0]
         else:
-            draws = self._sample_passes(X, n_samples, rng, noise_gen)
-        draws = np.moveaxis(self._to_original_units(draws), 0, -1)  # (n, D, n_samples)
+            draws = self._sample_passes(X, n_draws, rng, noise_gen)
+        draws = np.moveaxis(self._to_original_units(draws), 0, -1)  # (n, D, n_draws)
         return draws[:, 0] if self.single_target_ else draws
 
-    def _sample_passes(self, X, n_samples, rng, noise_gen):
+    def _sample_passes(self, X, n_draws, rng, noise_gen):
         """Eq. 7.6: draw k comes from one dropout pass of network k mod M."""
         nets, Xs = self._prepare(X)
-        draws = torch.empty(n_samples, len(Xs), self.n_outputs_, dtype=torch.float64)
+        draws = torch.empty(n_draws, len(Xs), self.n_outputs_, dtype=torch.float64)
         for m, net in enumerate(nets):
-            which = range(m, n_samples, len(nets))
+            which = range(m, n_draws, len(nets))
             if not len(which):
                 continue
             seed = draw_seed(rng)

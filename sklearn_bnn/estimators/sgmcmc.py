@@ -1,7 +1,7 @@
 """SGMCMCClassifier and SGMCMCRegressor: stochastic-gradient MCMC over a network's weights.
 
-seeds/004, REFERENCE §6. The budget is in epochs: ``n_warmup`` epochs of burn-in, then
-``n_samples`` epochs keeping a draw every ``thin`` epochs. The data stay in host memory (a numpy
+seeds/004, REFERENCE §6. The budget is in epochs: ``n_warmup`` epochs of warmup, then
+``n_draws`` epochs keeping a draw every ``thin`` epochs. The data stay in host memory (a numpy
 array or a memory map) and go to the device one batch of ``batch_size`` rows at a time
 (:class:`~sklearn_bnn.targets.MinibatchTarget`), so device memory is bounded by a batch.
 """
@@ -35,30 +35,30 @@ _SG_PARAMS_DOC = """
         Rows per minibatch.
     momentum : float, default=0.9
         Momentum decay per step (SGHMC family; ignored by SGLD).
-    burnin_step_size : float, default=None
-        Start of the cosine burn-in schedule, annealed to ``step_size`` over ``n_warmup``.
+    warmup_step_size : float, default=None
+        Start of the cosine warmup schedule, annealed to ``step_size`` over ``n_warmup``.
     temperature : float, default=1.0
         Posterior temperature T > 0: the draws follow p(w | D)^(1/T) (likelihood and prior
         divided by T), as for the full-batch MCMC estimators; every sampler, the
         Metropolis-corrected ones included, sees the tempered density. (A sampler object's own
         ``temperature`` scales its injected noise instead; leave it at 1 when you set this.)
-    n_samples : int, default=100
-        Epochs of sampling after burn-in.
+    n_draws : int, default=100
+        Epochs of sampling after warmup.
     n_warmup : int, default=100
-        Epochs of burn-in (discarded).
+        Epochs of warmup (discarded).
     thin : int, default=1
         Keep a draw every ``thin`` epochs.
     n_chains, chain_method, n_jobs, device, dtype, verbose, warm_start, random_state
         As for :class:`{base}`.
     init : {{"random", "map"}}, default="random"
-        Start at the network's random initialisation (burn-in does the rest) or at a mode
+        Start at the network's random initialisation (warmup does the rest) or at a mode
         found by full-data Adam (``n_init_steps`` full passes over the data).
     n_init_steps : int, default=0
 """
 
 
 class _SGSampling:
-    n_leapfrog = 1  # parameters of the full-batch samplers, unused here
+    n_steps = 1  # parameters of the full-batch samplers, unused here
     max_tree_depth = 10
     target_accept = 0.8
     adapt_mass = False
@@ -66,7 +66,7 @@ class _SGSampling:
     _sg_constraints: dict = {
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "momentum": [Interval(Real, 0, 1, closed="both")],
-        "burnin_step_size": [Interval(Real, 0, None, closed="neither"), None],
+        "warmup_step_size": [Interval(Real, 0, None, closed="neither"), None],
     }
 
     def _check_params(self) -> None:
@@ -89,7 +89,7 @@ class _SGSampling:
     def _sampler_defaults(self) -> dict:
         # `temperature` tempers the target (p(w | D)^(1/T), as on every MCMC estimator), so the
         # samplers keep their own noise at T = 1: passing it to both would temper twice.
-        out = {"momentum": self.momentum, "burnin_step_size": self.burnin_step_size}
+        out = {"momentum": self.momentum, "warmup_step_size": self.warmup_step_size}
         if self.step_size != "auto":
             out["step_size"] = self.step_size
         return out
@@ -129,7 +129,7 @@ class SGMCMCClassifier(_SGSampling, HMCClassifier):
     >>> X, y = load_iris(return_X_y=True)
     >>> X = StandardScaler().fit_transform(X)
     >>> clf = SGMCMCClassifier(hidden_layer_sizes=(10,), batch_size=32, step_size=0.02,
-    ...                        n_warmup=20, n_samples=20, random_state=0).fit(X, y)
+    ...                        n_warmup=20, n_draws=20, random_state=0).fit(X, y)
     >>> clf.predict_proba(X[:2]).shape
     (2, 3)
     """
@@ -145,9 +145,9 @@ class SGMCMCClassifier(_SGSampling, HMCClassifier):
         step_size="auto",
         batch_size=128,
         momentum=0.9,
-        burnin_step_size=None,
+        warmup_step_size=None,
         temperature=1.0,
-        n_samples=100,
+        n_draws=100,
         n_warmup=100,
         thin=1,
         n_chains=1,
@@ -189,7 +189,7 @@ class SGMCMCRegressor(_SGSampling, HMCRegressor):
     >>> import numpy as np
     >>> X = np.linspace(-1, 1, 64)[:, None]; y = np.sin(3 * X[:, 0])
     >>> reg = SGMCMCRegressor(hidden_layer_sizes=(20,), noise_precision=100.0, batch_size=16,
-    ...                       step_size=0.005, n_warmup=20, n_samples=20, random_state=0)
+    ...                       step_size=0.005, n_warmup=20, n_draws=20, random_state=0)
     >>> reg.fit(X, y).predict(X[:3]).shape
     (3,)
     """
@@ -207,9 +207,9 @@ class SGMCMCRegressor(_SGSampling, HMCRegressor):
         step_size="auto",
         batch_size=128,
         momentum=0.9,
-        burnin_step_size=None,
+        warmup_step_size=None,
         temperature=1.0,
-        n_samples=100,
+        n_draws=100,
         n_warmup=100,
         thin=1,
         n_chains=1,

@@ -124,7 +124,7 @@ class SplitHMCClassifier(_SplitSampling, HMCClassifier):
     >>> from sklearn.preprocessing import StandardScaler
     >>> X, y = load_iris(return_X_y=True)
     >>> X = StandardScaler().fit_transform(X)
-    >>> clf = SplitHMCClassifier(hidden_layer_sizes=(10,), n_splits=3, n_samples=50,
+    >>> clf = SplitHMCClassifier(hidden_layer_sizes=(10,), n_splits=3, n_draws=50,
     ...                          n_warmup=50, random_state=0).fit(X, y)
     >>> clf.n_splits_, clf.predict_proba(X[:2]).shape
     (3, (2, 3))
@@ -141,11 +141,11 @@ class SplitHMCClassifier(_SplitSampling, HMCClassifier):
         split_size=None,
         integrator="symmetric",
         data_device=None,
-        n_samples=500,
+        n_draws=500,
         n_warmup=500,
         sampler="hmc",
         step_size="auto",
-        n_leapfrog=50,
+        n_steps=50,
         trajectory_length=None,
         max_tree_depth=10,
         target_accept=0.8,
@@ -168,11 +168,11 @@ class SplitHMCClassifier(_SplitSampling, HMCClassifier):
             activation=activation,
             module=module,
             prior_precision=prior_precision,
-            n_samples=n_samples,
+            n_draws=n_draws,
             n_warmup=n_warmup,
             sampler=sampler,
             step_size=step_size,
-            n_leapfrog=n_leapfrog,
+            n_steps=n_steps,
             trajectory_length=trajectory_length,
             max_tree_depth=max_tree_depth,
             target_accept=target_accept,
@@ -223,7 +223,7 @@ class SplitHMCRegressor(_SplitSampling, HMCRegressor):
     >>> import numpy as np
     >>> X = np.linspace(-1, 1, 40)[:, None]; y = np.sin(3 * X[:, 0])
     >>> reg = SplitHMCRegressor(hidden_layer_sizes=(20,), noise_precision=100.0, n_splits=4,
-    ...                         n_samples=50, n_warmup=50, random_state=0).fit(X, y)
+    ...                         n_draws=50, n_warmup=50, random_state=0).fit(X, y)
     >>> mean, std = reg.predict(X[:3], return_std=True)
     >>> mean.shape, std.shape
     ((3,), (3,))
@@ -243,11 +243,11 @@ class SplitHMCRegressor(_SplitSampling, HMCRegressor):
         split_size=None,
         integrator="symmetric",
         data_device=None,
-        n_samples=500,
+        n_draws=500,
         n_warmup=500,
         sampler="hmc",
         step_size="auto",
-        n_leapfrog=50,
+        n_steps=50,
         trajectory_length=None,
         max_tree_depth=10,
         target_accept=0.8,
@@ -273,11 +273,11 @@ class SplitHMCRegressor(_SplitSampling, HMCRegressor):
             noise_precision=noise_precision,
             noise_prior=noise_prior,
             normalize_y=normalize_y,
-            n_samples=n_samples,
+            n_draws=n_draws,
             n_warmup=n_warmup,
             sampler=sampler,
             step_size=step_size,
-            n_leapfrog=n_leapfrog,
+            n_steps=n_steps,
             trajectory_length=trajectory_length,
             max_tree_depth=max_tree_depth,
             target_accept=target_accept,

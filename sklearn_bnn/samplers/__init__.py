@@ -1,7 +1,7 @@
 """Sampling: sampler objects, their kernels, the one sampling loop and the public driver.
 
 ``sample(logdensity, initial_position, sampler)`` draws from any log density (a torch function
-or a target object). A sampler object (``HMC(n_leapfrog=50)``, ``NUTS(max_tree_depth=8)``) is a
+or a target object). A sampler object (``HMC(n_steps=50)``, ``NUTS(max_tree_depth=8)``) is a
 configuration; ``sampler.build(target)`` gives the kernel the loop drives:
 ``state = kernel.init(position, generator, n_warmup=...)``, then
 ``state, info = kernel.step(state, generator)``. Metrics (:mod:`.geometry`), warmup adaptation

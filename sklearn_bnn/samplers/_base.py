@@ -3,8 +3,8 @@
 Two layers, in the style of BlackJAX's ``SamplingAlgorithm`` and NumPyro's ``MCMCKernel``:
 
 - a **sampler** (:class:`Sampler`) is a configuration with scikit-learn parameters
-  (``HMC(n_leapfrog=50)``, ``NUTS(max_tree_depth=8)``): it can be cloned, grid-searched and set by
-  nested names (``sampler__n_leapfrog``), and knows nothing of any data;
+  (``HMC(n_steps=50)``, ``NUTS(max_tree_depth=8)``): it can be cloned, grid-searched and set by
+  nested names (``sampler__n_steps``), and knows nothing of any data;
 - ``sampler.build(target)`` binds it to a log density and returns a **kernel**
   (:class:`Kernel`): ``state = kernel.init(position, generator, n_warmup=...)``, then
   ``state, info = kernel.step(state, generator, step_size=..., inv_mass=...)``.

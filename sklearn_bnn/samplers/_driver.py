@@ -38,7 +38,7 @@ def sample(
     sampler="nuts",
     *,
     n_warmup: int = 500,
-    n_samples: int = 500,
+    n_draws: int = 500,
     n_chains: int = 4,
     chain_method: str = "vectorized",
     n_jobs=None,
@@ -66,9 +66,12 @@ def sample(
         Where the chains start: one (D,) start for every chain, jittered (``init_jitter``) so
         that they start apart, as R-hat needs; or one row per chain, used as it is.
     sampler : str or Sampler, default="nuts"
-        ``"hmc"``, ``"nuts"``, another registered name, or a configured sampler object
-        (``HMC(n_leapfrog=30)``, ``NUTS(max_tree_depth=8)``, your own :class:`Sampler`).
-    n_warmup, n_samples, n_chains : int
+        A name registered in :data:`sklearn_bnn.samplers.SAMPLERS` (``"hmc"``, ``"nuts"``,
+        ``"rmhmc"``, ``"s3hmc"``, ``"constrained_hmc"``, ``"bridged_hmc"``, and for a minibatch
+        target ``"sghmc"``, ``"sgld"``, ``"gsghmc"``, ``"amagold"``, ``"hte"``), built with its
+        defaults, or a configured sampler object (``HMC(n_steps=30)``,
+        ``NUTS(max_tree_depth=8)``, your own :class:`Sampler`).
+    n_warmup, n_draws, n_chains : int
         Adaptation transitions (discarded) and sampling transitions per chain; chains.
     chain_method : {"vectorized", "parallel", "sequential"}, default="vectorized"
         All chains as one batched computation, or one joblib job per chain (any joblib backend:
@@ -117,11 +120,11 @@ def sample(
     ...     prec = torch.tensor([[2.0, -1.0], [-1.0, 2.0]], dtype=theta.dtype)
     ...     return -0.5 * theta @ prec @ theta
     >>> result = sample(log_p, torch.zeros(2, dtype=torch.float64), "nuts", n_warmup=200,
-    ...                 n_samples=200, n_chains=2, random_state=0)
+    ...                 n_draws=200, n_chains=2, random_state=0)
     >>> result.draws.shape
     torch.Size([2, 200, 2])
     """
-    _check_arguments(n_warmup, n_samples, n_chains, thin, init_jitter, step_size, target_accept)
+    _check_arguments(n_warmup, n_draws, n_chains, thin, init_jitter, step_size, target_accept)
     if chain_method not in CHAIN_METHODS:
         raise ValueError(f"chain_method must be one of {CHAIN_METHODS}, got {chain_method!r}.")
     start, device, dtype = _start(initial_position, n_chains, logdensity, device, dtype)
@@ -133,7 +136,7 @@ def sample(
     positions = _jittered(start, n_chains, init_jitter, seed).to(dtype)
     run_kwargs = dict(
         n_warmup=n_warmup,
-        n_samples=n_samples,
+        n_draws=n_draws,
         thin=thin,
         step_size=step_size,
         target_accept=target_accept,
@@ -157,11 +160,11 @@ def sample(
     return _as_samples(run, names, dim)
 
 
-def _check_arguments(n_warmup, n_samples, n_chains, thin, init_jitter, step_size, target_accept):
+def _check_arguments(n_warmup, n_draws, n_chains, thin, init_jitter, step_size, target_accept):
     check_scalar_param(n_warmup, "n_warmup", kind="int", low=0)
-    check_scalar_param(n_samples, "n_samples", kind="int", low=1)
+    check_scalar_param(n_draws, "n_draws", kind="int", low=1)
     check_scalar_param(n_chains, "n_chains", kind="int", low=1)
-    check_scalar_param(thin, "thin", kind="int", low=1, high=n_samples)
+    check_scalar_param(thin, "thin", kind="int", low=1, high=n_draws)
     check_scalar_param(init_jitter, "init_jitter", low=0)
     check_scalar_param(step_size, "step_size", low=0, low_inclusive=False, allow=("auto",))
     check_scalar_param(

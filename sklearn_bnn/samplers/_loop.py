@@ -27,7 +27,7 @@ def run_chains(
     generator: torch.Generator,
     *,
     n_warmup: int,
-    n_samples: int,
+    n_draws: int,
     thin: int = 1,
     step_size="auto",
     target_accept: float = 0.8,
@@ -37,7 +37,7 @@ def run_chains(
     desc: str = "sampling",
     adaptation=None,
 ) -> ChainRun:
-    """Run ``n_warmup`` adaptation transitions, then ``n_samples`` transitions keeping every
+    """Run ``n_warmup`` adaptation transitions, then ``n_draws`` transitions keeping every
     ``thin``-th.
 
     The step size and inverse mass of each transition come from ``adaptation`` (by default
@@ -55,10 +55,10 @@ def run_chains(
             adapt_mass=adapt_mass,
             inv_mass=inv_mass,
         )
-    record = _Record(state, n_samples, thin)
+    record = _Record(state, n_draws, thin)
     record.eps, record.inv_mass = adaptation.init(kernel, state, generator)
     bar = tqdm(
-        total=n_warmup + n_samples,
+        total=n_warmup + n_draws,
         desc=desc,
         disable=not verbose,
         leave=True,
@@ -67,9 +67,9 @@ def run_chains(
     )
     try:
         _warm_up(kernel, generator, adaptation, n_warmup, record, bar)
-        _draw(kernel, generator, n_samples, record, bar)
+        _draw(kernel, generator, n_draws, record, bar)
     except KeyboardInterrupt:
-        record.interrupt(n_samples)
+        record.interrupt(n_draws)
     finally:
         bar.close()
     return record.result()
@@ -89,10 +89,10 @@ def _warm_up(kernel, generator, adaptation, n_warmup: int, record, bar) -> None:
     record.eps, record.inv_mass = adaptation.final()
 
 
-def _draw(kernel, generator, n_samples: int, record, bar) -> None:
+def _draw(kernel, generator, n_draws: int, record, bar) -> None:
     """The sampling transitions at the final step size and mass, every ``thin``-th kept."""
     n_div = torch.zeros(record.state.position.shape[0], dtype=torch.long)
-    for i in range(n_samples):
+    for i in range(n_draws):
         state, info = kernel.step(
             record.state, generator, step_size=record.eps, inv_mass=record.inv_mass
         )
@@ -106,21 +106,21 @@ def _draw(kernel, generator, n_samples: int, record, bar) -> None:
 class _Record:
     """The buffers of a run: per-transition statistics, kept draws and their statistics."""
 
-    def __init__(self, state, n_samples: int, thin: int):
+    def __init__(self, state, n_draws: int, thin: int):
         C, D = state.position.shape
         dtype = state.position.dtype
         self.state, self.thin, self.C = state, thin, C
-        self.n_kept_max = n_samples // thin
+        self.n_kept_max = n_draws // thin
         self.n_done, self.n_kept, self.n_grad, self.interrupted = 0, 0, 0, False
         self.eps = self.inv_mass = None
         self.draws = torch.empty((C, self.n_kept_max, D), dtype=dtype)
         self.log_probs = torch.empty((C, self.n_kept_max), dtype=dtype)
         self.per_transition = {
-            "accept_prob": torch.empty((C, n_samples), dtype=dtype),
-            "accepted": torch.zeros((C, n_samples), dtype=torch.bool),
-            "acceptance": torch.empty((C, n_samples), dtype=torch.float64),
-            "divergent": torch.zeros((C, n_samples), dtype=torch.bool),
-            "energy_error": torch.empty((C, n_samples), dtype=dtype),
+            "accept_prob": torch.empty((C, n_draws), dtype=dtype),
+            "accepted": torch.zeros((C, n_draws), dtype=torch.bool),
+            "acceptance": torch.empty((C, n_draws), dtype=torch.float64),
+            "divergent": torch.zeros((C, n_draws), dtype=torch.bool),
+            "energy_error": torch.empty((C, n_draws), dtype=dtype),
         }
         self.warmup_divergent = torch.zeros(C, dtype=torch.long)
         self.draw_stats = {
@@ -153,12 +153,12 @@ class _Record:
             self.draw_stats[name][:, k] = value.cpu()
         self.n_kept += 1
 
-    def interrupt(self, n_samples: int) -> None:
+    def interrupt(self, n_draws: int) -> None:
         """A KeyboardInterrupt: warn, and keep at least the current position as a draw (so an
         estimator can predict)."""
         self.interrupted = True
         warnings.warn(
-            f"sampling interrupted after {self.n_done} of {n_samples} draws; the estimator "
+            f"sampling interrupted after {self.n_done} of {n_draws} draws; the estimator "
             f"keeps the {self.n_kept} draws collected so far.",
             RuntimeWarning,
             stacklevel=4,

@@ -39,7 +39,7 @@ def resolve_sampler(spec, **defaults) -> Sampler:
         configured object with a ``build(target)`` method (returned as it is).
     **defaults
         Parameter values for a sampler given by name (the estimators' flat parameters, e.g.
-        ``n_leapfrog``, ``max_tree_depth``).
+        ``n_steps``, ``max_tree_depth``).
     """
     if isinstance(spec, str):
         cls = SAMPLERS.get(spec.lower())

@@ -47,7 +47,7 @@ def run_box(
     upper,
     position,
     seed,
-    n_leapfrog,
+    n_steps,
     step_jitter,
     divergence_threshold,
     n_init_steps,
@@ -65,7 +65,7 @@ def run_box(
         target,
         lower,
         upper,
-        n_leapfrog=n_leapfrog,
+        n_steps=n_steps,
         step_jitter=step_jitter,
         divergence_threshold=divergence_threshold,
     )
@@ -89,8 +89,8 @@ class BridgedHMC(Sampler):
     """Bridged Hamiltonian Monte Carlo (a sampler object; seeds/001 ch. 3, Algorithm 2,
     eq. 3.1-3.6).
 
-    Every box runs ``n_warmup`` + ``n_samples`` transitions of one constrained chain, so a run
-    makes ``n_boxes * n_samples`` draws, resampled into an equal-weight sample of the same size.
+    Every box runs ``n_warmup`` + ``n_draws`` transitions of one constrained chain, so a run
+    makes ``n_boxes * n_draws`` draws, resampled into an equal-weight sample of the same size.
 
     Parameters
     ----------
@@ -104,7 +104,7 @@ class BridgedHMC(Sampler):
     boxes : list of (lower, upper), optional
         An explicit partition (bounds per coordinate, infinite where free); the boxes must not
         overlap and should cover the posterior's mass.
-    n_leapfrog : int, default=20
+    n_steps : int, default=20
         Leapfrog steps per trajectory.
     step_jitter : float in [0, 1), default=0.2
         Each transition's step size is scaled by a factor uniform in ``[1 - step_jitter,
@@ -129,7 +129,7 @@ class BridgedHMC(Sampler):
     >>> def log_p(x):  # two modes, split at x_0 = 0
     ...     return torch.logaddexp(-0.5 * ((x - 3) ** 2).sum(), -0.5 * ((x + 3) ** 2).sum())
     >>> result = sample(log_p, torch.zeros(2, dtype=torch.float64),
-    ...                 BridgedHMC(split_coords=[0]), n_warmup=100, n_samples=200,
+    ...                 BridgedHMC(split_coords=[0]), n_warmup=100, n_draws=200,
     ...                 n_chains=1, random_state=0)
     >>> result.info["box_weight"].round(1).tolist()
     [0.5, 0.5]
@@ -141,7 +141,7 @@ class BridgedHMC(Sampler):
         split_coords=None,
         split_points=0.0,
         boxes=None,
-        n_leapfrog=20,
+        n_steps=20,
         step_jitter=0.2,
         n_proposal=None,
         tol=1e-10,
@@ -154,7 +154,7 @@ class BridgedHMC(Sampler):
         self.split_coords = split_coords
         self.split_points = split_points
         self.boxes = boxes
-        self.n_leapfrog = n_leapfrog
+        self.n_steps = n_steps
         self.step_jitter = step_jitter
         self.n_proposal = n_proposal
         self.tol = tol
@@ -164,7 +164,7 @@ class BridgedHMC(Sampler):
         self.divergence_threshold = divergence_threshold
 
     def check_target(self, target) -> None:
-        check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
+        check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
         check_scalar_param(self.step_jitter, "step_jitter", low=0, high=1, high_inclusive=False)
         check_scalar_param(self.tol, "tol", low=0, low_inclusive=False)
         check_scalar_param(self.max_iter, "max_iter", kind="int", low=1)
@@ -239,7 +239,7 @@ class BridgedHMC(Sampler):
                 torch.as_tensor(upper[b]),
                 positions[b % positions.shape[0]],
                 seeds[b],
-                self.n_leapfrog,
+                self.n_steps,
                 self.step_jitter,
                 self.divergence_threshold,
                 n_init_steps,
@@ -282,7 +282,7 @@ class BridgedHMC(Sampler):
         if few:
             warnings.warn(
                 f"boxes {few} have fewer than min_box_draws={self.min_box_draws} posterior "
-                "draws for bridge sampling: their weights are unreliable; increase n_samples.",
+                "draws for bridge sampling: their weights are unreliable; increase n_draws.",
                 RuntimeWarning,
                 stacklevel=4,
             )
@@ -291,7 +291,7 @@ class BridgedHMC(Sampler):
             warnings.warn(
                 f"the bridge-sampling fixed point was not found for boxes {bad} (no proposal "
                 "draw inside the box, or no draws): their weights are unreliable; increase "
-                "n_samples or n_proposal.",
+                "n_draws or n_proposal.",
                 RuntimeWarning,
                 stacklevel=4,
             )

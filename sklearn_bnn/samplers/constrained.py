@@ -145,7 +145,7 @@ class ConstrainedHMCKernel(HMCKernel):
     target : target object
     lower, upper : tensor (D,) or (C, D)
         The box (infinite where free); (C, D) gives each chain its own box.
-    n_leapfrog, step_size, divergence_threshold
+    n_steps, step_size, divergence_threshold
         As :class:`~.hmc.HMCKernel`.
     step_jitter : float in [0, 1), default=0
         Each transition scales the step size by a factor uniform in
@@ -158,7 +158,7 @@ class ConstrainedHMCKernel(HMCKernel):
         target,
         lower,
         upper,
-        n_leapfrog=20,
+        n_steps=20,
         step_size=0.01,
         divergence_threshold=1000.0,
         step_jitter=0.0,
@@ -167,7 +167,7 @@ class ConstrainedHMCKernel(HMCKernel):
         super().__init__(
             target,
             step_size=step_size,
-            n_leapfrog=n_leapfrog,
+            n_steps=n_steps,
             integrator=ReflectingLeapfrog(lower, upper),
             divergence_threshold=divergence_threshold,
         )
@@ -199,7 +199,7 @@ class ConstrainedHMC(Sampler):
     ----------
     lower, upper : array-like of shape (D,), optional
         The walls; ``None`` or ``-inf`` / ``inf`` entries leave a coordinate free.
-    n_leapfrog : int, default=20
+    n_steps : int, default=20
         Leapfrog steps per trajectory.
     divergence_threshold : float, default=1000
         Energy error above which a trajectory counts as divergent.
@@ -212,23 +212,23 @@ class ConstrainedHMC(Sampler):
     >>> import torch
     >>> from sklearn_bnn.samplers import sample
     >>> result = sample(lambda x: -0.5 * (x**2).sum(), torch.ones(2, dtype=torch.float64),
-    ...                 ConstrainedHMC(lower=[0.0, 0.0]), n_warmup=50, n_samples=50,
+    ...                 ConstrainedHMC(lower=[0.0, 0.0]), n_warmup=50, n_draws=50,
     ...                 n_chains=1, init_jitter=0.0, random_state=0)
     >>> bool((result.draws >= 0).all())
     True
     """
 
     def __init__(
-        self, lower=None, upper=None, n_leapfrog=20, divergence_threshold=1000.0, step_jitter=0.0
+        self, lower=None, upper=None, n_steps=20, divergence_threshold=1000.0, step_jitter=0.0
     ):
         self.lower = lower
         self.upper = upper
-        self.n_leapfrog = n_leapfrog
+        self.n_steps = n_steps
         self.divergence_threshold = divergence_threshold
         self.step_jitter = step_jitter
 
     def check_target(self, target) -> None:
-        check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
+        check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         check_scalar_param(self.step_jitter, "step_jitter", low=0, high=1, high_inclusive=False)
         _bounds(self.lower, self.upper, target.dim, *_where(target))
@@ -239,7 +239,7 @@ class ConstrainedHMC(Sampler):
             target,
             self.lower,
             self.upper,
-            n_leapfrog=self.n_leapfrog,
+            n_steps=self.n_steps,
             divergence_threshold=self.divergence_threshold,
             step_jitter=self.step_jitter,
         )

@@ -58,12 +58,12 @@ def metropolis_hastings(
 class HMC(Sampler):
     """Hamiltonian Monte Carlo with a fixed number of integration steps (a sampler object).
 
-    seeds/000 §3.1, eq. 2-4: momentum p ~ N(0, M), ``n_leapfrog`` steps of the integrator, one
+    seeds/000 §3.1, eq. 2-4: momentum p ~ N(0, M), ``n_steps`` steps of the integrator, one
     Metropolis-Hastings test on the energy error.
 
     Parameters
     ----------
-    n_leapfrog : int, default=50
+    n_steps : int, default=50
         Integration steps per trajectory L (when ``trajectory_length`` is None).
     trajectory_length : float, default=None
         Integration time tau of a trajectory instead of a step count: each transition takes
@@ -71,8 +71,8 @@ class HMC(Sampler):
         over chains, which share L), u uniform in [0.5, 1.5] drawn from the sampler's
         generator: jittering the integration time avoids the near-periodic trajectories of a
         fixed one (Neal 2011, "MCMC using Hamiltonian dynamics", §5.4.2.2). At most
-        ``max_n_leapfrog`` steps.
-    max_n_leapfrog : int, default=1024
+        ``max_steps`` steps.
+    max_steps : int, default=1024
         Cap on the steps of one trajectory set by ``trajectory_length`` (early warmup may try
         tiny step sizes).
     integrator : {"leapfrog", "naive", "randomised", "symmetric"} or callable, default="leapfrog"
@@ -92,31 +92,31 @@ class HMC(Sampler):
     --------
     >>> import torch
     >>> from sklearn_bnn.samplers import HMC, sample
-    >>> result = sample(lambda x: -0.5 * (x**2).sum(), torch.zeros(2), HMC(n_leapfrog=10),
-    ...                 n_warmup=100, n_samples=100, n_chains=2, random_state=0)
+    >>> result = sample(lambda x: -0.5 * (x**2).sum(), torch.zeros(2), HMC(n_steps=10),
+    ...                 n_warmup=100, n_draws=100, n_chains=2, random_state=0)
     >>> result.draws.shape
     torch.Size([2, 100, 2])
     """
 
     def __init__(
         self,
-        n_leapfrog=50,
+        n_steps=50,
         integrator="leapfrog",
         divergence_threshold=1000.0,
         trajectory_length=None,
-        max_n_leapfrog=1024,
+        max_steps=1024,
         metric=None,
     ):
-        self.n_leapfrog = n_leapfrog
+        self.n_steps = n_steps
         self.integrator = integrator
         self.divergence_threshold = divergence_threshold
         self.trajectory_length = trajectory_length
-        self.max_n_leapfrog = max_n_leapfrog
+        self.max_steps = max_steps
         self.metric = metric
 
     def _check_params(self) -> None:
-        check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
-        check_scalar_param(self.max_n_leapfrog, "max_n_leapfrog", kind="int", low=1)
+        check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
+        check_scalar_param(self.max_steps, "max_steps", kind="int", low=1)
         if self.trajectory_length is not None:
             check_scalar_param(
                 self.trajectory_length, "trajectory_length", low=0, low_inclusive=False
@@ -138,11 +138,11 @@ class HMC(Sampler):
         self.check_target(target)
         return HMCKernel(
             target,
-            n_leapfrog=self.n_leapfrog,
+            n_steps=self.n_steps,
             integrator=resolve_integrator(self.integrator),
             divergence_threshold=self.divergence_threshold,
             trajectory_length=self.trajectory_length,
-            max_n_leapfrog=self.max_n_leapfrog,
+            max_steps=self.max_steps,
             metric=self.metric,
         )
 
@@ -165,7 +165,7 @@ class HMCKernel(Kernel):
         Provides ``value_and_grad(theta (C, D)) -> ((C,), (C, D))``.
     step_size : float
         Integration step size (overridable per call, e.g. during adaptation).
-    n_leapfrog : int
+    n_steps : int
         Integration steps per trajectory L.
     inv_mass : tensor (D,) or (C, D), or metric, optional
         Default inverse mass: a diagonal of M^-1, or a metric of :mod:`.geometry.euclidean`
@@ -176,8 +176,8 @@ class HMCKernel(Kernel):
         Energy error above which a trajectory counts as divergent (1000, as Stan).
     trajectory_length : float, optional
         Integration time; sets the number of steps per transition from the step size, jittered
-        (see :class:`HMC`). None uses ``n_leapfrog``.
-    max_n_leapfrog : int
+        (see :class:`HMC`). None uses ``n_steps``.
+    max_steps : int
         Cap on the steps a ``trajectory_length`` asks for.
     metric : EuclideanMetric, optional
         A fixed metric, used by every step: the ``inv_mass`` arguments (here and of ``step``)
@@ -185,7 +185,7 @@ class HMCKernel(Kernel):
 
     Examples
     --------
-    >>> kernel = HMCKernel(target, step_size=0.1, n_leapfrog=10)  # doctest: +SKIP
+    >>> kernel = HMCKernel(target, step_size=0.1, n_steps=10)  # doctest: +SKIP
     >>> state = kernel.init(target.initial_position())  # doctest: +SKIP
     >>> state, info = kernel.step(state, torch.Generator().manual_seed(0))  # doctest: +SKIP
     """
@@ -194,21 +194,21 @@ class HMCKernel(Kernel):
         self,
         target,
         step_size: float = 0.01,
-        n_leapfrog: int = 20,
+        n_steps: int = 20,
         inv_mass=None,
         integrator=leapfrog,
         divergence_threshold: float = 1000.0,
         trajectory_length: float | None = None,
-        max_n_leapfrog: int = 1024,
+        max_steps: int = 1024,
         metric=None,
     ):
         check_metric(metric)
         self.target = target
         self.metric = metric
         self.trajectory_length = trajectory_length
-        self.max_n_leapfrog = max_n_leapfrog
+        self.max_steps = max_steps
         self.step_size = step_size
-        self.n_leapfrog = n_leapfrog
+        self.n_steps = n_steps
         self.inv_mass = inv_mass
         self.integrator = integrator
         self.divergence_threshold = divergence_threshold
@@ -234,14 +234,14 @@ class HMCKernel(Kernel):
             )
         return as_metric(inv_mass)
 
-    def n_steps(self, eps: torch.Tensor, generator: torch.Generator) -> int:
-        """Leapfrog steps of the next trajectory: ``n_leapfrog``, or the jittered integration
+    def trajectory_steps(self, eps: torch.Tensor, generator: torch.Generator) -> int:
+        """Leapfrog steps of the next trajectory: ``n_steps``, or the jittered integration
         time over the mean step size (one uniform from ``generator``)."""
         if self.trajectory_length is None:
-            return self.n_leapfrog
+            return self.n_steps
         u = torch.rand((), generator=generator, dtype=torch.float64, device=eps.device).item()
         n = math.ceil((0.5 + u) * self.trajectory_length / float(eps.double().mean()))
-        return int(min(max(n, 1), self.max_n_leapfrog))
+        return int(min(max(n, 1), self.max_steps))
 
     def _step_size(self, state: State, step_size):
         eps = self.step_size if step_size is None else step_size
@@ -271,7 +271,7 @@ class HMCKernel(Kernel):
         eps = self._step_size(state, step_size)
         metric = self._metric(state, inv_mass)
         q = state.position
-        n_steps = self.n_steps(eps, generator)
+        n_steps = self.trajectory_steps(eps, generator)
         p0 = sample_momentum(q.shape, metric, generator, dtype=q.dtype, device=q.device)
         proposal, p1, n_grad = self.integrator(
             self.target, state, p0, eps, n_steps, metric, generator

@@ -79,7 +79,7 @@ class _Subtree(NamedTuple):
     log_weight: torch.Tensor  # (C,) log of the summed exp(H0 - H) over its leaves
     proposal: _Sample  # its multinomial draw
     sum_accept: torch.Tensor  # (C,) summed min(1, exp(H0 - H)) over the leaves computed
-    n_leapfrog: torch.Tensor  # (C,) leapfrog steps taken by each chain
+    n_steps: torch.Tensor  # (C,) leapfrog steps taken by each chain
     divergent: torch.Tensor  # (C,)
     n_grad: int  # gradient evaluations (batched calls)
 
@@ -102,7 +102,7 @@ class _Trajectory:
         self.divergent = torch.zeros_like(self.moved)
         self.active = torch.ones_like(self.moved)
         self.depth = torch.zeros(C, dtype=torch.long, device=q.device)
-        self.n_leapfrog = torch.zeros_like(self.depth)
+        self.n_steps = torch.zeros_like(self.depth)
         self.sum_accept = torch.zeros_like(self.energy0)
         self.n_grad = 0
 
@@ -184,7 +184,7 @@ class NUTS(Sampler):
     >>> import torch
     >>> from sklearn_bnn.samplers import NUTS, sample
     >>> result = sample(lambda x: -0.5 * (x**2).sum(), torch.zeros(3), NUTS(max_tree_depth=6),
-    ...                 n_warmup=100, n_samples=100, n_chains=2, random_state=0)
+    ...                 n_warmup=100, n_draws=100, n_chains=2, random_state=0)
     >>> sorted(result.stats)
     ['accept_prob', 'diverging', 'energy_error', 'tree_depth']
     """
@@ -280,7 +280,7 @@ class NUTSKernel(HMCKernel):
         super().__init__(
             target,
             step_size=step_size,
-            n_leapfrog=None,
+            n_steps=None,
             inv_mass=inv_mass,
             integrator=integrator,
             divergence_threshold=divergence_threshold,
@@ -333,7 +333,7 @@ class NUTSKernel(HMCKernel):
             if not tree.active.any():
                 break
         info = Info(
-            accept_prob=tree.sum_accept / tree.n_leapfrog.clamp(min=1).to(tree.sum_accept.dtype),
+            accept_prob=tree.sum_accept / tree.n_steps.clamp(min=1).to(tree.sum_accept.dtype),
             accepted=tree.moved,
             energy_error=-tree.sample.log_weight,
             divergent=tree.divergent,
@@ -361,7 +361,7 @@ class NUTSKernel(HMCKernel):
             j, near, eps * direction, metric, tree.energy0, tree.active, u[2:], generator
         )
         tree.n_grad += sub.n_grad
-        tree.n_leapfrog += sub.n_leapfrog
+        tree.n_steps += sub.n_steps
         tree.sum_accept += sub.sum_accept
         tree.divergent |= sub.divergent
         valid = sub.valid
@@ -480,7 +480,7 @@ class NUTSKernel(HMCKernel):
             log_weight=torch.logsumexp(leaf_log_w, 0),
             proposal=proposal,
             sum_accept=(leaf_log_w.clamp(max=0.0).exp() * leaf_alive).sum(0),
-            n_leapfrog=leaf_alive.sum(0),
+            n_steps=leaf_alive.sum(0),
             divergent=(leaf_alive & (leaf_log_w < -self.divergence_threshold)).any(0),
             n_grad=n_grad,
         )

@@ -5,7 +5,7 @@ mass matrix replaced by the metric G, §5.3.1) is not separable, so the leapfrog
 
 - **implicit**: the generalized leapfrog (Leimkuhler & Reich 2004; seeds/003 Algorithm 2), two
   fixed-point iterations per step, run until the largest change is below ``tol`` or
-  ``max_fixed_point`` iterations; a chain whose iterations do not converge is a divergence
+  ``max_iter`` iterations; a chain whose iterations do not converge is a divergence
   (rejected and counted);
 - **explicit**: Tao's integrator on the doubled phase space (theta, p, theta~, p~) with binding
   Omega (seeds/003 eq. 5.10-5.13, Algorithm 3): H1(eps/2) H2(eps/2) R(eps) H2(eps/2) H1(eps/2),
@@ -134,7 +134,7 @@ class RMHMC(Sampler):
 
     Parameters
     ----------
-    n_leapfrog : int, default=10
+    n_steps : int, default=10
         Integration steps per trajectory L.
     integrator : {"implicit", "explicit"}, default="implicit"
         The generalized leapfrog with fixed-point iterations (seeds/003 Algorithm 2), or Tao's
@@ -158,7 +158,7 @@ class RMHMC(Sampler):
         the measurements).
     tol : float, default=1e-6
         Fixed-point tolerance of the implicit integrator (largest absolute change).
-    max_fixed_point : int, default=100
+    max_iter : int, default=100
         Fixed-point iterations at most; a chain that has not converged is rejected as divergent.
     divergence_threshold : float, default=1000
         Energy error above which a trajectory counts as divergent.
@@ -183,38 +183,38 @@ class RMHMC(Sampler):
     >>> import torch
     >>> from sklearn_bnn.samplers import RMHMC, sample
     >>> res = sample(lambda x: -0.5 * (x**2).sum(), torch.zeros(2, dtype=torch.float64),
-    ...              RMHMC(n_leapfrog=3), n_warmup=20, n_samples=20, n_chains=2, random_state=0)
+    ...              RMHMC(n_steps=3), n_warmup=20, n_draws=20, n_chains=2, random_state=0)
     >>> res.draws.shape
     torch.Size([2, 20, 2])
     """
 
     def __init__(
         self,
-        n_leapfrog=10,
+        n_steps=10,
         integrator="implicit",
         metric=None,
         omega=10.0,
         reset_copies=False,
         copy_scale=0.0,
         tol=1e-6,
-        max_fixed_point=100,
+        max_iter=100,
         divergence_threshold=1000.0,
     ):
-        self.n_leapfrog = n_leapfrog
+        self.n_steps = n_steps
         self.integrator = integrator
         self.metric = metric
         self.omega = omega
         self.reset_copies = reset_copies
         self.copy_scale = copy_scale
         self.tol = tol
-        self.max_fixed_point = max_fixed_point
+        self.max_iter = max_iter
         self.divergence_threshold = divergence_threshold
 
     def _metric(self):
         return SoftAbsMetric() if self.metric is None else self.metric
 
     def check_target(self, target) -> None:
-        check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
+        check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
         if self.integrator not in ("implicit", "explicit"):
             raise ValueError(
                 f"integrator must be 'implicit' or 'explicit', got {self.integrator!r}."
@@ -228,7 +228,7 @@ class RMHMC(Sampler):
                 "as printed (biased where the metric varies)."
             )
         check_scalar_param(self.tol, "tol", low=0, low_inclusive=False)
-        check_scalar_param(self.max_fixed_point, "max_fixed_point", kind="int", low=1)
+        check_scalar_param(self.max_iter, "max_iter", kind="int", low=1)
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         metric = self._metric()
         if not callable(getattr(metric, "evaluate", None)):
@@ -247,13 +247,13 @@ class RMHMC(Sampler):
         return RMHMCKernel(
             target,
             metric=self._metric(),
-            n_leapfrog=self.n_leapfrog,
+            n_steps=self.n_steps,
             integrator=self.integrator,
             omega=self.omega,
             reset_copies=self.reset_copies,
             copy_scale=self.copy_scale,
             tol=self.tol,
-            max_fixed_point=self.max_fixed_point,
+            max_iter=self.max_iter,
             divergence_threshold=self.divergence_threshold,
         )
 
@@ -266,25 +266,25 @@ class RMHMCKernel(Kernel):
         target,
         metric=None,
         step_size=0.1,
-        n_leapfrog=10,
+        n_steps=10,
         integrator="explicit",
         omega=10.0,
         reset_copies=False,
         copy_scale=0.0,
         tol=1e-6,
-        max_fixed_point=100,
+        max_iter=100,
         divergence_threshold=1000.0,
     ):
         self.target = target
         self.metric = SoftAbsMetric() if metric is None else metric
         self.step_size = step_size
-        self.n_leapfrog = n_leapfrog
+        self.n_steps = n_steps
         self.integrator = integrator
         self.omega = omega
         self.reset_copies = reset_copies
         self.copy_scale = copy_scale
         self.tol = tol
-        self.max_fixed_point = max_fixed_point
+        self.max_iter = max_iter
         self.divergence_threshold = divergence_threshold
         self._bind(target)
 
@@ -313,7 +313,7 @@ class RMHMCKernel(Kernel):
         return super().init(position, generator, n_warmup=n_warmup)
 
     def trajectory(self, geo, p, eps, copies=None):
-        """Integrate ``n_leapfrog`` steps from (geo.theta, p).
+        """Integrate ``n_steps`` steps from (geo.theta, p).
 
         Returns (geo, p, converged, n_eval, copies): ``copies`` is the explicit integrator's final
         (geometry at theta~, p~), started from ``copies`` (default: equal to (theta, p)); None
@@ -322,15 +322,15 @@ class RMHMCKernel(Kernel):
         n_eval = 0
         converged = torch.ones(p.shape[0], dtype=torch.bool, device=p.device)
         if self.integrator == "implicit":
-            for _ in range(self.n_leapfrog):
+            for _ in range(self.n_steps):
                 geo, p, ok, n = implicit_step(
-                    self.evaluate, geo, p, eps, self.tol, self.max_fixed_point
+                    self.evaluate, geo, p, eps, self.tol, self.max_iter
                 )
                 converged &= ok
                 n_eval += n
             return geo, p, converged, n_eval, None
         aug = (geo, p, geo, p) if copies is None else (geo, p, *copies)
-        for _ in range(self.n_leapfrog):
+        for _ in range(self.n_steps):
             if self.reset_copies:
                 aug = (aug[0], aug[1], aug[0], aug[1])
             aug, n = explicit_step(self.evaluate, aug, eps, self.omega)

@@ -55,14 +55,14 @@ class S3HMC(Sampler):
 
     Parameters
     ----------
-    n_leapfrog : int, default=20
+    n_steps : int, default=20
         ALBA steps per trajectory L.
     tol : float, default=1e-8
         Fixed-point tolerance of the (tau, p_tau) generalized leapfrog (relative change),
         floored at four machine epsilons of the positions' dtype: a smaller change cannot be
         resolved, and float32 iterations would stall one rounding step apart and count as
         divergent.
-    max_fixed_point : int, default=50
+    max_iter : int, default=50
         Fixed-point iterations at most; non-convergence is a divergence (rejected, counted).
     divergence_threshold : float, default=1000
         Energy error above which a trajectory counts as divergent.
@@ -74,22 +74,22 @@ class S3HMC(Sampler):
     >>> from sklearn_bnn.samplers.s3hmc import HierarchicalTarget
     >>> t = HierarchicalTarget(lambda w: (-0.5 * (w**2).sum(-1), -w), torch.zeros(3, dtype=int),
     ...                        torch.tensor([2.0]), torch.tensor([1.0]))
-    >>> res = sample(t, torch.zeros(4, dtype=torch.float64), S3HMC(n_leapfrog=5), n_warmup=20,
-    ...              n_samples=20, n_chains=2, random_state=0)
+    >>> res = sample(t, torch.zeros(4, dtype=torch.float64), S3HMC(n_steps=5), n_warmup=20,
+    ...              n_draws=20, n_chains=2, random_state=0)
     >>> res.draws.shape
     torch.Size([2, 20, 4])
     """
 
-    def __init__(self, n_leapfrog=20, tol=1e-8, max_fixed_point=50, divergence_threshold=1000.0):
-        self.n_leapfrog = n_leapfrog
+    def __init__(self, n_steps=20, tol=1e-8, max_iter=50, divergence_threshold=1000.0):
+        self.n_steps = n_steps
         self.tol = tol
-        self.max_fixed_point = max_fixed_point
+        self.max_iter = max_iter
         self.divergence_threshold = divergence_threshold
 
     def check_target(self, target) -> None:
-        check_scalar_param(self.n_leapfrog, "n_leapfrog", kind="int", low=1)
+        check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
         check_scalar_param(self.tol, "tol", low=0, low_inclusive=False)
-        check_scalar_param(self.max_fixed_point, "max_fixed_point", kind="int", low=1)
+        check_scalar_param(self.max_iter, "max_iter", kind="int", low=1)
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         if not isinstance(target, HierarchicalTarget):
             raise ValueError(
@@ -116,9 +116,9 @@ class S3HMC(Sampler):
         self.check_target(target)
         return S3HMCKernel(
             target,
-            n_leapfrog=self.n_leapfrog,
+            n_steps=self.n_steps,
             tol=self.tol,
-            max_fixed_point=self.max_fixed_point,
+            max_iter=self.max_iter,
             divergence_threshold=self.divergence_threshold,
         )
 
@@ -130,16 +130,16 @@ class S3HMCKernel(Kernel):
         self,
         target,
         step_size=0.01,
-        n_leapfrog=20,
+        n_steps=20,
         tol=1e-8,
-        max_fixed_point=50,
+        max_iter=50,
         divergence_threshold=1000.0,
     ):
         self.target = target
         self.step_size = step_size
-        self.n_leapfrog = n_leapfrog
+        self.n_steps = n_steps
         self.tol = tol
-        self.max_fixed_point = max_fixed_point
+        self.max_iter = max_iter
         self.divergence_threshold = divergence_threshold
 
     # -- the Hamiltonian in (w, tau) --------------------------------------------------------
@@ -177,7 +177,7 @@ class S3HMCKernel(Kernel):
         tol = max(float(self.tol), 4 * torch.finfo(dtype).eps)  # resolvable in this dtype
         ok = torch.ones(tau.shape[0], dtype=torch.bool, device=device)
         p_half = pt
-        for _ in range(self.max_fixed_point):
+        for _ in range(self.max_iter):
             new = pt - half * dH_dtau(tau, p_half)
             change = ((new - p_half).abs() / (1.0 + new.abs())).amax(-1)
             p_half = new
@@ -186,7 +186,7 @@ class S3HMCKernel(Kernel):
         ok &= change < tol
         v0 = p_half * tau**2 / c
         x = tau
-        for _ in range(self.max_fixed_point):
+        for _ in range(self.max_iter):
             new = tau + half * (v0 + p_half * x**2 / c)
             change = ((new - x).abs() / (1.0 + new.abs())).amax(-1)
             x = torch.where(torch.isfinite(new), new, tau)
@@ -218,7 +218,7 @@ class S3HMCKernel(Kernel):
         ok = torch.ones(C, dtype=torch.bool, device=device)
         n_grad = 0
         with torch.no_grad():
-            for _ in range(self.n_leapfrog):
+            for _ in range(self.n_steps):
                 # half a leapfrog step (eps/2) in (w, p_w) given tau: kick eps/4, drift, kick
                 for _half in range(2):
                     if _half == 1:

@@ -25,7 +25,7 @@ __all__ = [
 
 
 def cosine_step_size(final: torch.Tensor, start: float | None, progress: float) -> torch.Tensor:
-    """The burn-in step size of seeds/004 (Table 2, "cosine schedule").
+    """The warmup step size of seeds/004 (Table 2, "cosine schedule").
 
     Anneals from ``start`` down to ``final`` along half a cosine as ``progress`` goes from 0 to
     1; from then on (and with ``start=None``) it is ``final``. The momentum decay is held fixed,

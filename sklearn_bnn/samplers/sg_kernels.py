@@ -1,6 +1,6 @@
 """The kernels of the stochastic-gradient samplers of :mod:`.sgmcmc` (seeds/004, REFERENCE §6).
 
-Batches, the burn-in step-size schedule (told its length by the loop through ``init``), the
+Batches, the warmup step-size schedule (told its length by the loop through ``init``), the
 momentum draws and the divergence bookkeeping shared by all of them (:class:`_SGKernel`); the
 unadjusted updates of SGLD and SGHMC. The adjusted kernels (AMAGOLD, GSGHMC, HTE) are in
 :mod:`.sg_adjusted`.
@@ -37,7 +37,7 @@ class _SGKernel(Kernel):
         self.target = target
         self.sampler = sampler
         self.step_size = float(sampler.step_size)
-        self.burnin_step_size = sampler.burnin_step_size
+        self.warmup_step_size = sampler.warmup_step_size
         self.n_rows = int(target.n_data)
         self.rows_per_batch = min(int(target.batch_size), self.n_rows)
         self.n_batches = max(self.n_rows // self.rows_per_batch, 1)
@@ -48,7 +48,7 @@ class _SGKernel(Kernel):
 
     # -- the schedule's clock, shared with the copies a Gibbs step makes (``with_target``) ----
     @property
-    def n_burnin(self) -> int:
+    def n_warmup(self) -> int:
         """Warmup transitions, told by the loop through :meth:`init` (the cosine schedule)."""
         return self._clock.n_warmup
 
@@ -96,7 +96,7 @@ class _SGKernel(Kernel):
 
     def init(self, position: torch.Tensor, generator=None, *, n_warmup: int = 0) -> State:
         """The start state: log density estimate and gradient on one batch (the first rows);
-        the schedule restarts, with ``n_warmup`` transitions of burn-in."""
+        the schedule restarts, with ``n_warmup`` transitions of warmup."""
         if position.ndim == 1:
             position = position[None]
         self._clock = _Clock(int(n_warmup))
@@ -105,11 +105,11 @@ class _SGKernel(Kernel):
 
     # -- helpers ---------------------------------------------------------------------------------
     def _eps(self, eps: torch.Tensor, step: int) -> torch.Tensor:
-        """(C, 1) step size of minibatch step ``step`` of this transition (cosine in burn-in)."""
-        if self.burnin_step_size is None or self._transition >= self.n_burnin:
+        """(C, 1) step size of minibatch step ``step`` of this transition (cosine in warmup)."""
+        if self.warmup_step_size is None or self._transition >= self.n_warmup:
             return eps[:, None]
-        progress = (self._transition + step / self.n_steps) / self.n_burnin
-        return cosine_step_size(eps[:, None], float(self.burnin_step_size), progress)
+        progress = (self._transition + step / self.n_steps) / self.n_warmup
+        return cosine_step_size(eps[:, None], float(self.warmup_step_size), progress)
 
     def _randn(self, like, generator):
         return torch.randn(like.shape, generator=generator, dtype=like.dtype, device=like.device)
@@ -194,7 +194,7 @@ class _UnadjustedKernel(_SGKernel):
 
     The updates run in place on per-transition buffers (:class:`_Scratch`); the noise is drawn
     into one of them, and the coefficients that depend on the step size are computed once per
-    transition (per step during the cosine burn-in). Each product is rounded on its own, in
+    transition (per step during the cosine warmup). Each product is rounded on its own, in
     the order of the update rules in :mod:`.sg_integrators`, so the draws are those of the
     plain expressions bit for bit.
     """
@@ -227,7 +227,7 @@ class _UnadjustedKernel(_SGKernel):
         m = self._momentum(theta, inv_mass, generator, T)
         work = _Scratch(theta)
         n_div = torch.zeros(C, dtype=torch.long, device=theta.device)
-        scheduled = self.burnin_step_size is not None and self._transition < self.n_burnin
+        scheduled = self.warmup_step_size is not None and self._transition < self.n_warmup
         coef = None
         for i, rows in enumerate(self._batches(generator)):
             if coef is None or scheduled:

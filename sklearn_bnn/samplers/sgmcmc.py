@@ -12,7 +12,7 @@ same number of rows).
 Momentum is drawn afresh from N(0, T M) at the start of each transition (a Gibbs step that
 leaves the target invariant), so the sampling loop's state stays ``(position, log_prob, grad)``.
 These kernels choose their own step size schedule (``adapts_step_size = False``): the step size
-of the run, annealed from ``burnin_step_size`` along a cosine during burn-in, whose length the
+of the run, annealed from ``warmup_step_size`` along a cosine during warmup, whose length the
 loop tells them (``kernel.init(position, generator, n_warmup=...)``). The target needs
 ``batch_value_and_grad(theta, rows)``, ``n_data`` and ``batch_size``
 (:class:`~sklearn_bnn.targets.MinibatchTarget`), and, for AMAGOLD and HTE, the exact
@@ -42,9 +42,9 @@ class _SGSampler(Sampler):
         check_scalar_param(self.step_size, "step_size", low=0, low_inclusive=False)
         if self.n_steps is not None:
             check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
-        if self.burnin_step_size is not None:
+        if self.warmup_step_size is not None:
             check_scalar_param(
-                self.burnin_step_size, "burnin_step_size", low=0, low_inclusive=False
+                self.warmup_step_size, "warmup_step_size", low=0, low_inclusive=False
             )
         if hasattr(self, "momentum"):
             check_scalar_param(self.momentum, "momentum", low=0, high=1)
@@ -78,8 +78,8 @@ class SGLD(_SGSampler):
     ----------
     step_size : float, default=1e-3
         eps (the Langevin time step).
-    burnin_step_size : float, default=None
-        Start of the cosine burn-in schedule (annealed to ``step_size``); None: constant.
+    warmup_step_size : float, default=None
+        Start of the cosine warmup schedule (annealed to ``step_size``); None: constant.
     temperature : float, default=1.0
         T: 1 samples the posterior, 0 is stochastic gradient ascent.
     n_steps : int, default=None
@@ -93,9 +93,9 @@ class SGLD(_SGSampler):
 
     _kernel_cls = SGLDKernel
 
-    def __init__(self, step_size=1e-3, burnin_step_size=None, temperature=1.0, n_steps=None):
+    def __init__(self, step_size=1e-3, warmup_step_size=None, temperature=1.0, n_steps=None):
         self.step_size = step_size
-        self.burnin_step_size = burnin_step_size
+        self.warmup_step_size = warmup_step_size
         self.temperature = temperature
         self.n_steps = n_steps
 
@@ -114,8 +114,8 @@ class SGHMC(_SGSampler):
     integrator : {"euler", "obabo", "skew"}, default="euler"
         Euler-Maruyama; OBABO (exact Ornstein-Uhlenbeck half steps around a velocity-Verlet
         step, one gradient per step); the skew-symmetric update of AMAGOLD without its test.
-    burnin_step_size : float, default=None
-        Start of the cosine burn-in schedule (annealed to ``step_size``); None: constant.
+    warmup_step_size : float, default=None
+        Start of the cosine warmup schedule (annealed to ``step_size``); None: constant.
     temperature : float, default=1.0
     n_steps : int, default=None
         Minibatch steps per transition; None: one epoch.
@@ -128,14 +128,14 @@ class SGHMC(_SGSampler):
         step_size=1e-3,
         momentum=0.9,
         integrator="euler",
-        burnin_step_size=None,
+        warmup_step_size=None,
         temperature=1.0,
         n_steps=None,
     ):
         self.step_size = step_size
         self.momentum = momentum
         self.integrator = integrator
-        self.burnin_step_size = burnin_step_size
+        self.warmup_step_size = warmup_step_size
         self.temperature = temperature
         self.n_steps = n_steps
 
@@ -151,10 +151,10 @@ class SGHMC(_SGSampler):
 
 
 class _AdjustedSampler(_SGSampler):
-    def __init__(self, step_size=1e-3, momentum=0.9, burnin_step_size=None, n_steps=None):
+    def __init__(self, step_size=1e-3, momentum=0.9, warmup_step_size=None, n_steps=None):
         self.step_size = step_size
         self.momentum = momentum
-        self.burnin_step_size = burnin_step_size
+        self.warmup_step_size = warmup_step_size
         self.n_steps = n_steps
 
     def check_target(self, target) -> None:
@@ -170,8 +170,8 @@ _ADJUSTED_PARAMS = """
         eps, the time step (the matching SGD learning rate is eps**2).
     momentum : float, default=0.9
         Momentum decay alpha per step, in [0, 1] (1: no friction).
-    burnin_step_size : float, default=None
-        Start of the cosine burn-in schedule (annealed to ``step_size``); None: constant.
+    warmup_step_size : float, default=None
+        Start of the cosine warmup schedule (annealed to ``step_size``); None: constant.
     n_steps : int, default=None
         Minibatch steps per transition (the trajectory length); None: one epoch.
 """
@@ -226,9 +226,9 @@ class GSGHMC(_AdjustedSampler):
     _kernel_cls = GSGHMCKernel
 
     def __init__(
-        self, step_size=1e-3, momentum=0.9, burnin_step_size=None, n_steps=None, energy="paired"
+        self, step_size=1e-3, momentum=0.9, warmup_step_size=None, n_steps=None, energy="paired"
     ):
-        super().__init__(step_size, momentum, burnin_step_size, n_steps)
+        super().__init__(step_size, momentum, warmup_step_size, n_steps)
         self.energy = energy
 
     def _check_common(self) -> None:
@@ -261,9 +261,9 @@ class HTE(_AdjustedSampler):
     needs_exact_log_prob = True
 
     def __init__(
-        self, step_size=1e-3, momentum=0.9, burnin_step_size=None, n_steps=None, max_tries=10
+        self, step_size=1e-3, momentum=0.9, warmup_step_size=None, n_steps=None, max_tries=10
     ):
-        super().__init__(step_size, momentum, burnin_step_size, n_steps)
+        super().__init__(step_size, momentum, warmup_step_size, n_steps)
         self.max_tries = max_tries
 
     def _check_common(self) -> None:

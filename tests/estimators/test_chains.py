@@ -10,7 +10,7 @@ from torch import nn
 from sklearn_bnn import HMCClassifier, HMCRegressor
 from sklearn_bnn.samplers import chain_seeds
 
-SMALL = dict(hidden_layer_sizes=(8,), n_samples=30, n_warmup=30, n_leapfrog=5, random_state=0)
+SMALL = dict(hidden_layer_sizes=(8,), n_draws=30, n_warmup=30, n_steps=5, random_state=0)
 
 
 @pytest.fixture(scope="module")
@@ -50,10 +50,10 @@ def test_parallel_under_dask_gives_the_same_draws(blobs):
 
 def test_warm_start_continues_per_chain_streams(blobs):
     X, y = blobs
-    once = HMCClassifier(**{**SMALL, "n_samples": 40}, n_chains=2, chain_method="sequential")
+    once = HMCClassifier(**{**SMALL, "n_draws": 40}, n_chains=2, chain_method="sequential")
     once.fit(X, y)
     twice = HMCClassifier(
-        **{**SMALL, "n_samples": 20}, n_chains=2, chain_method="sequential", warm_start=True
+        **{**SMALL, "n_draws": 20}, n_chains=2, chain_method="sequential", warm_start=True
     )
     twice.fit(X, y).fit(X, y)
     assert torch.equal(once.samples_.draws, twice.samples_.draws)
@@ -73,9 +73,9 @@ def test_every_chain_method_samples_the_linear_regression_posterior(chain_method
         module=_linear,
         prior_precision=alpha,
         noise_precision=beta,
-        n_samples=500,
+        n_draws=500,
         n_warmup=200,
-        n_leapfrog=8,
+        n_steps=8,
         n_chains=3,
         dtype="float64",
         chain_method=chain_method,
@@ -110,8 +110,8 @@ def test_warm_start_keeps_the_adapted_mass_matrix(blobs, chain_method):
         "n_chains": 2,
         "chain_method": chain_method,
     }
-    once = HMCClassifier(**{**params, "n_samples": 40}).fit(X, y)
-    twice = HMCClassifier(**{**params, "n_samples": 20}, warm_start=True).fit(X, y)
+    once = HMCClassifier(**{**params, "n_draws": 40}).fit(X, y)
+    twice = HMCClassifier(**{**params, "n_draws": 20}, warm_start=True).fit(X, y)
     inv_mass = twice.diagnostics_["inv_mass"]
     assert inv_mass.shape == (2, twice.samples_.dim) and not np.allclose(inv_mass, 1.0)
     twice.fit(X, y)
@@ -129,7 +129,7 @@ def test_nuts_estimator_samples_the_linear_regression_posterior():
         prior_precision=alpha,
         noise_precision=beta,
         sampler="nuts",
-        n_samples=400,
+        n_draws=400,
         n_warmup=200,
         n_chains=3,
         dtype="float64",
@@ -145,12 +145,12 @@ def test_nuts_estimator_samples_the_linear_regression_posterior():
 @pytest.mark.parametrize("first, then", [("vectorized", "parallel"), ("sequential", "vectorized")])
 def test_warm_start_across_a_change_of_chain_method(blobs, first, then):
     X, y = blobs
-    clf = HMCClassifier(**{**SMALL, "n_samples": 10}, n_chains=2, chain_method=first)
+    clf = HMCClassifier(**{**SMALL, "n_draws": 10}, n_chains=2, chain_method=first)
     clf.set_params(warm_start=True).fit(X, y)
     clf.set_params(chain_method=then, n_jobs=2).fit(X, y)
     assert clf.samples_.draws.shape[:2] == (2, 20)
     assert torch.isfinite(clf.samples_.draws).all()
-    again = HMCClassifier(**{**SMALL, "n_samples": 10}, n_chains=2, chain_method=first)
+    again = HMCClassifier(**{**SMALL, "n_draws": 10}, n_chains=2, chain_method=first)
     again.set_params(warm_start=True).fit(X, y)
     again.set_params(chain_method=then, n_jobs=2).fit(X, y)
     assert torch.equal(clf.samples_.draws, again.samples_.draws)  # still reproducible
@@ -165,7 +165,7 @@ def test_warm_start_across_a_change_of_chain_method(blobs, first, then):
 )
 def test_warm_start_refuses_a_change_it_would_ignore(blobs, change, match):
     X, y = blobs
-    clf = HMCClassifier(**{**SMALL, "n_samples": 5}, n_chains=2, warm_start=True).fit(X, y)
+    clf = HMCClassifier(**{**SMALL, "n_draws": 5}, n_chains=2, warm_start=True).fit(X, y)
     draws = clf.samples_.draws.clone()
     with pytest.raises(ValueError, match=match):
         clf.set_params(**change).fit(X, y)

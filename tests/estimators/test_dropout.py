@@ -12,7 +12,11 @@ from sklearn_bnn import MCDropoutClassifier, MCDropoutRegressor
 from sklearn_bnn.estimators.dropout import draw_masks, forward_with_masks
 
 FAST = dict(
-    hidden_layer_sizes=(16,), max_iter=30, learning_rate=1e-2, n_mc_samples=10, random_state=0
+    hidden_layer_sizes=(16,),
+    max_iter=30,
+    learning_rate_init=1e-2,
+    n_predict_draws=10,
+    random_state=0,
 )
 
 
@@ -30,7 +34,11 @@ def iris():
 def iris_clf(iris):
     X, y = iris
     return MCDropoutClassifier(
-        hidden_layer_sizes=(32,), max_iter=100, learning_rate=1e-2, n_mc_samples=50, random_state=0
+        hidden_layer_sizes=(32,),
+        max_iter=100,
+        learning_rate_init=1e-2,
+        n_predict_draws=50,
+        random_state=0,
     ).fit(X, y)
 
 
@@ -101,7 +109,11 @@ def test_class_weight_is_weighted_cross_entropy():
         400, 5, n_informative=3, weights=[0.85], flip_y=0.1, class_sep=0.5, random_state=0
     )
     kw = dict(
-        hidden_layer_sizes=(16,), max_iter=60, learning_rate=1e-2, n_mc_samples=20, random_state=0
+        hidden_layer_sizes=(16,),
+        max_iter=60,
+        learning_rate_init=1e-2,
+        n_predict_draws=20,
+        random_state=0,
     )
     plain = MCDropoutClassifier(**kw).fit(X, y)
     balanced = MCDropoutClassifier(class_weight="balanced", **kw).fit(X, y)
@@ -113,7 +125,7 @@ def test_reproducible_and_global_rng_untouched(iris):
     torch.manual_seed(123)
     state = torch.random.get_rng_state()
     np_state = np.random.get_state()[1].copy()  # noqa: NPY002 (the global state is the point)
-    kw = dict(hidden_layer_sizes=(8,), max_iter=10, n_mc_samples=5)
+    kw = dict(hidden_layer_sizes=(8,), max_iter=10, n_predict_draws=5)
     a = MCDropoutClassifier(random_state=3, **kw).fit(X, y).predict_proba(X)
     b = MCDropoutClassifier(random_state=3, **kw).fit(X, y).predict_proba(X)
     c = MCDropoutClassifier(random_state=4, **kw).fit(X, y).predict_proba(X)
@@ -126,7 +138,7 @@ def test_reproducible_and_global_rng_untouched(iris):
 def test_regressor_std_combines_noise_and_draws():
     X, y = sine_data(300, 0)
     reg = MCDropoutRegressor(
-        hidden_layer_sizes=(50,), max_iter=200, learning_rate=1e-2, random_state=0
+        hidden_layer_sizes=(50,), max_iter=200, learning_rate_init=1e-2, random_state=0
     ).fit(X, y)
     samples = reg.predict_samples(X)
     mean, std = reg.predict(X, return_std=True)
@@ -149,7 +161,7 @@ def test_learned_noise_matches_least_squares():
     X = rng.normal(size=(500, 2))
     y = X @ [2.0, -1.0] + 0.5 * rng.normal(size=500)
     reg = MCDropoutRegressor(
-        hidden_layer_sizes=(), max_iter=300, learning_rate=2e-2, random_state=0
+        hidden_layer_sizes=(), max_iter=300, learning_rate_init=2e-2, random_state=0
     ).fit(X, y)
     mse = np.mean((LinearRegression().fit(X, y).predict(X) - y) ** 2)
     assert reg.noise_precision_[0] == pytest.approx(1 / mse, rel=0.05)
@@ -163,7 +175,7 @@ def test_regressor_multi_output_shapes():
     X, y = sine_data(100, 0)
     Y = np.column_stack([y, 10 * y + 3])
     reg = MCDropoutRegressor(
-        hidden_layer_sizes=(16,), max_iter=20, n_mc_samples=7, random_state=0
+        hidden_layer_sizes=(16,), max_iter=20, n_predict_draws=7, random_state=0
     ).fit(X, Y)
     mean, std = reg.predict(X[:4], return_std=True)
     assert mean.shape == std.shape == (4, 2)
@@ -176,7 +188,7 @@ def test_early_stopping_keeps_best_weights():
     reg = MCDropoutRegressor(
         hidden_layer_sizes=(64,),
         max_iter=400,
-        learning_rate=3e-2,
+        learning_rate_init=3e-2,
         early_stopping=True,
         n_iter_no_change=5,
         random_state=0,
@@ -194,10 +206,10 @@ def test_early_stopping_keeps_best_weights():
         ("dropout", -0.1),
         ("prior_precision", 0.0),
         ("weight_decay", -1.0),
-        ("n_mc_samples", 0),
+        ("n_predict_draws", 0),
         ("max_iter", 1.5),
         ("batch_size", 0),
-        ("learning_rate", 0.0),
+        ("learning_rate_init", 0.0),
         ("validation_fraction", 1.0),
         ("n_iter_no_change", 0),
         ("activation", "nope"),
@@ -227,7 +239,7 @@ def test_verbose_progress_bar(iris, capsys):
 @pytest.mark.parametrize("Est", [MCDropoutClassifier, MCDropoutRegressor])
 def test_persistence_round_trips(tmp_path, iris, Est):
     X, y = iris
-    est = Est(hidden_layer_sizes=(8,), max_iter=10, n_mc_samples=20, random_state=0)
+    est = Est(hidden_layer_sizes=(8,), max_iter=10, n_predict_draws=20, random_state=0)
     est.fit(X, y.astype(float) if Est is MCDropoutRegressor else y)
     method = est.predict_proba if Est is MCDropoutClassifier else est.predict
     expected = method(X)
@@ -247,7 +259,11 @@ def test_float64_and_string_labels(iris):
     X, y = iris
     labels = np.array(["setosa", "versicolor", "virginica"])[y]
     clf = MCDropoutClassifier(
-        hidden_layer_sizes=(8,), max_iter=30, learning_rate=1e-2, dtype="float64", random_state=0
+        hidden_layer_sizes=(8,),
+        max_iter=30,
+        learning_rate_init=1e-2,
+        dtype="float64",
+        random_state=0,
     ).fit(X, labels)
     assert next(clf.module_.parameters()).dtype == torch.float64
     assert set(clf.predict(X)) <= set(labels)
@@ -257,7 +273,11 @@ def test_float64_and_string_labels(iris):
 def test_cuda_fit_predict_and_pickle_on_cpu(iris):
     X, y = iris
     clf = MCDropoutClassifier(
-        hidden_layer_sizes=(16,), max_iter=50, learning_rate=1e-2, device="cuda", random_state=0
+        hidden_layer_sizes=(16,),
+        max_iter=50,
+        learning_rate_init=1e-2,
+        device="cuda",
+        random_state=0,
     ).fit(X, y)
     assert next(clf.module_.parameters()).device.type == "cpu"
     assert clf.score(X, y) > 0.9

@@ -18,7 +18,7 @@ from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.metrics import expected_calibration_error, negative_log_likelihood
 from sklearn_bnn.samplers import HMCKernel
 
-SMALL = dict(hidden_layer_sizes=(8,), n_samples=40, n_warmup=40, n_leapfrog=5, random_state=0)
+SMALL = dict(hidden_layer_sizes=(8,), n_draws=40, n_warmup=40, n_steps=5, random_state=0)
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +45,9 @@ def test_regressor_reproduces_bayesian_linear_regression_posterior():
         module=linear_module,
         prior_precision=alpha,
         noise_precision=beta,
-        n_samples=1500,
+        n_draws=1500,
         n_warmup=300,
-        n_leapfrog=10,
+        n_steps=10,
         n_chains=4,
         dtype="float64",
         random_state=1,
@@ -146,7 +146,7 @@ def test_weights_only_round_trip_regressor_with_custom_module(tmp_path):
     X = rng.normal(size=(30, 2))
     y = np.c_[X.sum(1), X[:, 0] * 100]
     reg = HMCRegressor(
-        module=linear_module, normalize_y=True, n_samples=20, n_warmup=20, random_state=0
+        module=linear_module, normalize_y=True, n_draws=20, n_warmup=20, random_state=0
     ).fit(X, y)
     sklearn_bnn.save(reg, tmp_path / "r.pt")
     with pytest.raises(ValueError, match="module"):
@@ -183,7 +183,7 @@ def test_regressor_normalize_y_handles_units():
     reg = HMCRegressor(
         hidden_layer_sizes=(20,),
         normalize_y=True,
-        n_samples=100,
+        n_draws=100,
         n_warmup=150,
         random_state=0,
     ).fit(X, y)
@@ -221,9 +221,9 @@ def test_wrong_feature_count_at_predict(iris):
 @pytest.mark.parametrize(
     "param, value",
     [
-        ("n_samples", 0),
+        ("n_draws", 0),
         ("n_warmup", -1),
-        ("n_leapfrog", 0),
+        ("n_steps", 0),
         ("thin", 0),
         ("n_chains", 0),
         ("step_size", -0.1),
@@ -273,8 +273,8 @@ def test_keyboard_interrupt_keeps_draws(iris, monkeypatch):
 
 def test_warm_start_continues_the_same_chains(iris):
     X, y = iris
-    once = HMCClassifier(**{**SMALL, "n_samples": 40}).fit(X, y)
-    ws = HMCClassifier(**{**SMALL, "n_samples": 20, "warm_start": True}).fit(X, y)
+    once = HMCClassifier(**{**SMALL, "n_draws": 40}).fit(X, y)
+    ws = HMCClassifier(**{**SMALL, "n_draws": 20, "warm_start": True}).fit(X, y)
     first = ws.samples_.draws.clone()
     ws.fit(X, y)
     assert len(ws.samples_) == 40
@@ -306,7 +306,7 @@ def test_user_module_is_not_mutated_and_frozen_parameters_stay(iris):
     net = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
     net[0].weight.requires_grad_(False)
     before = [p.detach().clone() for p in net.parameters()]
-    clf = HMCClassifier(module=net, n_samples=20, n_warmup=20, random_state=0).fit(X, y)
+    clf = HMCClassifier(module=net, n_draws=20, n_warmup=20, random_state=0).fit(X, y)
     assert all(torch.equal(a, b) for a, b in zip(before, net.parameters(), strict=True))
     assert clf.samples_.dim == 6 + 18 + 3  # the frozen 4x6 weight is not sampled
     with warnings.catch_warnings():

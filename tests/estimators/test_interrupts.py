@@ -16,7 +16,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn_bnn import HMCClassifier
 from sklearn_bnn.samplers import HMCKernel
 
-SMALL = dict(hidden_layer_sizes=(4,), n_samples=30, n_warmup=20, n_leapfrog=3, random_state=0)
+SMALL = dict(hidden_layer_sizes=(4,), n_draws=30, n_warmup=20, n_steps=3, random_state=0)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ _SCRIPT = textwrap.dedent(
     from sklearn.datasets import load_iris
     from sklearn_bnn import HMCClassifier
     X, y = load_iris(return_X_y=True)
-    clf = HMCClassifier(hidden_layer_sizes=(8,), n_samples=100000, n_warmup=10, n_leapfrog=3,
+    clf = HMCClassifier(hidden_layer_sizes=(8,), n_draws=100000, n_warmup=10, n_steps=3,
                         n_chains=2, chain_method="parallel", n_jobs=2, init="random",
                         verbose=True, random_state=0)
     print("fitting", flush=True)

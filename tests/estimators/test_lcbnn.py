@@ -14,9 +14,9 @@ from sklearn_bnn.estimators.lcbnn import loss_calibrated_penalty, transformed_ut
 FAST = dict(
     hidden_layer_sizes=(16,),
     max_iter=30,
-    learning_rate=1e-2,
-    n_mc_samples=10,
-    n_decision_samples=4,
+    learning_rate_init=1e-2,
+    n_predict_draws=10,
+    n_train_draws=4,
     random_state=0,
 )
 
@@ -78,8 +78,8 @@ def test_decisions_are_bayes_actions(iris):
         u,
         hidden_layer_sizes=(16,),
         max_iter=40,
-        learning_rate=1e-2,
-        n_mc_samples=30,
+        learning_rate_init=1e-2,
+        n_predict_draws=30,
         random_state=0,
     ).fit(X, y)
     proba = clf.predict_proba(X)
@@ -105,7 +105,7 @@ def test_non_square_utility_returns_decision_indices(iris):
         ({"utility": [[1, 0, 0], [0, np.nan, 0], [0, 0, 1]]}, "finite"),
         ({"utility": [1, 0, 0]}, "2-D"),
         ({"utility_bound": 0.0}, "utility_bound"),
-        ({"n_decision_samples": 0}, "n_decision_samples"),
+        ({"n_train_draws": 0}, "n_train_draws"),
         ({"warmup_fraction": 1.0}, "warmup_fraction"),
     ],
 )
@@ -132,7 +132,7 @@ def digits():
 
 
 DIGITS = dict(
-    hidden_layer_sizes=(50,), dropout=0.2, max_iter=60, learning_rate=3e-3, n_mc_samples=50
+    hidden_layer_sizes=(50,), dropout=0.2, max_iter=60, learning_rate_init=3e-3, n_predict_draws=50
 )
 
 
@@ -169,7 +169,7 @@ def test_label_noise_lcbnn_utility_at_least_mc_dropout(digits, one_thread):
 
 def test_reproducible_and_persistent(tmp_path, iris):
     X, y = iris
-    kw = dict(utility=np.eye(3) + 0.1, hidden_layer_sizes=(8,), max_iter=10, n_mc_samples=20)
+    kw = dict(utility=np.eye(3) + 0.1, hidden_layer_sizes=(8,), max_iter=10, n_predict_draws=20)
     a = LossCalibratedBNN(random_state=5, **kw).fit(X, y)
     b = LossCalibratedBNN(random_state=5, **kw).fit(X, y)
     expected = a.predict_expected_utility(X)

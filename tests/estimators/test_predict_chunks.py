@@ -21,9 +21,9 @@ def _data(n_out):
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: HMCRegressor(hidden_layer_sizes=(4,), n_samples=15, n_warmup=10, random_state=0),
+        lambda: HMCRegressor(hidden_layer_sizes=(4,), n_draws=15, n_warmup=10, random_state=0),
         lambda: SplitHMCRegressor(
-            hidden_layer_sizes=(4,), n_samples=15, n_warmup=10, n_splits=2, random_state=0
+            hidden_layer_sizes=(4,), n_draws=15, n_warmup=10, n_splits=2, random_state=0
         ),
     ],
 )
@@ -45,7 +45,7 @@ def test_hmc_regressors_chunked_predict_equals_the_draws(monkeypatch, make, n_ou
 def test_dropout_regressor_chunked_predict_equals_the_draws(monkeypatch, n_out):
     X, y = _data(n_out)
     reg = MCDropoutRegressor(
-        hidden_layer_sizes=(8,), max_iter=3, n_mc_samples=12, random_state=0
+        hidden_layer_sizes=(8,), max_iter=3, n_predict_draws=12, random_state=0
     ).fit(X, y)
     draws = reg.predict_samples(X)
     monkeypatch.setattr(dropout_module, "_PREDICT_CHUNK_ELEMENTS", 12 * 8 * 4)  # 4 rows a chunk

@@ -21,8 +21,8 @@ from sklearn_bnn import (
     SplitHMCRegressor,
 )
 
-MCMC = dict(hidden_layer_sizes=(4,), n_samples=5, n_warmup=5, n_leapfrog=3, random_state=0)
-DROPOUT = dict(hidden_layer_sizes=(4,), max_iter=3, n_mc_samples=3, random_state=0)
+MCMC = dict(hidden_layer_sizes=(4,), n_draws=5, n_warmup=5, n_steps=3, random_state=0)
+DROPOUT = dict(hidden_layer_sizes=(4,), max_iter=3, n_predict_draws=3, random_state=0)
 
 ESTIMATORS = [
     HMCClassifier(**MCMC),
@@ -32,9 +32,9 @@ ESTIMATORS = [
     MCDropoutClassifier(**DROPOUT),
     MCDropoutRegressor(**DROPOUT),
     MCDropoutClassifier(early_stopping=True, **DROPOUT),
-    LossCalibratedBNN(n_decision_samples=2, warmup_fraction=0.3, **DROPOUT),
+    LossCalibratedBNN(n_train_draws=2, warmup_fraction=0.3, **DROPOUT),
     PlanNetRegressor(
-        hidden_layer_sizes=(4,), n_estimators=2, n_mc_samples=3, max_iter=3, random_state=0
+        hidden_layer_sizes=(4,), n_estimators=2, n_predict_draws=3, max_iter=3, random_state=0
     ),
 ]
 

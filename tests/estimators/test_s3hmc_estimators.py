@@ -12,9 +12,9 @@ from sklearn_bnn.samplers import RMHMC, S3HMC
 
 FAST = dict(
     hidden_layer_sizes=(4,),
-    n_samples=10,
+    n_draws=10,
     n_warmup=10,
-    n_leapfrog=3,
+    n_steps=3,
     n_init_steps=150,
     random_state=0,
 )
@@ -23,7 +23,7 @@ FAST = dict(
 @parametrize_with_checks(
     [
         HMCClassifier(prior_precision=HierarchicalPrior(), sampler="s3hmc", **FAST),
-        HMCRegressor(prior_precision=HierarchicalPrior(), sampler=S3HMC(n_leapfrog=3), **FAST),
+        HMCRegressor(prior_precision=HierarchicalPrior(), sampler=S3HMC(n_steps=3), **FAST),
     ]
 )
 def test_sklearn_contract_with_a_hierarchical_prior(estimator, check):
@@ -84,8 +84,8 @@ def test_rmhmc_on_a_small_network():
     X, y = _regression(30)
     reg = HMCRegressor(
         hidden_layer_sizes=(3,),
-        sampler=RMHMC(n_leapfrog=2),
-        n_samples=4,
+        sampler=RMHMC(n_steps=2),
+        n_draws=4,
         n_warmup=4,
         dtype="float64",
         random_state=0,

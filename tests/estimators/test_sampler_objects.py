@@ -13,7 +13,7 @@ from torch import nn
 from sklearn_bnn import HMCClassifier, HMCRegressor, SplitHMCRegressor
 from sklearn_bnn.samplers import HMC, NUTS, Info, Kernel, Sampler, State
 
-TINY = dict(hidden_layer_sizes=(4,), n_samples=15, n_warmup=15, n_init_steps=20, random_state=0)
+TINY = dict(hidden_layer_sizes=(4,), n_draws=15, n_warmup=15, n_init_steps=20, random_state=0)
 
 
 @pytest.fixture(scope="module")
@@ -31,20 +31,20 @@ def test_sampler_object_and_name_give_identical_draws(iris):
 
 
 def test_clone_and_nested_parameters():
-    est = HMCRegressor(sampler=HMC(n_leapfrog=7), **TINY)
+    est = HMCRegressor(sampler=HMC(n_steps=7), **TINY)
     copy = clone(est)
     assert copy.sampler is not est.sampler
-    assert copy.get_params()["sampler__n_leapfrog"] == 7
+    assert copy.get_params()["sampler__n_steps"] == 7
     assert not hasattr(copy, "samples_")
-    copy.set_params(sampler__n_leapfrog=3)
-    assert copy.sampler.n_leapfrog == 3 and est.sampler.n_leapfrog == 7
+    copy.set_params(sampler__n_steps=3)
+    assert copy.sampler.n_steps == 3 and est.sampler.n_steps == 7
 
 
 def test_grid_search_over_samplers(iris):
     X, y = iris
     search = GridSearchCV(
         HMCClassifier(**TINY),
-        {"sampler": [HMC(n_leapfrog=3), NUTS(max_tree_depth=3)]},
+        {"sampler": [HMC(n_steps=3), NUTS(max_tree_depth=3)]},
         cv=2,
     ).fit(X, y)
     assert len(search.cv_results_["params"]) == 2
@@ -54,7 +54,7 @@ def test_grid_search_over_samplers(iris):
 def test_split_estimator_takes_a_sampler_object_with_its_own_integrator():
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(40, 2)), rng.normal(size=40)
-    reg = SplitHMCRegressor(n_splits=2, sampler=HMC(n_leapfrog=3, integrator="randomised"), **TINY)
+    reg = SplitHMCRegressor(n_splits=2, sampler=HMC(n_steps=3, integrator="randomised"), **TINY)
     reg.fit(X, y)
     assert reg.samples_.draws.shape[1] == 15
     with pytest.raises(ValueError, match="split target"):
@@ -118,7 +118,7 @@ def test_a_kernel_defined_outside_the_package_samples_the_blr_posterior():
         prior_precision=alpha,
         noise_precision=beta,
         sampler=RandomWalk(scale=0.08),
-        n_samples=4000,
+        n_draws=4000,
         n_warmup=500,
         init="random",
         n_chains=4,

@@ -20,7 +20,7 @@ SMALL = dict(
     batch_size=32,
     step_size=0.02,
     n_warmup=15,
-    n_samples=15,
+    n_draws=15,
     random_state=0,
 )
 
@@ -142,7 +142,7 @@ def test_memory_bounded_by_a_batch_on_a_memory_map(tmp_path, monkeypatch, sample
         batch_size=batch,
         step_size=1e-3,
         n_warmup=0,
-        n_samples=2,
+        n_draws=2,
         random_state=0,
     )
     with warnings.catch_warnings():
@@ -157,7 +157,7 @@ def test_memory_bounded_by_a_batch_on_a_memory_map(tmp_path, monkeypatch, sample
 
 def test_progress_bar_shows_the_epoch(iris, capsys):
     X, y = iris
-    SGMCMCClassifier(**{**SMALL, "n_warmup": 2, "n_samples": 2, "verbose": True}).fit(X, y)
+    SGMCMCClassifier(**{**SMALL, "n_warmup": 2, "n_draws": 2, "verbose": True}).fit(X, y)
     err = capsys.readouterr().err
     assert "epoch=" in err and "acc=" in err
 
@@ -206,7 +206,7 @@ def test_temperature_tempers_the_linear_regression_posterior_once():
             batch_size=n,
             step_size=1e-3 * T,
             n_warmup=300,
-            n_samples=3000,
+            n_draws=3000,
             dtype="float64",
             random_state=0,
         ).fit(X, y)
@@ -244,7 +244,7 @@ def test_recurrent_module_without_a_batching_rule(sampler, n_chains):
         step_size=0.01,
         batch_size=10,
         n_warmup=2,
-        n_samples=10,
+        n_draws=10,
         n_chains=n_chains,
         random_state=0,
     )
@@ -277,8 +277,8 @@ def test_recurrent_module_with_learned_noise(cls):
         module=_LSTMRegressor,
         noise_precision=None,
         n_warmup=3,
-        n_samples=3,
-        n_leapfrog=3,
+        n_draws=3,
+        n_steps=3,
         n_chains=2,
         random_state=0,
         **extra,
@@ -324,7 +324,7 @@ def test_learned_noise_precision_streams_and_starts_from_the_exact_energy(monkey
         batch_size=200,
         step_size=1e-5 if sampler == "sgld" else 3e-4,
         n_warmup=20,
-        n_samples=40,
+        n_draws=40,
         n_chains=2,
         random_state=0,
     )

@@ -13,7 +13,7 @@ from sklearn_bnn import (
 )
 from sklearn_bnn.samplers import NUTS, BridgedHMC
 
-FAST = dict(hidden_layer_sizes=(16,), n_samples=30, n_warmup=30, n_leapfrog=5, random_state=0)
+FAST = dict(hidden_layer_sizes=(16,), n_draws=30, n_warmup=30, n_steps=5, random_state=0)
 
 ESTIMATORS = [
     HMCClassifier(**FAST),
@@ -25,7 +25,7 @@ ESTIMATORS = [
         hidden_layer_sizes=(16,),
         batch_size=16,
         step_size=0.01,
-        n_samples=10,
+        n_draws=10,
         n_warmup=10,
         random_state=0,
     ),
@@ -33,11 +33,11 @@ ESTIMATORS = [
         hidden_layer_sizes=(16,),
         batch_size=16,
         step_size=0.01,
-        n_samples=10,
+        n_draws=10,
         n_warmup=10,
         random_state=0,
     ),
-    HMCClassifier(**{**FAST, "sampler": BridgedHMC(n_split_params=1, n_leapfrog=5)}),
+    HMCClassifier(**{**FAST, "sampler": BridgedHMC(n_split_params=1, n_steps=5)}),
 ]
 
 

@@ -1,14 +1,14 @@
-"""The gradient-trained estimators on skorch: callbacks, renamed parameters, bad input."""
+"""The gradient-trained estimators on skorch: callbacks, parameter names, bad input."""
 
 import numpy as np
 import pytest
 from sklearn.datasets import load_iris
 from skorch.callbacks import Callback, EarlyStopping, LRScheduler
 
-from sklearn_bnn import LossCalibratedBNN, MCDropoutClassifier, MCDropoutRegressor, PlanNetRegressor
+from sklearn_bnn import MCDropoutClassifier, MCDropoutRegressor, PlanNetRegressor
 
-SMALL = dict(hidden_layer_sizes=(8,), n_mc_samples=5, random_state=0)
-PLAN = dict(hidden_layer_sizes=(8,), n_estimators=1, n_mc_samples=4, random_state=0)
+SMALL = dict(hidden_layer_sizes=(8,), n_predict_draws=5, random_state=0)
+PLAN = dict(hidden_layer_sizes=(8,), n_estimators=1, n_predict_draws=4, random_state=0)
 
 
 def sine(n=256, noise=0.05, seed=0):
@@ -40,9 +40,9 @@ class SharedLearningRates(LearningRates):
 @pytest.mark.parametrize(
     "make",
     [
-        lambda cb: MCDropoutRegressor(max_iter=6, learning_rate=0.1, callbacks=cb, **SMALL),
+        lambda cb: MCDropoutRegressor(max_iter=6, learning_rate_init=0.1, callbacks=cb, **SMALL),
         lambda cb: PlanNetRegressor(
-            max_iter=6, learning_rate=0.1, early_stopping=False, callbacks=cb, **PLAN
+            max_iter=6, learning_rate_init=0.1, early_stopping=False, callbacks=cb, **PLAN
         ),
     ],
 )
@@ -59,7 +59,7 @@ def test_user_lr_scheduler_takes_effect(make):
 def test_user_early_stopping_takes_effect_and_holds_out_data():
     X, y = sine(200, noise=0.5)
     stop = EarlyStopping(monitor="valid_loss", patience=3, threshold=0.0)
-    reg = MCDropoutRegressor(max_iter=500, learning_rate=0.05, callbacks=[stop], **SMALL)
+    reg = MCDropoutRegressor(max_iter=500, learning_rate_init=0.05, callbacks=[stop], **SMALL)
     reg.fit(X, y)  # early_stopping=False: the callback alone asks for validation data
     assert reg.n_iter_ < 500
     assert len(reg.validation_loss_curve_) == reg.n_iter_
@@ -75,37 +75,6 @@ def test_bad_callbacks_refused():
     X, y = sine(30)
     with pytest.raises(ValueError, match="callbacks"):
         MCDropoutRegressor(callbacks=["nope"], **SMALL).fit(X, y)
-
-
-@pytest.mark.parametrize(
-    "Est, old, value, new, expected",
-    [
-        (MCDropoutRegressor, "lr", 0.02, "learning_rate", 0.02),
-        (MCDropoutClassifier, "max_epochs", 4, "max_iter", 4),
-        (LossCalibratedBNN, "prior_length_scale", 3.0, "prior_precision", 9.0),
-    ],
-)
-def test_old_names_warn_and_still_work(Est, old, value, new, expected):
-    est = Est(**{old: value})
-    with pytest.warns(FutureWarning, match=f"'{old}' is deprecated.*'{new}'"):
-        assert est._resolved_params()[new] == pytest.approx(expected)
-
-
-def test_plannet_old_length_scale_warns_and_sets_the_prior():
-    X, y = sine(64)
-    kw = dict(max_iter=2, early_stopping=False, **PLAN)
-    with pytest.warns(FutureWarning, match="'length_scale' is deprecated.*'prior_precision'"):
-        old = PlanNetRegressor(length_scale=30.0, **kw).fit(X, y)
-    new = PlanNetRegressor(prior_precision=900.0, **kw).fit(X, y)
-    np.testing.assert_array_equal(old.predict(X), new.predict(X))
-    assert not np.array_equal(new.predict(X), PlanNetRegressor(**kw).fit(X, y).predict(X))
-
-
-def test_old_max_epochs_sets_the_epochs_run():
-    X, y = load_iris(return_X_y=True)
-    with pytest.warns(FutureWarning, match="max_epochs"):
-        clf = MCDropoutClassifier(max_epochs=4, **SMALL).fit(X, y)
-    assert clf.n_iter_ == 4 and len(clf.loss_curve_) == 4
 
 
 def test_learned_noise_converges_in_the_default_budget():
@@ -142,8 +111,10 @@ def test_huge_inputs_fail_loudly():
     reg = PlanNetRegressor(max_iter=3, early_stopping=False, **PLAN).fit(X, y)
     with pytest.raises(ValueError, match="outside the range of the training data"):
         reg.predict(X * 1e30)
-    with pytest.raises(ValueError, match="learning_rate"):
-        PlanNetRegressor(max_iter=20, learning_rate=1e6, early_stopping=False, **PLAN).fit(X, y)
+    with pytest.raises(ValueError, match="learning_rate_init"):
+        PlanNetRegressor(max_iter=20, learning_rate_init=1e6, early_stopping=False, **PLAN).fit(
+            X, y
+        )
 
 
 def test_class_weight_and_validation_fraction_messages():

@@ -14,9 +14,9 @@ from sklearn_bnn.diagnostics import ess
 
 SMALL = dict(
     hidden_layer_sizes=(8,),
-    n_samples=30,
+    n_draws=30,
     n_warmup=30,
-    n_leapfrog=4,
+    n_steps=4,
     n_init_steps=50,
     random_state=0,
 )
@@ -42,9 +42,9 @@ def test_split_regressor_reproduces_bayesian_linear_regression_posterior():
         prior_precision=alpha,
         noise_precision=beta,
         n_splits=3,
-        n_samples=1000,
+        n_draws=1000,
         n_warmup=150,
-        n_leapfrog=3,
+        n_steps=3,
         dtype="float64",
         random_state=0,
     ).fit(X, y)
@@ -69,9 +69,9 @@ def test_classifier_on_class_sorted_data(iris_sorted, integrator):
         hidden_layer_sizes=(8,),
         n_splits=3,
         integrator=integrator,
-        n_samples=60,
+        n_draws=60,
         n_warmup=60,
-        n_leapfrog=5,
+        n_steps=5,
         random_state=0,
     ).fit(X, y)
     assert clf.n_splits_ == 3
@@ -81,7 +81,7 @@ def test_classifier_on_class_sorted_data(iris_sorted, integrator):
 
 def test_split_size_sets_the_number_of_subsets(iris_sorted):
     X, y = iris_sorted
-    quick = {**SMALL, "n_samples": 2, "n_warmup": 0, "step_size": 0.01, "n_init_steps": 0}
+    quick = {**SMALL, "n_draws": 2, "n_warmup": 0, "step_size": 0.01, "n_init_steps": 0}
     clf = SplitHMCClassifier(split_size=40, n_splits=99, **quick).fit(X, y)
     assert clf.n_splits_ == 4  # ceil(150 / 40); split_size takes precedence
     clf = SplitHMCClassifier(n_splits=500, **quick).fit(X[::8], y[::8])

@@ -26,7 +26,7 @@ def test_temperature_one_reproduces_the_untempered_draws():
     yc = (X[:, 0] > 0).astype(int)
     yr = X[:, 0] + 0.1 * rng.normal(size=30)
     kw = dict(
-        hidden_layer_sizes=(4,), n_samples=4, n_warmup=10, n_leapfrog=10, n_init_steps=20,
+        hidden_layer_sizes=(4,), n_draws=4, n_warmup=10, n_steps=10, n_init_steps=20,
         dtype="float64", random_state=0, temperature=1.0,
     )  # fmt: skip
     reg_kw = dict(noise_precision=4.0, normalize_y=False)
@@ -56,7 +56,7 @@ def test_tempered_bayesian_linear_regression_matches_its_closed_form(cls, T):
         prior_precision=alpha,
         noise_precision=beta,
         temperature=T,
-        n_samples=600,
+        n_draws=600,
         n_warmup=200,
         # a jittered integration time of about 6 posterior sds (a fixed 10 steps happened to
         # be near-periodic at T = 0.25: ESS 30-80 of 1,200 draws)
@@ -88,7 +88,7 @@ def test_cold_classifier_draws_spread_by_the_square_root_of_the_temperature():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 2))
     y = (X[:, 0] + 0.5 * rng.normal(size=60) > 0).astype(int)
-    kw = dict(hidden_layer_sizes=(8,), n_samples=60, n_warmup=60, n_leapfrog=10, random_state=0)
+    kw = dict(hidden_layer_sizes=(8,), n_draws=60, n_warmup=60, n_steps=10, random_state=0)
     warm = SplitHMCClassifier(n_splits=2, **kw).fit(X, y)
     cold = SplitHMCClassifier(n_splits=2, temperature=0.05, **kw).fit(X, y)
     spread_warm = warm.predict_samples(X)[..., 1].std(0).mean()

@@ -37,7 +37,7 @@ def _gaussian():
     return t
 
 
-RUN = dict(n_warmup=150, n_samples=800, n_chains=1)
+RUN = dict(n_warmup=150, n_draws=800, n_chains=1)
 
 
 def test_split_boxes_cover_every_sign_pattern():
@@ -50,8 +50,8 @@ def test_split_boxes_cover_every_sign_pattern():
     assert lo.shape == hi.shape == (2, 2)
     with pytest.raises(ValueError, match="boxes"):
         explicit_boxes([([1.0, 0.0], [0.0, 1.0])], 2)
-    by_name = resolve_sampler("bridged_hmc", n_leapfrog=7, max_tree_depth=5)
-    assert isinstance(by_name, BridgedHMC) and by_name.n_leapfrog == 7
+    by_name = resolve_sampler("bridged_hmc", n_steps=7, max_tree_depth=5)
+    assert isinstance(by_name, BridgedHMC) and by_name.n_steps == 7
     lo, hi = BridgedHMC(n_split_params=3).partition(10, seed=[0, 1])
     assert lo.shape == (8, 10) and (np.isfinite(lo).sum(0) > 0).sum() == 3
 
@@ -61,7 +61,7 @@ def test_split_boxes_cover_every_sign_pattern():
 )
 def test_bridge_sampling_recovers_gaussian_box_masses(coords, points):
     # unnormalised N(0, diag(1, 4)): total mass 2 pi * 2; box masses from the normal CDF
-    sampler = BridgedHMC(split_coords=coords, split_points=points, n_leapfrog=10)
+    sampler = BridgedHMC(split_coords=coords, split_points=points, n_steps=10)
     result = sample(_gaussian(), torch.zeros(2), sampler, random_state=0, **RUN)
     info = result.info
     lower, upper = info["box_lower"], info["box_upper"]
@@ -80,7 +80,7 @@ def test_bridge_sampling_recovers_gaussian_box_masses(coords, points):
 
 @pytest.mark.slow
 def test_bivariate_mixture_mean():
-    sampler = BridgedHMC(split_coords=[1], split_points=1.0, n_leapfrog=10)
+    sampler = BridgedHMC(split_coords=[1], split_points=1.0, n_steps=10)
     result = sample(MixtureTarget(), torch.zeros(2), sampler, random_state=0, **RUN)
     mean = result.draws.double().mean((0, 1)).numpy()
     assert np.abs(mean - 2.5).max() < 0.1, mean
@@ -142,14 +142,14 @@ def test_overlap_is_near_one_for_a_perfect_proposal_and_falls_with_separation():
 
 
 def test_warnings_for_few_draws_and_little_overlap():
-    sampler = BridgedHMC(split_coords=[0], n_leapfrog=5, min_overlap=1.0)
+    sampler = BridgedHMC(split_coords=[0], n_steps=5, min_overlap=1.0)
     with pytest.warns(RuntimeWarning) as record:
         result = sample(
             _gaussian(),
             torch.zeros(2),
             sampler,
             n_warmup=20,
-            n_samples=20,
+            n_draws=20,
             n_chains=1,
             random_state=0,
             adapt_mass=False,  # the run this test was written for
@@ -162,8 +162,8 @@ def test_warnings_for_few_draws_and_little_overlap():
 
 @pytest.mark.slow
 def test_same_seed_same_result_whatever_runs_the_boxes():
-    sampler = BridgedHMC(n_split_params=2, n_leapfrog=5)
-    kw = dict(n_warmup=40, n_samples=60, n_chains=2, random_state=3)
+    sampler = BridgedHMC(n_split_params=2, n_steps=5)
+    kw = dict(n_warmup=40, n_draws=60, n_chains=2, random_state=3)
     one = sample(MixtureTarget(), torch.zeros(2), sampler, n_jobs=1, **kw)
     two = sample(MixtureTarget(), torch.zeros(2), sampler, n_jobs=2, chain_method="parallel", **kw)
     assert torch.equal(one.draws, two.draws)
@@ -186,9 +186,9 @@ def test_classifier_with_a_bridged_sampler():
     y = (X[:, 0] + X[:, 1] > 0).astype(int)
     clf = HMCClassifier(
         hidden_layer_sizes=(4,),
-        sampler=BridgedHMC(n_split_params=2, n_leapfrog=10),
+        sampler=BridgedHMC(n_split_params=2, n_steps=10),
         n_warmup=60,
-        n_samples=60,
+        n_draws=60,
         n_chains=2,
         random_state=0,
     )
@@ -201,4 +201,4 @@ def test_classifier_with_a_bridged_sampler():
     assert clf.score(X, y) > 0.8
     assert "chain" in clf.summary()
     with pytest.raises(ValueError, match="split_coords"):
-        HMCClassifier(sampler=BridgedHMC(split_coords=[10**6]), n_samples=5, n_warmup=5).fit(X, y)
+        HMCClassifier(sampler=BridgedHMC(split_coords=[10**6]), n_draws=5, n_warmup=5).fit(X, y)

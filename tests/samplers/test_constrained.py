@@ -40,7 +40,7 @@ def test_trajectory_never_leaves_its_box():
     lower = torch.tensor([-0.3, 0.0, -INF], dtype=torch.float64)
     upper = torch.tensor([0.4, INF, 0.2], dtype=torch.float64)
     target = RecordingTarget(torch.tensor([2.0, -3.0, 1.0]), torch.eye(3))
-    kernel = ConstrainedHMCKernel(target, lower, upper, n_leapfrog=15)
+    kernel = ConstrainedHMCKernel(target, lower, upper, n_steps=15)
     state = kernel.init(torch.tensor([[0.0, 0.5, 0.0]] * 8, dtype=torch.float64))
     g = torch.Generator().manual_seed(0)
     for eps in (0.05, 0.5, 3.0):  # from small steps to steps far wider than the box
@@ -84,10 +84,10 @@ def _check_moments(x, mean, var, n_se=4.0):
 def test_truncated_gaussian_1d_moments():
     target = GaussianTarget(torch.tensor([0.3]), torch.tensor([[1.0]]))
     a, b = -0.5, 1.5
-    kernel = ConstrainedHMCKernel(target, [a], [b], n_leapfrog=8)
+    kernel = ConstrainedHMCKernel(target, [a], [b], n_steps=8)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.zeros(4, 1, dtype=torch.float64))
-    run = run_chains(kernel, state, g, n_warmup=200, n_samples=1500)
+    run = run_chains(kernel, state, g, n_warmup=200, n_draws=1500)
     truth = stats.truncnorm(a - 0.3, b - 0.3, loc=0.3)
     x = run.draws[..., 0].numpy()
     assert x.min() >= a and x.max() <= b
@@ -99,10 +99,10 @@ def test_truncated_gaussian_2d_moments_by_quadrature():
     cov = torch.tensor([[1.0, 0.7], [0.7, 1.5]])
     target = GaussianTarget(mean, cov)
     lower, upper = [0.0, -1.0], [INF, 1.0]
-    kernel = ConstrainedHMCKernel(target, lower, upper, n_leapfrog=10)
+    kernel = ConstrainedHMCKernel(target, lower, upper, n_steps=10)
     g = torch.Generator().manual_seed(2)
     state = kernel.init(torch.tensor([[0.5, 0.0]] * 4, dtype=torch.float64))
-    run = run_chains(kernel, state, g, n_warmup=200, n_samples=1500)
+    run = run_chains(kernel, state, g, n_warmup=200, n_draws=1500)
     # the truncated moments on a fine grid over the box
     xs = np.linspace(0.0, 8.0, 1601)
     ys = np.linspace(-1.0, 1.0, 801)
@@ -132,15 +132,15 @@ def test_sampler_object_in_the_driver_and_errors():
         torch.ones(2, dtype=torch.float64),
         "constrained_hmc",
         n_warmup=30,
-        n_samples=30,
+        n_draws=30,
         n_chains=2,
         random_state=0,
     )
     assert result.draws.shape == (2, 30, 2)  # free walls: plain HMC
     with pytest.raises(ValueError, match="lower"):
         ConstrainedHMC(lower=[1.0, 0.0], upper=[0.0, 1.0]).build(GaussianTarget([0, 0], np.eye(2)))
-    with pytest.raises(ValueError, match="n_leapfrog"):
-        ConstrainedHMC(n_leapfrog=0).build(GaussianTarget([0, 0], np.eye(2)))
+    with pytest.raises(ValueError, match="n_steps"):
+        ConstrainedHMC(n_steps=0).build(GaussianTarget([0, 0], np.eye(2)))
     with pytest.raises(ValueError, match="step_jitter"):
         ConstrainedHMC(step_jitter=1.0).build(GaussianTarget([0, 0], np.eye(2)))
     kernel = ConstrainedHMCKernel(GaussianTarget([0, 0], np.eye(2)), [0.0, 0.0], None)

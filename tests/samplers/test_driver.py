@@ -37,7 +37,7 @@ def _blr_problem():
     return log_prob, mean, cov
 
 
-SAMPLERS = {"hmc": HMC(n_leapfrog=8), "nuts": NUTS(max_tree_depth=6)}
+SAMPLERS = {"hmc": HMC(n_steps=8), "nuts": NUTS(max_tree_depth=6)}
 
 
 @pytest.mark.parametrize("name", ["hmc", "nuts"])
@@ -52,7 +52,7 @@ def test_correlated_gaussian_from_a_function_or_a_target(name, chain_method, for
         torch.zeros(10, dtype=F64),
         SAMPLERS[name],
         n_warmup=n // 2,
-        n_samples=n,
+        n_draws=n,
         n_chains=3,
         chain_method=chain_method,
         random_state=0,
@@ -70,7 +70,7 @@ def test_bayesian_linear_regression_posterior_from_a_function(name):
         np.zeros(3),
         SAMPLERS[name],
         n_warmup=200,
-        n_samples=600,
+        n_draws=600,
         n_chains=2,
         random_state=3,
         adapt_mass=False,  # the configuration this test was written for (identity mass)
@@ -86,7 +86,7 @@ def test_bayesian_linear_regression_posterior_from_a_function(name):
 
 def test_same_random_state_same_draws_different_seed_different_draws():
     truth = correlated_gaussian(4, seed=0)
-    kwargs = dict(n_warmup=50, n_samples=50, n_chains=2)
+    kwargs = dict(n_warmup=50, n_draws=50, n_chains=2)
     a = sample(truth, torch.zeros(4, dtype=F64), "nuts", random_state=7, **kwargs)
     b = sample(truth, torch.zeros(4, dtype=F64), "nuts", random_state=7, **kwargs)
     c = sample(truth, torch.zeros(4, dtype=F64), "nuts", random_state=8, **kwargs)
@@ -96,7 +96,7 @@ def test_same_random_state_same_draws_different_seed_different_draws():
 
 def test_named_and_configured_samplers_give_the_same_draws():
     truth = correlated_gaussian(3, seed=0)
-    kwargs = dict(n_warmup=40, n_samples=40, n_chains=2, random_state=0)
+    kwargs = dict(n_warmup=40, n_draws=40, n_chains=2, random_state=0)
     by_name = sample(truth, torch.zeros(3, dtype=F64), "nuts", **kwargs)
     by_object = sample(truth, torch.zeros(3, dtype=F64), NUTS(), **kwargs)
     assert torch.equal(by_name.draws, by_object.draws)
@@ -113,9 +113,9 @@ def test_a_function_that_cannot_be_vmapped_falls_back_to_a_loop():
         result = sample(
             log_prob,
             np.zeros(2),
-            HMC(n_leapfrog=5),
+            HMC(n_steps=5),
             n_warmup=200,
-            n_samples=400,
+            n_draws=400,
             n_chains=2,
             random_state=0,
         )
@@ -126,7 +126,7 @@ def test_starts_per_chain_and_jitter():
     truth = correlated_gaussian(2, seed=0)
     starts = torch.tensor([[5.0, 5.0], [-5.0, -5.0]], dtype=F64)
     run = sample(
-        truth, starts, "hmc", n_warmup=0, n_samples=1, n_chains=2, step_size=1e-3, random_state=0
+        truth, starts, "hmc", n_warmup=0, n_draws=1, n_chains=2, step_size=1e-3, random_state=0
     )
     assert run.draws[0, 0, 0] > 4 and run.draws[1, 0, 0] < -4  # each chain from its own start
     with pytest.raises(ValueError, match="n_chains"):
@@ -136,10 +136,10 @@ def test_starts_per_chain_and_jitter():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(n_samples=0), "n_samples"),
+        (dict(n_draws=0), "n_draws"),
         (dict(chain_method="threads"), "chain_method"),
         (dict(sampler="metropolis"), "sampler"),
-        (dict(sampler=HMC(n_leapfrog=0)), "n_leapfrog"),
+        (dict(sampler=HMC(n_steps=0)), "n_steps"),
         (dict(sampler=HMC(integrator="symmetric")), "split target"),
         (dict(step_size=-1.0), "step_size"),
         (dict(n_warmup=0), "n_warmup=0"),
@@ -148,7 +148,7 @@ def test_starts_per_chain_and_jitter():
 def test_bad_arguments_raise_valueerror_naming_them(kwargs, match):
     truth = correlated_gaussian(2, seed=0)
     with pytest.raises(ValueError, match=match):
-        sample(truth, torch.zeros(2, dtype=F64), **{"n_warmup": 5, "n_samples": 5, **kwargs})
+        sample(truth, torch.zeros(2, dtype=F64), **{"n_warmup": 5, "n_draws": 5, **kwargs})
 
 
 def test_to_inference_data_has_draws_and_sampler_statistics():
@@ -159,7 +159,7 @@ def test_to_inference_data_has_draws_and_sampler_statistics():
         torch.zeros(2, dtype=F64),
         "nuts",
         n_warmup=20,
-        n_samples=30,
+        n_draws=30,
         n_chains=2,
         names=["a", "b"],
         random_state=0,
@@ -176,7 +176,7 @@ def test_samplers_are_scikit_learn_parameters():
     assert isinstance(sampler, Sampler)
     copy = clone(sampler)
     assert copy is not sampler and copy.get_params() == sampler.get_params()
-    assert repr(HMC(n_leapfrog=20)) == "HMC(n_leapfrog=20)"
+    assert repr(HMC(n_steps=20)) == "HMC(n_steps=20)"
 
 
 def test_sample_adapts_a_diagonal_mass_by_default():
@@ -190,7 +190,7 @@ def test_sample_adapts_a_diagonal_mass_by_default():
     def log_p(x):
         return -0.5 * ((x / scales) ** 2).sum()
 
-    kw = dict(n_warmup=300, n_samples=400, n_chains=2, random_state=0)
+    kw = dict(n_warmup=300, n_draws=400, n_chains=2, random_state=0)
 
     def ess_per_gradient(result):
         draws = result.draws.numpy()
@@ -198,9 +198,9 @@ def test_sample_adapts_a_diagonal_mass_by_default():
         return worst / result.info["n_grad_evals"]
 
     start = torch.zeros(5, dtype=F64)
-    default = sample(log_p, start, HMC(n_leapfrog=10), **kw)
-    explicit = sample(log_p, start, HMC(n_leapfrog=10), adapt_mass=True, **kw)
-    identity = sample(log_p, start, HMC(n_leapfrog=10), adapt_mass=False, **kw)
+    default = sample(log_p, start, HMC(n_steps=10), **kw)
+    explicit = sample(log_p, start, HMC(n_steps=10), adapt_mass=True, **kw)
+    identity = sample(log_p, start, HMC(n_steps=10), adapt_mass=False, **kw)
     assert torch.equal(default.draws, explicit.draws)
     assert ess_per_gradient(default) == ess_per_gradient(explicit)
     assert ess_per_gradient(default) > 3 * ess_per_gradient(identity)

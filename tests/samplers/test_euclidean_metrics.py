@@ -39,20 +39,20 @@ def _correlated_5d():
 # ATEN_CPU_CAPABILITY=default, MKL_ENABLE_INSTRUCTIONS=SSE4_2) differ by at most 4e-10, while a
 # changed formula or seeding moves them by about the step size.
 REFERENCE_CASES = {
-    "hmc": (HMC(n_leapfrog=8), dict(n_warmup=0, n_samples=20, step_size=0.4, random_state=0)),
+    "hmc": (HMC(n_steps=8), dict(n_warmup=0, n_draws=20, step_size=0.4, random_state=0)),
     "nuts": (
         NUTS(max_tree_depth=5),
-        dict(n_warmup=0, n_samples=20, step_size=0.4, random_state=0),
+        dict(n_warmup=0, n_draws=20, step_size=0.4, random_state=0),
     ),
-    "hmc_warmup": (HMC(n_leapfrog=8), dict(n_warmup=10, n_samples=10, random_state=0)),
-    "nuts_warmup": (NUTS(max_tree_depth=5), dict(n_warmup=10, n_samples=10, random_state=0)),
+    "hmc_warmup": (HMC(n_steps=8), dict(n_warmup=10, n_draws=10, random_state=0)),
+    "nuts_warmup": (NUTS(max_tree_depth=5), dict(n_warmup=10, n_draws=10, random_state=0)),
     "hmc_adapt": (
-        HMC(n_leapfrog=8),
-        dict(n_warmup=20, n_samples=5, random_state=1, adapt_mass=True),
+        HMC(n_steps=8),
+        dict(n_warmup=20, n_draws=5, random_state=1, adapt_mass=True),
     ),
     "nuts_adapt": (
         NUTS(max_tree_depth=5),
-        dict(n_warmup=30, n_samples=5, random_state=1, adapt_mass=True),
+        dict(n_warmup=30, n_draws=5, random_state=1, adapt_mass=True),
     ),
 }
 
@@ -263,13 +263,13 @@ def test_dense_metric_samples_a_correlated_gaussian_efficiently(make):
         start,
         make(DenseMetric(cov)),
         n_warmup=300,
-        n_samples=1000,
+        n_draws=1000,
         n_chains=4,
         random_state=0,
     )
     _within_mc_error(dense.draws, cov)
     identity = sample(
-        target, start, make(None), n_warmup=300, n_samples=500, n_chains=4, random_state=0
+        target, start, make(None), n_warmup=300, n_draws=500, n_chains=4, random_state=0
     )
     # Measured (this seed, CPU): minimum ESS per gradient, dense metric against identity,
     # HMC 1.40 against 0.023 (about 60x), NUTS 0.62 against 0.0085 (about 70x): the dense
@@ -297,7 +297,7 @@ def test_diagonal_metric_gives_the_draws_of_its_tensor():
                     state,
                     torch.Generator().manual_seed(0),
                     n_warmup=20,
-                    n_samples=20,
+                    n_draws=20,
                     inv_mass=passed,
                 )
                 runs.append(run)
@@ -314,7 +314,7 @@ def test_fixed_metric_wins_over_mass_adaptation():
             torch.zeros(3, dtype=F64),
             sampler,
             n_warmup=30,
-            n_samples=10,
+            n_draws=10,
             n_chains=2,
             adapt_mass=True,
             random_state=0,
@@ -349,7 +349,7 @@ def test_clone_and_params_with_a_metric(sampler_type):
             torch.zeros(3, dtype=F64),
             s,
             n_warmup=20,
-            n_samples=10,
+            n_draws=10,
             n_chains=2,
             random_state=0,
         ).draws
@@ -395,9 +395,9 @@ def test_per_chain_metric_needs_as_many_chains():
         sample(
             _Gaussian(torch.eye(3, dtype=F64)),
             torch.zeros(3, dtype=F64),
-            HMC(n_leapfrog=2, metric=DenseMetric(per_chain)),
+            HMC(n_steps=2, metric=DenseMetric(per_chain)),
             n_warmup=5,
-            n_samples=5,
+            n_draws=5,
             n_chains=3,
             random_state=0,
         )
@@ -406,7 +406,7 @@ def test_per_chain_metric_needs_as_many_chains():
         torch.zeros(3, dtype=F64),
         NUTS(max_tree_depth=4, metric=DenseMetric(per_chain)),
         n_warmup=20,
-        n_samples=20,
+        n_draws=20,
         n_chains=2,
         random_state=0,
     )

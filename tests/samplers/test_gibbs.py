@@ -77,14 +77,14 @@ def _exact_moments():
     return (w * mu).sum(), (w * mu**2).sum() - (w * mu).sum() ** 2, (w * tau).sum()
 
 
-@pytest.mark.parametrize("inner", [HMC(n_leapfrog=5), NUTS(max_tree_depth=5)])
+@pytest.mark.parametrize("inner", [HMC(n_steps=5), NUTS(max_tree_depth=5)])
 def test_gibbs_kernel_samples_the_joint_posterior(inner):
     result = sample(
         MeanGivenPrecision(),
         torch.zeros(1, dtype=F64),
         inner,
         n_warmup=300,
-        n_samples=2000,
+        n_draws=2000,
         n_chains=2,
         random_state=0,
     )
@@ -99,19 +99,19 @@ def test_gibbs_kernel_samples_the_joint_posterior(inner):
 def test_gibbs_values_live_in_the_state_and_chains_do_not_share_them():
     """Each chain's block values come from its own generator: running chains together or one
     by one gives the same draws, and the target is never changed."""
-    kw = dict(n_warmup=50, n_samples=50, n_chains=3, random_state=4)
+    kw = dict(n_warmup=50, n_draws=50, n_chains=3, random_state=4)
     target = MeanGivenPrecision()
-    together = sample(target, torch.zeros(1, dtype=F64), HMC(n_leapfrog=4), **kw)
+    together = sample(target, torch.zeros(1, dtype=F64), HMC(n_steps=4), **kw)
     apart = sample(
-        target, torch.zeros(1, dtype=F64), HMC(n_leapfrog=4), chain_method="sequential", **kw
+        target, torch.zeros(1, dtype=F64), HMC(n_steps=4), chain_method="sequential", **kw
     )
     assert target.tau is None
     assert together.stats["tau"].shape == (3, 50)
     assert torch.equal(apart.draws, sample(
-        target, torch.zeros(1, dtype=F64), HMC(n_leapfrog=4), chain_method="parallel",
+        target, torch.zeros(1, dtype=F64), HMC(n_steps=4), chain_method="parallel",
         n_jobs=2, **kw
     ).draws)  # fmt: skip
-    kernel = GibbsKernel(HMC(n_leapfrog=4).build(target), PrecisionBlock())
+    kernel = GibbsKernel(HMC(n_steps=4).build(target), PrecisionBlock())
     state = kernel.init(torch.zeros(2, 1, dtype=F64), torch.Generator().manual_seed(0))
     assert isinstance(state, GibbsState) and state.values.shape == (2, 1)
     new, info = kernel.step(state, torch.Generator().manual_seed(1), step_size=0.1)
@@ -123,7 +123,7 @@ def _quadratic(center):
     return FunctionTarget(lambda x: -0.5 * ((x - center) ** 2).sum(), 2, dtype=F64)
 
 
-@pytest.mark.parametrize("sampler", [HMC(n_leapfrog=3), NUTS(max_tree_depth=3)])
+@pytest.mark.parametrize("sampler", [HMC(n_steps=3), NUTS(max_tree_depth=3)])
 def test_with_target_moves_on_the_new_target(sampler):
     """A kernel moved to another target (what a Gibbs block's conditional needs) steps exactly
     as one built on that target."""

@@ -26,17 +26,17 @@ def _moments_within_mc_error(draws, target, n_se=4.0):
 
 def test_hmc_matches_correlated_gaussian_moments():
     target = correlated_gaussian(10, seed=3)
-    kernel = HMCKernel(target, n_leapfrog=10)
+    kernel = HMCKernel(target, n_steps=10)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.zeros(4, 10, dtype=torch.float64))
-    run = run_chains(kernel, state, g, n_warmup=300, n_samples=1500, step_size="auto")
+    run = run_chains(kernel, state, g, n_warmup=300, n_draws=1500, step_size="auto")
     assert 0.6 < run.accepted.double().mean() < 0.95
     _moments_within_mc_error(run.draws, target)
 
 
 def test_hmc_rejection_keeps_the_last_state_not_the_start():
     target = GaussianTarget(torch.zeros(2), torch.eye(2))
-    kernel = HMCKernel(target, step_size=0.3, n_leapfrog=5)
+    kernel = HMCKernel(target, step_size=0.3, n_steps=5)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.tensor([[0.5, -0.5]], dtype=torch.float64))
     positions = [state.position.clone()]
@@ -49,10 +49,10 @@ def test_hmc_rejection_keeps_the_last_state_not_the_start():
 
 def test_divergent_trajectories_are_rejected_and_counted():
     target = correlated_gaussian(5)
-    kernel = HMCKernel(target, step_size=50.0, n_leapfrog=20)
+    kernel = HMCKernel(target, step_size=50.0, n_steps=20)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.zeros(2, 5, dtype=torch.float64))
-    run = run_chains(kernel, state, g, n_warmup=0, n_samples=30, step_size=50.0)
+    run = run_chains(kernel, state, g, n_warmup=0, n_draws=30, step_size=50.0)
     assert run.divergent.all()
     assert not run.accepted.any()
     assert torch.isfinite(run.draws).all()
@@ -61,11 +61,11 @@ def test_divergent_trajectories_are_rejected_and_counted():
 
 def test_dual_averaging_reaches_target_acceptance():
     target = correlated_gaussian(10, seed=1)
-    kernel = HMCKernel(target, n_leapfrog=10)
+    kernel = HMCKernel(target, n_steps=10)
     g = torch.Generator().manual_seed(2)
     state = kernel.init(target.mean.repeat(3, 1))
     run = run_chains(
-        kernel, state, g, n_warmup=400, n_samples=600, step_size="auto", target_accept=0.8
+        kernel, state, g, n_warmup=400, n_draws=600, step_size="auto", target_accept=0.8
     )
     mean_accept = run.accept_prob.double().mean()
     assert abs(mean_accept - 0.8) < 0.1, mean_accept
@@ -73,7 +73,7 @@ def test_dual_averaging_reaches_target_acceptance():
 
 def test_sampling_is_reproducible_with_the_generator():
     target = correlated_gaussian(3)
-    kernel = HMCKernel(target, step_size=0.2, n_leapfrog=5)
+    kernel = HMCKernel(target, step_size=0.2, n_steps=5)
     runs = []
     for _ in range(2):
         g = torch.Generator().manual_seed(7)
@@ -83,7 +83,7 @@ def test_sampling_is_reproducible_with_the_generator():
                 kernel.init(torch.zeros(2, 3, dtype=torch.float64)),
                 g,
                 n_warmup=10,
-                n_samples=20,
+                n_draws=20,
                 step_size="auto",
             )
         )

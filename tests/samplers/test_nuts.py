@@ -28,7 +28,7 @@ def test_nuts_matches_correlated_gaussian_moments():
     kernel = NUTSKernel(target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.zeros(4, 10, dtype=F64))
-    run = run_chains(kernel, state, g, n_warmup=150, n_samples=500, step_size="auto")
+    run = run_chains(kernel, state, g, n_warmup=150, n_draws=500, step_size="auto")
     assert not run.divergent.any()
     _moments_within_mc_error(run.draws, target)
 
@@ -44,7 +44,7 @@ def test_nuts_reproduces_bayesian_linear_regression_posterior():
     kernel = NUTSKernel(target)
     g = torch.Generator().manual_seed(1)
     state = kernel.init(torch.zeros(2, d + 1, dtype=F64))
-    run = run_chains(kernel, state, g, n_warmup=150, n_samples=600, step_size="auto")
+    run = run_chains(kernel, state, g, n_warmup=150, n_draws=600, step_size="auto")
     # closed form: theta = [w (d), b]; prior N(0, I/alpha); likelihood N(X1 theta, 1/beta)
     X1 = np.hstack([X, np.ones((n, 1))])
     cov = np.linalg.inv(alpha * np.eye(d + 1) + beta * X1.T @ X1)
@@ -61,7 +61,7 @@ def test_nuts_on_neals_funnel_stays_finite_and_counts_divergences():
     g = torch.Generator().manual_seed(0)
     # four chains: one short chain's KL swings with the seed (1.55 with torch 2.13 here)
     start = torch.randn(4, 11, generator=g, dtype=F64)
-    run = run_chains(kernel, kernel.init(start), g, n_warmup=100, n_samples=300, step_size="auto")
+    run = run_chains(kernel, kernel.init(start), g, n_warmup=100, n_draws=300, step_size="auto")
     assert torch.isfinite(run.draws).all() and torch.isfinite(run.log_prob).all()
     v = run.draws[..., 0]
     m, s2 = float(v.mean()), float(v.var())
@@ -125,7 +125,7 @@ def test_standard_normal_mean_variance_and_quantiles():
     kernel = NUTSKernel(target, step_size=0.8)
     g = torch.Generator().manual_seed(6)
     run = run_chains(
-        kernel, kernel.init(torch.zeros(4, 1, dtype=F64)), g, n_warmup=20, n_samples=800,
+        kernel, kernel.init(torch.zeros(4, 1, dtype=F64)), g, n_warmup=20, n_draws=800,
         step_size=0.8,
     )  # fmt: skip
     x = run.draws[..., 0].numpy()
@@ -156,7 +156,7 @@ class _RecursiveNUTS:
         lp, g = self.target.value_and_grad(q[None])
         lp, g = lp[0], g[0]
         p = p + 0.5 * sign * self.eps * g
-        self.n_leapfrog += 1
+        self.n_steps += 1
         self.positions.append(q)
         h = float(-lp + 0.5 * (p * p * self.inv_mass).sum())
         h = h if math.isfinite(h) else math.inf
@@ -189,7 +189,7 @@ class _RecursiveNUTS:
     def transition(self, q0, p0, directions, max_depth):
         lp0, g0 = self.target.value_and_grad(q0[None])
         self.h0 = float(-lp0[0] + 0.5 * (p0 * p0 * self.inv_mass).sum())
-        self.n_leapfrog, self.divergent, self.positions = 0, False, [q0]
+        self.n_steps, self.divergent, self.positions = 0, False, [q0]
         z_fwd = z_bck = (q0, p0, g0[0])
         s0 = self.inv_mass * p0
         p_fwd_bck = p_fwd_fwd = p_bck_fwd = p_bck_bck = p0
@@ -252,7 +252,7 @@ def test_tree_matches_a_recursive_reference(target, step_size, expected):
         depth = reference.transition(state.position[0], p0, directions(), max_depth=6)
         new_state, info = kernel.step(state, g)
         assert int(info.extra["tree_depth"][0]) == depth
-        assert info.n_grad == reference.n_leapfrog
+        assert info.n_grad == reference.n_steps
         assert bool(info.divergent[0]) == reference.divergent
         # the new state is one of the trajectory's states
         dist = torch.stack(reference.positions).sub(new_state.position[0]).abs().amax(-1)
@@ -283,7 +283,7 @@ def test_divergent_transitions_are_flagged_and_keep_the_state():
     kernel = NUTSKernel(target, step_size=50.0)
     g = torch.Generator().manual_seed(0)
     start = torch.zeros(2, 5, dtype=F64)
-    run = run_chains(kernel, kernel.init(start), g, n_warmup=0, n_samples=10, step_size=50.0)
+    run = run_chains(kernel, kernel.init(start), g, n_warmup=0, n_draws=10, step_size=50.0)
     assert run.divergent.all() and not run.accepted.any()
     assert torch.equal(run.draws[:, -1], start)
 
@@ -293,7 +293,7 @@ def test_dual_averaging_reaches_target_acceptance():
     kernel = NUTSKernel(target)
     g = torch.Generator().manual_seed(2)
     state = kernel.init(target.mean.repeat(3, 1))
-    run = run_chains(kernel, state, g, n_warmup=200, n_samples=200, step_size="auto")
+    run = run_chains(kernel, state, g, n_warmup=200, n_draws=200, step_size="auto")
     mean_accept = float(run.accept_prob.mean())
     assert abs(mean_accept - 0.8) < 0.1, mean_accept
 
@@ -305,7 +305,7 @@ def test_sampling_is_reproducible_with_the_generator():
     for seed in (7, 7, 8):
         g = torch.Generator().manual_seed(seed)
         state = kernel.init(torch.zeros(2, 3, dtype=F64))
-        draws.append(run_chains(kernel, state, g, n_warmup=10, n_samples=20).draws)
+        draws.append(run_chains(kernel, state, g, n_warmup=10, n_draws=20).draws)
     assert torch.equal(draws[0], draws[1])
     assert not torch.equal(draws[0], draws[2])
 
@@ -317,7 +317,7 @@ def test_a_given_integrator_gives_the_fused_leapfrog_trajectory():
         kernel = NUTSKernel(target, step_size=0.3, integrator=integrator)
         g = torch.Generator().manual_seed(3)
         state = kernel.init(torch.zeros(3, 4, dtype=F64))
-        runs.append(run_chains(kernel, state, g, n_warmup=0, n_samples=10, step_size=0.3))
+        runs.append(run_chains(kernel, state, g, n_warmup=0, n_draws=10, step_size=0.3))
     assert (runs[0].draws - runs[1].draws).abs().max() < 1e-12
 
 

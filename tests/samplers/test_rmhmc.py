@@ -202,9 +202,9 @@ def test_rmhmc_samples_a_10d_gaussian(integrator):
     res = sample(
         target,
         mean + 1.0,
-        RMHMC(n_leapfrog=3, integrator=integrator),
+        RMHMC(n_steps=3, integrator=integrator),
         n_warmup=60,
-        n_samples=250,
+        n_draws=250,
         n_chains=4,
         random_state=1,
     )
@@ -237,9 +237,9 @@ def test_rmhmc_samples_2d_bayesian_logistic_regression():
     res = sample(
         target,
         torch.tensor([3.0, 0.0], dtype=f64),
-        RMHMC(n_leapfrog=3, integrator="implicit", tol=1e-8),
+        RMHMC(n_steps=3, integrator="implicit", tol=1e-8),
         n_warmup=60,
-        n_samples=250,
+        n_draws=250,
         n_chains=4,
         random_state=2,
     )
@@ -259,9 +259,9 @@ def test_explicit_rmhmc_on_the_doubled_phase_space_is_exact():
     res = sample(
         target,
         torch.tensor([3.0, 0.0], dtype=f64),
-        RMHMC(n_leapfrog=3, integrator="explicit", omega=3.0, copy_scale=0.3),
+        RMHMC(n_steps=3, integrator="explicit", omega=3.0, copy_scale=0.3),
         n_warmup=100,
-        n_samples=500,
+        n_draws=500,
         n_chains=4,
         step_size=0.2,
         random_state=0,
@@ -283,7 +283,7 @@ def test_copy_scale_needs_the_copies_carried_through_the_trajectory():
 def test_copy_scale_zero_leaves_the_published_sampler_unchanged():
     """The default explicit draws do not consume extra random numbers: same as copies equal."""
     target = LogisticRegression2D()
-    kernel = RMHMC(integrator="explicit", n_leapfrog=3).build(target)
+    kernel = RMHMC(integrator="explicit", n_steps=3).build(target)
     state = kernel.init(torch.tensor([[1.0, 0.5]], dtype=f64))
     g1, g2 = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
     new, info = kernel.step(state, g1, step_size=0.3)
@@ -296,7 +296,7 @@ def test_copy_scale_zero_leaves_the_published_sampler_unchanged():
 
 def test_fixed_point_failure_is_a_counted_divergence_not_a_crash():
     target = LogisticRegression2D()
-    kernel = RMHMC(integrator="implicit", max_fixed_point=1, tol=1e-14, n_leapfrog=2).build(target)
+    kernel = RMHMC(integrator="implicit", max_iter=1, tol=1e-14, n_steps=2).build(target)
     state = kernel.init(torch.tensor([[1.0, 0.0], [0.5, 0.2]], dtype=f64))
     new, info = kernel.step(state, torch.Generator().manual_seed(0), step_size=0.3)
     assert info.divergent.all() and not info.accepted.any()
@@ -311,9 +311,9 @@ def test_non_finite_trajectories_are_rejected():
     res = sample(
         bad,
         torch.zeros(2, dtype=f64),
-        RMHMC(n_leapfrog=3),
+        RMHMC(n_steps=3),
         n_warmup=0,
-        n_samples=5,
+        n_draws=5,
         n_chains=2,
         step_size=5.0,
         random_state=0,
@@ -333,10 +333,10 @@ def test_dense_metric_refuses_large_models_naming_the_memory():
     "params, name",
     [
         ({"integrator": "rk4"}, "integrator"),
-        ({"n_leapfrog": 0}, "n_leapfrog"),
+        ({"n_steps": 0}, "n_steps"),
         ({"omega": -1.0}, "omega"),
         ({"tol": 0.0}, "tol"),
-        ({"max_fixed_point": 0}, "max_fixed_point"),
+        ({"max_iter": 0}, "max_iter"),
         ({"metric": SoftAbsMetric(alpha=-1)}, "alpha"),
     ],
 )
@@ -354,7 +354,7 @@ def test_rmhmc_is_registered_and_reproducible():
             torch.zeros(2, dtype=f64),
             "rmhmc",
             n_warmup=5,
-            n_samples=5,
+            n_draws=5,
             n_chains=2,
             random_state=3,
         ).draws
@@ -375,7 +375,7 @@ def test_a_hessian_that_overflows_is_a_rejection_not_a_crash():
             return v, g, h
 
     target = Overflowing(torch.zeros(2), torch.eye(2))
-    kernel = RMHMC(n_leapfrog=3).build(target)
+    kernel = RMHMC(n_steps=3).build(target)
     state = kernel.init(torch.tensor([[3.5, 0.0], [0.0, 0.0]], dtype=f64))
     new, info = kernel.step(state, torch.Generator().manual_seed(0), step_size=1.5)
     assert torch.isfinite(new.position).all()

@@ -69,9 +69,9 @@ def test_s3hmc_recovers_the_conjugate_precision_posterior_and_weight_moments():
     res = sample(
         target,
         torch.zeros(4, dtype=f64),
-        S3HMC(n_leapfrog=10),
+        S3HMC(n_steps=10),
         n_warmup=200,
-        n_samples=800,
+        n_draws=800,
         n_chains=4,
         random_state=0,
     )
@@ -87,7 +87,7 @@ def test_s3hmc_recovers_the_conjugate_precision_posterior_and_weight_moments():
 
 def test_alba_is_reversible_and_energy_error_shrinks_with_the_step():
     target, *_ = _linear_problem()
-    kernel = S3HMC(n_leapfrog=5).build(target)
+    kernel = S3HMC(n_steps=5).build(target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.tensor([[0.5, -0.2, 0.1, 0.3]], dtype=f64))
     errors = []
@@ -141,7 +141,7 @@ def test_hyperpriors_that_make_g_tau_indefinite_are_refused(alpha, noise, match)
 
 def test_s3hmc_refuses_a_target_without_hyperparameters():
     with pytest.raises(ValueError, match="HierarchicalPrior"):
-        sample(lambda x: -(x**2).sum(), torch.zeros(2), S3HMC(), n_warmup=1, n_samples=1)
+        sample(lambda x: -(x**2).sum(), torch.zeros(2), S3HMC(), n_warmup=1, n_draws=1)
 
 
 def test_learned_noise_precision_recovers_the_true_noise():
@@ -165,9 +165,9 @@ def test_learned_noise_precision_recovers_the_true_noise():
     res = sample(
         target,
         torch.zeros(4, dtype=f64),
-        S3HMC(n_leapfrog=8),
+        S3HMC(n_steps=8),
         n_warmup=150,
-        n_samples=200,
+        n_draws=200,
         n_chains=2,
         random_state=0,
     )

@@ -21,14 +21,14 @@ MEAN = np.linspace(-1.0, 2.0, D)
 VAR = np.linspace(0.5, 2.0, D)
 
 
-def _run(target, sampler, n_samples=1200, n_chains=4, seed=0, n_warmup=200):
+def _run(target, sampler, n_draws=1200, n_chains=4, seed=0, n_warmup=200):
     start = torch.as_tensor(np.asarray(target.mean), dtype=torch.float64)
     return sample(
         target,
         start,
         sampler,
         n_warmup=n_warmup,
-        n_samples=n_samples,
+        n_draws=n_draws,
         n_chains=n_chains,
         random_state=seed,
     )
@@ -68,13 +68,13 @@ def test_exact_gradients_sample_the_blr_posterior(name):
         "sghmc-obabo": SGHMC(step_size=0.03, integrator="obabo", n_steps=5),
     }[name]
     start = torch.as_tensor(mean, dtype=torch.float64)[[0, 1, 2]]  # weight (1x2) then bias
-    result = sample(target, start, sampler, n_warmup=50, n_samples=600, n_chains=4, random_state=1)
+    result = sample(target, start, sampler, n_warmup=50, n_draws=600, n_chains=4, random_state=1)
     assert_draws_match_gaussian(result.draws.numpy(), mean, cov)
 
 
 def _variance_ratio(sampler, seed=0):
     target = NoisyGaussianTarget(np.zeros(D), np.ones(D), grad_noise=1.0, seed=seed)
-    result = _run(target, sampler, n_samples=1500, seed=seed)
+    result = _run(target, sampler, n_draws=1500, seed=seed)
     return float(result.draws.reshape(-1, D).var(0).mean())
 
 
@@ -197,13 +197,13 @@ def test_amagold_accumulated_ratio_equals_the_backward_proposal_density():
 def test_hte_without_momentum_decay_is_hmc_and_samples_exactly():
     """alpha = 1, exact gradients, one try per draw: leapfrog HMC, so its draws are exact."""
     sampler = HTE(step_size=0.3, momentum=1.0, n_steps=5, max_tries=1)
-    result = _run(NoisyGaussianTarget(MEAN, VAR), sampler, n_samples=800)
+    result = _run(NoisyGaussianTarget(MEAN, VAR), sampler, n_draws=800)
     assert_draws_match_gaussian(result.draws.numpy(), MEAN, np.diag(VAR))
 
 
 def test_hte_with_decay_rejects_some_trajectories_and_stays_finite():
     target = NoisyGaussianTarget(np.zeros(D), np.ones(D), grad_noise=1.0)
-    result = _run(target, HTE(step_size=0.5, momentum=0.8, n_steps=20, max_tries=1), n_samples=200)
+    result = _run(target, HTE(step_size=0.5, momentum=0.8, n_steps=20, max_tries=1), n_draws=200)
     rate = float(result.info["acceptance_rate"].mean())
     assert 0.0 < rate < 1.0
     assert torch.isfinite(result.draws).all()
@@ -214,7 +214,7 @@ def test_hte_drops_rejected_trajectories_as_in_algorithm_1():
     accepted point (no repeats), some draws needed more than one trajectory, and the gradient
     count follows the tries."""
     target = NoisyGaussianTarget(np.zeros(D), np.ones(D), grad_noise=1.0)
-    result = _run(target, HTE(step_size=0.5, momentum=0.8, n_steps=20), n_samples=100)
+    result = _run(target, HTE(step_size=0.5, momentum=0.8, n_steps=20), n_draws=100)
     tries = result.stats["n_tries"]
     assert float(tries.max()) > 1 and float(tries.min()) >= 1
     assert bool((result.stats["accept_prob"] > 0).all())
@@ -224,13 +224,13 @@ def test_hte_drops_rejected_trajectories_as_in_algorithm_1():
 
 def test_gsghmc_reports_per_step_acceptance():
     target = NoisyGaussianTarget(np.zeros(D), np.ones(D), grad_noise=1.0)
-    result = _run(target, GSGHMC(step_size=0.8, n_steps=10), n_samples=100)
+    result = _run(target, GSGHMC(step_size=0.8, n_steps=10), n_draws=100)
     rate = result.stats["step_accept_rate"]
     assert rate.shape == (4, 100)
     assert 0.05 < float(rate.mean()) < 0.95
 
 
-def test_cosine_schedule_goes_from_burnin_to_final_step_size():
+def test_cosine_schedule_goes_from_warmup_to_final_step_size():
     final = torch.tensor([[0.01]])
     assert torch.allclose(cosine_step_size(final, 0.1, 0.0), torch.tensor([[0.1]]))
     assert torch.allclose(cosine_step_size(final, 0.1, 0.5), torch.tensor([[0.055]]))
@@ -238,9 +238,9 @@ def test_cosine_schedule_goes_from_burnin_to_final_step_size():
     assert cosine_step_size(final, None, 0.0) is final
 
 
-def test_burnin_schedule_is_applied_in_warmup_only():
+def test_warmup_schedule_is_applied_in_warmup_only():
     target = NoisyGaussianTarget(np.zeros(2), np.ones(2))
-    kernel = SGHMC(step_size=0.01, burnin_step_size=0.1, n_steps=4).build(target)
+    kernel = SGHMC(step_size=0.01, warmup_step_size=0.1, n_steps=4).build(target)
     kernel.init(torch.zeros(1, 2, dtype=torch.float64), n_warmup=2)  # told by the loop
     eps = torch.tensor([0.01], dtype=torch.float64)
     assert float(kernel._eps(eps, 0)) == pytest.approx(0.1)
@@ -257,15 +257,15 @@ def test_every_random_number_comes_from_the_generator():
         GSGHMC(n_steps=3),
         HTE(n_steps=3),
     ):
-        a = _run(target, sampler, n_samples=20, n_warmup=5, seed=5).draws
+        a = _run(target, sampler, n_draws=20, n_warmup=5, seed=5).draws
         torch.manual_seed(123)  # global state must not matter
-        b = _run(target, sampler, n_samples=20, n_warmup=5, seed=5).draws
+        b = _run(target, sampler, n_draws=20, n_warmup=5, seed=5).draws
         assert torch.equal(a, b), sampler
 
 
 def test_divergent_steps_are_undone_and_counted():
     target = NoisyGaussianTarget(np.zeros(3), np.full(3, 1e-4))
-    result = _run(target, SGHMC(step_size=1.0, n_steps=5), n_samples=20, n_warmup=0)
+    result = _run(target, SGHMC(step_size=1.0, n_steps=5), n_draws=20, n_warmup=0)
     assert torch.isfinite(result.draws).all()
     assert result.stats["divergent_steps"].sum() > 0
 
@@ -279,7 +279,7 @@ def test_divergent_steps_are_undone_and_counted():
         (GSGHMC(n_steps=0), "n_steps"),
         (GSGHMC(energy="exact"), "energy"),
         (SGLD(temperature=-1), "temperature"),
-        (HTE(burnin_step_size=0.0), "burnin_step_size"),
+        (HTE(warmup_step_size=0.0), "warmup_step_size"),
     ],
 )
 def test_bad_parameters_raise_naming_them(sampler, name):

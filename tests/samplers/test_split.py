@@ -278,11 +278,11 @@ def test_symmetric_split_energy_error_is_second_order(n_splits):
 @pytest.mark.parametrize("integrator", SPLIT_INTEGRATORS)
 def test_split_hmc_samples_the_bayesian_linear_regression_posterior(integrator):
     target, mean, cov = _blr(n_splits=3)
-    kernel = HMCKernel(target, n_leapfrog=5, integrator=integrator)
+    kernel = HMCKernel(target, n_steps=5, integrator=integrator)
     state = kernel.init(torch.zeros(1, 4, dtype=F64))
     # L eps = 0.15, about a third of the posterior's shortest period: no resonance
     run = run_chains(
-        kernel, state, torch.Generator().manual_seed(0), n_warmup=50, n_samples=1000, step_size=0.03
+        kernel, state, torch.Generator().manual_seed(0), n_warmup=50, n_draws=1000, step_size=0.03
     )
     assert run.accepted.double().mean() > 0.75
     _moments_within_mc_error(run.draws, _Gaussian(mean, cov))
@@ -298,7 +298,7 @@ def test_far_too_large_step_is_a_counted_divergence_and_leaves_the_state_intact(
     target, _ = _mlp_targets(n_splits=3)
     state, _ = _start(target, C=3)
     before = state.position.clone()
-    kernel = HMCKernel(target, step_size=50.0, n_leapfrog=20, integrator=integrator)
+    kernel = HMCKernel(target, step_size=50.0, n_steps=20, integrator=integrator)
     new, info = kernel.step(state, torch.Generator().manual_seed(0))
     assert info.divergent.all() and not info.accepted.any()
     torch.testing.assert_close(new.position, before, rtol=0, atol=0)

@@ -18,12 +18,12 @@ def test_steps_follow_the_integration_time_jittered():
     kernel = HMCKernel(target, trajectory_length=1.0)
     g = torch.Generator().manual_seed(0)
     eps = torch.full((3,), 0.1, dtype=torch.float64)
-    steps = np.array([kernel.n_steps(eps, g) for _ in range(2000)])
+    steps = np.array([kernel.trajectory_steps(eps, g) for _ in range(2000)])
     assert steps.min() >= 5 and steps.max() <= 15  # ceil(u / 0.1), u in [0.5, 1.5]
     assert abs(steps.mean() - 10.5) < 0.2  # E ceil(10 U(0.5, 1.5)) = 10.5
     assert len(set(steps)) >= 10
-    capped = HMCKernel(target, trajectory_length=1.0, max_n_leapfrog=7)
-    assert max(capped.n_steps(eps, g) for _ in range(50)) == 7
+    capped = HMCKernel(target, trajectory_length=1.0, max_steps=7)
+    assert max(capped.trajectory_steps(eps, g) for _ in range(50)) == 7
 
 
 def test_trajectory_length_samples_the_right_distribution_and_records_steps():
@@ -31,22 +31,22 @@ def test_trajectory_length_samples_the_right_distribution_and_records_steps():
     kernel = HMC(trajectory_length=2.0).build(target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.zeros(4, 6, dtype=torch.float64))
-    run = run_chains(kernel, state, g, n_warmup=300, n_samples=800, step_size="auto")
+    run = run_chains(kernel, state, g, n_warmup=300, n_draws=800, step_size="auto")
     _moments_within_mc_error(run.draws, target)
     n_steps = run.draw_stats["n_steps"].double()
     eps = float(run.step_size.mean())
     assert abs(n_steps.mean().item() - 2.0 / eps) < 0.15 * 2.0 / eps + 1
 
 
-def test_n_leapfrog_path_draws_no_extra_random_numbers():
+def test_n_steps_path_draws_no_extra_random_numbers():
     target = correlated_gaussian(3, seed=0)
-    a = HMC(n_leapfrog=7).build(target)
-    b = HMCKernel(target, n_leapfrog=7)
+    a = HMC(n_steps=7).build(target)
+    b = HMCKernel(target, n_steps=7)
     runs = []
     for kernel in (a, b):
         g = torch.Generator().manual_seed(5)
         state = kernel.init(torch.zeros(2, 3, dtype=torch.float64))
-        runs.append(run_chains(kernel, state, g, n_warmup=20, n_samples=20).draws)
+        runs.append(run_chains(kernel, state, g, n_warmup=20, n_draws=20).draws)
     assert torch.equal(*runs)
 
 

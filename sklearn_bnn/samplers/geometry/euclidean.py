@@ -218,7 +218,7 @@ class DenseMetric(EuclideanMetric):
     >>> cov = torch.tensor([[1.0, 0.9], [0.9, 1.0]], dtype=torch.float64)
     >>> logp = lambda x: -0.5 * x @ torch.linalg.solve(cov, x)
     >>> result = sample(logp, torch.zeros(2, dtype=torch.float64), NUTS(metric=DenseMetric(cov)),
-    ...                 n_warmup=100, n_samples=100, n_chains=2, random_state=0)
+    ...                 n_warmup=100, n_draws=100, n_chains=2, random_state=0)
     >>> result.draws.shape
     torch.Size([2, 100, 2])
     """
