@@ -550,7 +550,11 @@ def run_part(part: str, data: dict, with_hmc: bool) -> None:
             else:
                 value = expected_calibration_error(y_val, full_val, labels=labels)
             reducer = EnsembleReducer(
-                FrozenEstimator(clf), metric=metric, tolerance=0.01 * value, random_state=0
+                FrozenEstimator(clf),
+                method="greedy",
+                metric=metric,
+                tolerance=0.01 * value,
+                random_state=0,
             ).fit(X_val, y_val)
             proba = reducer.predict_proba(X_te)
             per_pass = ", ".join(str(k) for k in reducer.n_members_per_repeat_)

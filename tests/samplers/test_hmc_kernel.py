@@ -67,8 +67,11 @@ def test_dual_averaging_reaches_target_acceptance():
     run = run_chains(
         kernel, state, g, n_warmup=400, n_draws=600, step_size="auto", target_accept=0.8
     )
+    # Sampling uses the averaged iterate of dual averaging (Hoffman & Gelman 2014, Alg. 5), a
+    # smaller step than the last ones, so acceptance after warmup sits above the target: seeds
+    # 0-9 gave 0.86-0.93. A broken adaptation gives about 0 or 1.
     mean_accept = run.accept_prob.double().mean()
-    assert abs(mean_accept - 0.8) < 0.1, mean_accept
+    assert 0.78 < mean_accept < 0.97, mean_accept
 
 
 def test_sampling_is_reproducible_with_the_generator():
