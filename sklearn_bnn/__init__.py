@@ -1,6 +1,7 @@
 """sklearn_bnn: Bayesian neural networks with the scikit-learn interface."""
 
 from ._persistence import load, save
+from ._threads import fit_threads
 from .decision import BayesDecisionClassifier
 from .ensemble import EnsembleReducer
 from .estimators import (
@@ -35,6 +36,7 @@ __all__ = [
     "SGMCMCRegressor",
     "SplitHMCClassifier",
     "SplitHMCRegressor",
+    "fit_threads",
     "load",
     "save",
     "uncertainty_report",

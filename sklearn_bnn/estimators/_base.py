@@ -36,6 +36,7 @@ from .._persistence import (
     meta_module,
     optional,
 )
+from .._threads import in_sampling_threads
 from .._utils import (
     draw_seed,
     predict_device,
@@ -241,7 +242,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         # p(theta | D)^(1/T); 1 leaves it as it is
         target.temperature = float(getattr(self, "temperature", 1.0))
         # the sampler may sample another form of the target (S3HMC: weights and precisions)
-        run, self._generator_states = run_sampler(
+        work = X.shape[0] * positions.shape[1] * positions.shape[0]  # forward multiply-adds
+        run, self._generator_states = in_sampling_threads(work, run_sampler)(
             self._sampler_object(),
             target,
             positions,

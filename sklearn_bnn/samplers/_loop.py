@@ -76,15 +76,15 @@ def run_chains(
 
 
 def _warm_up(kernel, generator, adaptation, n_warmup: int, record, bar) -> None:
-    """The warmup transitions: the adaptation sees each and sets the next step size and mass."""
+    """The warmup transitions: the adaptation sees each, and gives the state to go on from and
+    the next step size and mass."""
     for i in range(n_warmup):
         state, info = kernel.step(
             record.state, generator, step_size=record.eps, inv_mass=record.inv_mass
         )
-        record.state = state
         record.n_grad += info.n_grad
         record.warmup_divergent += info.divergent.cpu()
-        record.eps, record.inv_mass = adaptation.update(i, state, info)
+        record.state, record.eps, record.inv_mass = adaptation.update(i, state, info)
         _progress(bar, i, "warmup", kernel, info, record.warmup_divergent)
     record.eps, record.inv_mass = adaptation.final()
 

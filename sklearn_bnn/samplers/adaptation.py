@@ -21,7 +21,10 @@ __all__ = [
     "DualAveraging",
     "SettlingVariance",
     "WelfordVariance",
+    "collapsed_chains",
     "find_reasonable_step_size",
+    "rescue_collapsed_chains",
+    "stalled_chains",
     "warmup_windows",
 ]
 
@@ -29,11 +32,18 @@ __all__ = [
 class DualAveraging:
     """Per-chain dual-averaging step-size adaptation.
 
+    Every chain has its own iteration count, so that :meth:`adopt` can hand one chain the
+    adaptation of another mid-way (see :func:`rescue_collapsed_chains`). The step size is kept
+    at or above ``1e-10`` times the initial one: a chain that accepts nothing drives log eps
+    down by about sqrt(m) / gamma, which would otherwise underflow to a step of exactly 0.
+
     Parameters
     ----------
     initial_step_size : tensor (C,)
     target_accept : float
         Desired mean acceptance probability (0.8 by default).
+    gamma, t0, kappa : float
+        Hoffman & Gelman's (2014) constants of Algorithm 5.
     """
 
     def __init__(
@@ -46,10 +56,16 @@ class DualAveraging:
     ):
         self.target_accept = target_accept
         self.gamma, self.t0, self.kappa = gamma, t0, kappa
+        self.initial_step_size = initial_step_size
         self.mu = torch.log(10 * initial_step_size)
         self.h_bar = torch.zeros_like(initial_step_size)
         self.log_eps_bar = torch.zeros_like(initial_step_size)
         self.log_eps = torch.log(initial_step_size)
+        self.log_eps_floor = self.log_eps - math.log(1e10)
+        self.count = torch.zeros(  # updates, per chain
+            initial_step_size.shape, dtype=torch.long, device=initial_step_size.device
+        )
+        self.recent_accept = torch.full_like(initial_step_size, math.nan)  # moving average
         self.m = 0
 
     @property
@@ -59,21 +75,162 @@ class DualAveraging:
 
     @property
     def final_step_size(self) -> torch.Tensor:
-        """The averaged step size, frozen after warmup."""
-        if self.m == 0:
-            return self.step_size
-        return torch.exp(self.log_eps_bar)
+        """The averaged step size, frozen after warmup (the current one for a chain that has
+        had no update yet)."""
+        return torch.where(self.count > 0, torch.exp(self.log_eps_bar), self.step_size)
 
     def update(self, accept_prob: torch.Tensor) -> None:
         """Take one transition's acceptance probability (C,) into account."""
         self.m += 1
-        m = self.m
-        accept_prob = torch.nan_to_num(accept_prob, nan=0.0)
-        w = 1.0 / (m + self.t0)
+        self.count = self.count + 1
+        accept_prob = torch.nan_to_num(accept_prob, nan=0.0).to(self.h_bar)
+        # Algorithm 5's weights, per chain, in Python floats (one value per distinct count)
+        w, root, eta = self._weights(
+            lambda m: 1.0 / (m + self.t0),
+            lambda m: math.sqrt(m) / self.gamma,
+            lambda m: m ** (-self.kappa),
+        )
         self.h_bar = (1 - w) * self.h_bar + w * (self.target_accept - accept_prob)
-        self.log_eps = self.mu - math.sqrt(m) / self.gamma * self.h_bar
-        eta = m ** (-self.kappa)
+        self.log_eps = torch.maximum(self.mu - root * self.h_bar, self.log_eps_floor)
         self.log_eps_bar = eta * self.log_eps + (1 - eta) * self.log_eps_bar
+        # about the last 10 transitions (the first one counts alone)
+        recent = torch.nan_to_num(self.recent_accept, nan=0.0)
+        (weight,) = self._weights(lambda m: max(1.0 / m, 0.1))
+        self.recent_accept = (1 - weight) * recent + weight * accept_prob
+
+    def _weights(self, *functions):
+        """Each function of the iteration count, per chain: a Python float when every chain
+        has the same count (the common case), else a (C,) tensor."""
+        counts = self.count.tolist()
+        if len(set(counts)) == 1:
+            return [f(int(counts[0])) for f in functions]
+        h = self.h_bar
+        return [
+            torch.tensor([f(int(m)) for m in counts], dtype=h.dtype, device=h.device)
+            for f in functions
+        ]
+
+    def adopt(self, chains: torch.Tensor, donors: torch.Tensor) -> None:
+        """Give each chain of ``chains`` (indices) the adaptation state of the matching chain of
+        ``donors``: it goes on from there as if it had been that chain."""
+        for name in (
+            "mu",
+            "h_bar",
+            "log_eps_bar",
+            "log_eps",
+            "log_eps_floor",
+            "count",
+            "recent_accept",
+        ):
+            value = getattr(self, name).clone()
+            value[chains] = value[donors]
+            setattr(self, name, value)
+
+
+def collapsed_chains(averager: DualAveraging, ratio: float = 1e-2, min_updates: int = 20):
+    """Chains whose adapted step size has collapsed, and healthy chains that could replace them.
+
+    A chain has collapsed when, after at least ``min_updates`` updates, its averaged step size
+    is below ``ratio`` times the median of the averaged step sizes of the chains that have not
+    (every chain being judged against the others; at least two chains must be judged). Such a
+    chain has typically fallen into a region much narrower than where the other chains are (a
+    funnel, or a degenerate mode such as a mixture component collapsed onto one data point) or
+    into one where every proposal diverges: dual averaging then follows the acceptance down
+    and the chain stops moving.
+
+    Returns
+    -------
+    collapsed, healthy : tensors of chain indices
+    """
+    eps = averager.final_step_size
+    judged = averager.count >= min_updates
+    if int(judged.sum()) < 2:
+        empty = torch.zeros(0, dtype=torch.long, device=eps.device)
+        return empty, empty
+    log_eps = torch.log(eps)
+    collapsed = torch.zeros_like(judged)
+    for _ in range(len(eps)):  # the median of the chains not (yet) found collapsed
+        rest = judged & ~collapsed
+        if int(rest.sum()) < 1:
+            break
+        median = log_eps[rest].median()
+        now = judged & (log_eps < median + math.log(ratio))
+        if torch.equal(now, collapsed):
+            break
+        collapsed = now
+    healthy = judged & ~collapsed
+    if not healthy.any():
+        collapsed = torch.zeros_like(collapsed)
+    return collapsed.nonzero().squeeze(1), healthy.nonzero().squeeze(1)
+
+
+def rescue_collapsed_chains(averager: DualAveraging, state: State, **criteria):
+    """Restart every collapsed chain (see :func:`collapsed_chains`) from a healthy one.
+
+    The collapsed chain takes the healthy chain's position, log density and gradient, and its
+    dual-averaging state (:meth:`DualAveraging.adopt`); the two then go on with independent
+    momenta. This happens during warmup only, whose draws are discarded, so every chain's
+    sampling phase is still an exact Markov chain; the price is that the chains of the
+    sampling phase no longer all come from independent starts (R-hat then cannot reveal the
+    region the collapsed chain had found). Healthy chains are handed out in turn, the one with
+    the highest log density first.
+
+    Returns
+    -------
+    state : State
+        Unchanged when no chain collapsed.
+    restarts : list of (chain, donor, step_size, log_prob)
+        What happened, with the collapsed chain's step size and log density before it.
+    """
+    collapsed, healthy = collapsed_chains(averager, **criteria)
+    if len(collapsed) == 0:
+        return state, []
+    order = healthy[torch.argsort(state.log_prob[healthy], descending=True)]
+    donors = order[torch.arange(len(collapsed), device=order.device) % len(order)]
+    restarts = [
+        (int(c), int(d), float(averager.final_step_size[c]), float(state.log_prob[c]))
+        for c, d in zip(collapsed, donors, strict=True)
+    ]
+    averager.adopt(collapsed, donors)
+    rows = collapsed.to(state.position.device)
+    from_rows = donors.to(state.position.device)
+    new = []
+    for tensor in state:
+        tensor = tensor.clone()
+        tensor[rows] = tensor[from_rows]
+        new.append(tensor)
+    return type(state)(*new), restarts  # every field of the chain's state (Gibbs values too)
+
+
+def stalled_chains(averager: DualAveraging, ratio: float = 1e-2, min_accept: float = 0.05):
+    """Why each chain's warmup ended badly, by chain index: a step size that is not a positive
+    finite number, one collapsed below ``ratio`` times the others' (or, for a single chain,
+    below ``ratio**2`` times where it started), or a recent acceptance below ``min_accept``
+    (about the last 10 transitions)."""
+    eps = averager.final_step_size
+    problems = {}
+    collapsed, _ = collapsed_chains(averager, ratio=ratio, min_updates=1)
+    for c in range(len(eps)):
+        value = float(eps[c])
+        if not math.isfinite(value) or value <= 0:
+            problems[c] = f"its step size is {value}"
+        elif c in collapsed.tolist():
+            median = float(eps[[k for k in range(len(eps)) if k != c]].median())
+            problems[c] = (
+                f"its step size {value:.3g} collapsed below {ratio:g} x the other chains' "
+                f"({median:.3g})"
+            )
+        elif len(eps) == 1 and value < ratio**2 * float(averager.initial_step_size[c]):
+            problems[c] = (
+                f"its step size {value:.3g} collapsed below {ratio**2:g} x its starting "
+                f"{float(averager.initial_step_size[c]):.3g}"
+            )
+        elif float(averager.recent_accept[c]) < min_accept:
+            problems[c] = (
+                f"it accepted almost nothing at the end of warmup (mean acceptance "
+                f"probability {float(averager.recent_accept[c]):.3f})"
+            )
+    return problems
 
 
 def find_reasonable_step_size(

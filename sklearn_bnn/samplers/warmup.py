@@ -1,13 +1,14 @@
 """Warmup as an object the sampling loop calls: ``init``, ``update`` per transition, ``final``.
 
-The loop knows nothing of dual averaging or mass windows; it asks its adaptation for the step
-size and inverse mass of the next transition (BlackJAX's ``window_adaptation`` has the same
-three-part shape). :class:`WindowAdaptation` is Stan's scheme, the default: the starting step size
-of Hoffman & Gelman (2014, Algorithm 4), dual averaging toward ``target_accept`` (Algorithm 5),
-and, with ``adapt_mass``, a diagonal inverse mass per chain estimated over Stan's slow windows,
-dual averaging restarting at the end of each (the pieces are in :mod:`.adaptation`). Another
-scheme is any object with the same three methods, passed to
-:func:`~sklearn_bnn.samplers.run_chains` as ``adaptation``.
+The loop knows nothing of dual averaging or mass windows; it asks its adaptation for the state to
+go on from and the step size and inverse mass of the next transition (BlackJAX's
+``window_adaptation`` has the same three-part shape). :class:`WindowAdaptation` is Stan's scheme,
+the default: the starting step size of Hoffman & Gelman (2014, Algorithm 4), dual averaging
+toward ``target_accept`` (Algorithm 5) with the rescue of chains whose step size collapses, and,
+with ``adapt_mass``, a diagonal inverse mass per chain estimated over Stan's slow windows, dual
+averaging restarting at the end of each (the pieces are in :mod:`.adaptation`). Another scheme
+is any object with the same three methods, passed to :func:`~sklearn_bnn.samplers.run_chains`
+as ``adaptation``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ import warnings
 
 import torch
 
-from .adaptation import DualAveraging, SettlingVariance, find_reasonable_step_size, warmup_windows
+from .adaptation import (
+    DualAveraging,
+    SettlingVariance,
+    find_reasonable_step_size,
+    rescue_collapsed_chains,
+    stalled_chains,
+    warmup_windows,
+)
 
 __all__ = ["WindowAdaptation", "prior_variance"]
 
@@ -81,6 +89,7 @@ class WindowAdaptation:
                 step_size = getattr(kernel, "step_size", 1.0)
             self._eps = torch.as_tensor(step_size).to(device, dtype).expand(C).clone()
         self._prepare_windows(kernel.target, device)
+        self._rescued, self._n_chains = [], C
         return self._eps, self._inv_mass
 
     def _kernel_metric(self, kernel, n_chains: int, device, dtype):
@@ -116,10 +125,14 @@ class WindowAdaptation:
         self._device = device
 
     def update(self, i: int, state, info):
-        """Take warmup transition ``i`` (from 0) into account; the step size and inverse mass
-        of the next transition."""
+        """Take warmup transition ``i`` (from 0) into account. Returns the state to go on from
+        (a chain whose step size collapsed restarts from a healthy chain's state and
+        adaptation, :func:`~.adaptation.rescue_collapsed_chains`), and the step size and
+        inverse mass of the next transition."""
         if self._adapt:
             self._averager.update(info.accept_prob)
+            state, restarts = rescue_collapsed_chains(self._averager, state)
+            self._rescued += restarts
             self._eps = self._averager.step_size
         if self._mass and i in self._window_starts:
             shape = state.position.shape
@@ -133,13 +146,42 @@ class WindowAdaptation:
             if self._adapt:  # a new metric: restart dual averaging from the current step size
                 self._averager = DualAveraging(self._averager.final_step_size, self.target_accept)
                 self._eps = self._averager.step_size
-        return self._eps, self._inv_mass
+        return state, self._eps, self._inv_mass
 
     def final(self):
-        """The step size (C,) and inverse mass of the draws."""
+        """The step size (C,) and inverse mass of the draws; warns about the chains restarted
+        during warmup and those that ended it stalled."""
         if self._adapt:
             self._eps = self._averager.final_step_size
+            _warn_about_warmup(self._rescued, stalled_chains(self._averager), self._n_chains)
         return self._eps, self._inv_mass
+
+
+def _warn_about_warmup(rescued: list, stalled: dict, n_chains: int) -> None:
+    """One warning for the chains restarted during warmup, one for those that ended it badly."""
+    if rescued:
+        lines = "; ".join(
+            f"chain {c} (step size {eps:.3g}, log density {lp:.6g}) from chain {d}"
+            for c, d, eps, lp in rescued
+        )
+        warnings.warn(
+            f"warmup restarted {len(rescued)} chain(s) whose adapted step size had collapsed to "
+            "under 1/100 of the other chains' (a region much narrower than theirs, or where "
+            f"every proposal diverges): {lines}. Each took the position and adaptation of a "
+            "healthy chain; the sampling phase is exact, but its chains no longer all come "
+            "from independent starts.",
+            RuntimeWarning,
+            stacklevel=5,
+        )
+    for c, cause in stalled.items():
+        name = f"chain {c}" if n_chains > 1 else "the chain"
+        warnings.warn(
+            f"{name} ended warmup stalled: {cause}. Its draws barely move; look at its "
+            "starting point (a region much narrower than the posterior's bulk, a degenerate "
+            "mode, or non-finite log densities), or give a numeric step_size.",
+            RuntimeWarning,
+            stacklevel=5,
+        )
 
 
 def prior_variance(target):
