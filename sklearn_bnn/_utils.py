@@ -63,17 +63,6 @@ def resolve_dtype(dtype: str | torch.dtype | type | None) -> torch.dtype:
     raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}.")
 
 
-def make_generator(random_state, device: torch.device | str = "cpu") -> torch.Generator:
-    """A local :class:`torch.Generator` seeded from a scikit-learn ``random_state``.
-
-    Global RNG state (numpy's and torch's) is never touched.
-    """
-    seed = draw_seed(random_state)
-    gen = torch.Generator(device=device)
-    gen.manual_seed(seed)
-    return gen
-
-
 def draw_seed(random_state) -> int:
     """One seed in [0, 2**31) drawn from ``random_state`` (None, an int or a RandomState)."""
     return int(check_random_state(random_state).randint(0, 2**31 - 1))

@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.utils import get_tags
+from sklearn.utils._param_validation import HasMethods, InvalidParameterError
 from sklearn.utils.validation import check_is_fitted
 
-from ._persistence import WeightsOnlyMixin, register
+from ._registry import WeightsOnlyMixin, register
 from ._utility import bayes_decision, check_utility, expected_utilities
 from .metrics import mean_utility
 
@@ -78,6 +79,12 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
     array(['Severe'], dtype='<U7')
     """
 
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit", "predict_proba"])],
+        "utility": ["array-like", None],
+        "decision_labels": ["array-like", None],
+    }
+
     def __init__(self, estimator, utility=None, decision_labels=None):
         self.estimator = estimator
         self.utility = utility
@@ -99,11 +106,14 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
         -------
         self
         """
-        if not hasattr(self.estimator, "predict_proba"):
-            raise ValueError(
-                f"estimator must implement predict_proba; {type(self.estimator).__name__} "
-                "does not (for SVC, set probability=True)."
+        if hasattr(self.estimator, "fit") and not hasattr(self.estimator, "predict_proba"):
+            # scikit-learn's message, with the hint for the classifier people most often pass
+            raise InvalidParameterError(
+                f"The 'estimator' parameter of {type(self).__name__} must be an object "
+                f"implementing 'fit' and 'predict_proba'. Got {self.estimator!r} instead "
+                "(for SVC, set probability=True)."
             )
+        self._validate_params()
         self.estimator_ = clone(self.estimator).fit(X, y, **fit_params)
         self.classes_ = self.estimator_.classes_
         n_classes = len(self.classes_)
@@ -133,7 +143,7 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
         """Check a decoded fitted state against the wrapped fitted estimator (see
         :func:`sklearn_bnn.load`): the same classes, a utility with one row per class and one
         decision label per column."""
-        from . import _persistence as P
+        from . import _state_checks as P
 
         P.check_state(
             state,

@@ -28,7 +28,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._persistence import WeightsOnlyMixin, register
+from ._registry import WeightsOnlyMixin, register
 from ._utils import check_scalar_param
 from ._validation import check_probabilities, encode_labels
 from .metrics import brier_score, expected_calibration_error, negative_log_likelihood
@@ -591,7 +591,7 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
     def _check_loaded_state(self, state: dict) -> None:
         """Check a decoded fitted state (see :func:`sklearn_bnn.load`): kept members within the
         wrapped estimator's members, and the classes and features of the wrapped estimator."""
-        from . import _persistence as P
+        from . import _state_checks as P
         from .decision import _check_same_as_wrapped
 
         self._validate_params()

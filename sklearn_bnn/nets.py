@@ -163,18 +163,6 @@ def build_module(
     )
 
 
-def count_parameters(module: nn.Module) -> int:
-    """Number of trainable scalars in ``module``."""
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
-
-
-def module_device_dtype(module: nn.Module) -> tuple[torch.device, torch.dtype]:
-    """Device and floating dtype of the first parameter (CPU/float32 if none)."""
-    for p in module.parameters():
-        return p.device, p.dtype
-    return torch.device("cpu"), torch.float32
-
-
 class ConcreteDropout(nn.Module):
     """Dropout with a learned rate on the input of a layer (Gal, Hron & Kendall 2017).
 

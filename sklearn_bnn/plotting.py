@@ -9,6 +9,7 @@ import numpy as np
 
 from ._validation import check_classification
 from .metrics import (
+    accuracy_coverage_curve,
     cumulative_accuracy,
     expected_calibration_error,
     mutual_information_matrix,
@@ -21,6 +22,8 @@ __all__ = [
     "plot_entropy_cdf",
     "plot_mutual_information_matrix",
     "plot_cumulative_accuracy",
+    "plot_accuracy_coverage",
+    "plot_entropy_histogram",
 ]
 
 
@@ -222,4 +225,85 @@ def plot_cumulative_accuracy(
     ax.set(xlabel="number of draws", ylabel="accuracy", title="Cumulative accuracy")
     if label:
         ax.legend(loc="lower right")
+    return ax
+
+
+def plot_accuracy_coverage(
+    y_true, y_prob, *, uncertainty=None, labels=None, ax=None, label: str | None = None
+):
+    """Accuracy on the inputs kept against the fraction kept, the most uncertain refused first.
+
+    The curve of :func:`~sklearn_bnn.metrics.accuracy_coverage_curve` (risk-coverage, read as
+    accuracy): a model whose uncertainty flags its errors rises towards 1 as coverage falls.
+    Call it once per model on the same axes to compare models.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+    y_prob : array-like of shape (n_samples, n_classes) or (n_draws, n_samples, n_classes)
+        Predictive probabilities, or per-draw probabilities (averaged first).
+    uncertainty : array-like of shape (n_samples,), optional
+        Ranking score, higher refused first; by default the predictive entropy.
+    labels : array-like, optional
+        Class labels of the columns.
+    ax : matplotlib Axes, optional
+    label : str, optional
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    coverage, accuracy, _ = accuracy_coverage_curve(
+        y_true, y_prob, uncertainty=uncertainty, labels=labels
+    )
+    ax = _axes(ax)
+    ax.plot(100 * coverage, accuracy, label=label)
+    ax.set(
+        xlabel="inputs kept (%), the most uncertain refused first",
+        ylabel="accuracy on the inputs kept",
+        xlim=(0, 100),
+        title="Accuracy against coverage",
+    )
+    if label:
+        ax.legend(loc="lower left")
+    return ax
+
+
+def plot_entropy_histogram(y_prob_in, y_prob_out, *, bins: int = 20, ax=None, title=None):
+    """Histograms of the predictive entropy on in-distribution and out-of-distribution inputs.
+
+    A model that knows what it has not seen puts the out-of-distribution inputs at high
+    entropy and the in-distribution ones near zero, so the two histograms barely overlap.
+    Both are normalised to unit area and share bins over ``[0, log(n_classes)]``.
+
+    Parameters
+    ----------
+    y_prob_in, y_prob_out : array-like of shape (n_samples, n_classes) or \
+(n_draws, n_samples, n_classes)
+        Predictive (or per-draw) probabilities on in- and out-of-distribution inputs, with the
+        same classes.
+    bins : int, default=20
+    ax : matplotlib Axes, optional
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    n_classes = np.shape(y_prob_in)[-1]
+    if np.shape(y_prob_out)[-1] != n_classes:
+        raise ValueError("y_prob_in and y_prob_out must have the same number of classes.")
+    entropy_in = predictive_entropy(y_prob_in)
+    entropy_out = predictive_entropy(y_prob_out)
+    edges = np.linspace(0.0, np.log(n_classes), bins + 1)
+    ax = _axes(ax)
+    style = {"bins": edges, "density": True, "alpha": 0.6}
+    ax.hist(entropy_in, label=f"in distribution (n = {len(entropy_in)})", **style)
+    ax.hist(entropy_out, label=f"out of distribution (n = {len(entropy_out)})", **style)
+    ax.set(
+        xlabel="predictive entropy (nats)",
+        ylabel="density",
+        title=title or "Predictive entropy",
+    )
+    ax.legend(loc="upper center")
     return ax

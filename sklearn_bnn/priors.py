@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from sklearn.base import BaseEstimator
 
-from ._persistence import register
+from ._registry import register
 
 __all__ = ["BoundGaussianPrior", "GaussianPrior", "HierarchicalPrior", "Prior"]
 

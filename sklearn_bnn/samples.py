@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._persistence import register
+from ._registry import register
 
 __all__ = ["PosteriorSamples"]
 
@@ -145,7 +145,7 @@ class PosteriorSamples:
     def _check_state(cls, state: dict) -> None:
         """Check a decoded :meth:`to_state` dict (types, and that every size agrees with
         ``draws``) before :meth:`from_state`; raises ValueError naming the field."""
-        from ._persistence import check_state, dict_of, is_int, is_tensor, list_of, n_elements
+        from ._state_checks import check_state, dict_of, is_int, is_tensor, list_of, n_elements
 
         def is_name(value, field):
             if type(value) is not str:

@@ -10,7 +10,6 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_bnn.decision import (
     BayesDecisionClassifier,
@@ -111,8 +110,3 @@ def test_grid_search_clone_pipeline_and_persistence(tmp_path):
     np.testing.assert_array_equal(
         again.predict_expected_utility(X), fitted.predict_expected_utility(X)
     )
-
-
-@parametrize_with_checks([BayesDecisionClassifier(LogisticRegression())])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)

@@ -6,7 +6,6 @@ from sklearn.datasets import load_digits, make_classification
 from sklearn.frozen import FrozenEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
-from sklearn.utils.estimator_checks import parametrize_with_checks
 from threadpoolctl import threadpool_limits
 
 import sklearn_bnn
@@ -304,10 +303,3 @@ def test_digits_accuracy_needs_few_members_calibration_more(digits_ensemble):
     assert by_ece.n_members_ > by_acc.n_members_
     assert by_ece.n_members_per_repeat_.mean() > 1.5 * by_acc.n_members_per_repeat_.mean()
     assert by_ece.metric_reduced_ <= by_ece.metric_full_
-
-
-@parametrize_with_checks(
-    [EnsembleReducer(BootstrapEnsemble(n_members=3, random_state=0), n_repeats=2, random_state=0)]
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)

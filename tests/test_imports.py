@@ -163,3 +163,27 @@ def test_cycle_finder_on_small_packages(tmp_path, files, cycle):
     _write(tmp_path / "pkg", files)
     modules = _module_files(tmp_path / "pkg", "pkg")
     assert find_cycle(import_graph(modules, "pkg")) == cycle
+
+
+def test_the_persistence_registry_is_a_leaf():
+    """Classes register for ``load`` through ``_registry``, which imports nothing but the
+    standard library; the modules that only register do not pull in the codec."""
+    import sys
+
+    graph = import_graph()
+    assert graph[f"{PACKAGE}._registry"] == set()
+    tree = ast.parse((ROOT / "_registry.py").read_text(encoding="utf-8"))
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    } | {
+        node.module.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+    for module in ("priors", "samples"):
+        assert f"{PACKAGE}._registry" in graph[f"{PACKAGE}.{module}"]
+        assert not {f"{PACKAGE}._persistence", f"{PACKAGE}._codec"} & graph[f"{PACKAGE}.{module}"]

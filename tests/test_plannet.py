@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import sklearn_bnn
 from sklearn_bnn.estimators import PlanNetRegressor
@@ -361,13 +360,3 @@ def test_coverage_and_likelihood_on_fresh_data(correlated_fits):
                 assert joint == pytest.approx(level, abs=0.05)
     # the correlation is worth a better held-out likelihood
     assert nll["full"] < nll["diagonal"] - 0.05
-
-
-# ---------------------------------------------------------------------------------- sklearn
-
-
-# no expected failures: one dropout mask per Monte Carlo pass, shared by all rows and seeded at
-# fit, makes predictions deterministic and independent of batch composition and order
-@parametrize_with_checks([_small(max_iter=30, n_predict_draws=4)])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)

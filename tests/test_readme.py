@@ -21,3 +21,15 @@ def test_ci_runs_the_readme_test_command():
     _, tests = _readme_commands()
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert tests in ci
+
+
+def test_demo_command_installs_what_the_demo_draws_with():
+    import re
+    import tomllib
+
+    demo, _ = _readme_commands()
+    extras = re.search(r'pip install -e "\.\[(\w+)\]"', demo)
+    assert extras, "the demo command installs the package with an extra"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    needs = project["optional-dependencies"][extras.group(1)]
+    assert any(req.startswith("matplotlib") for req in needs)

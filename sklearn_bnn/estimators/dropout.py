@@ -40,7 +40,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from skorch.callbacks import Callback
 from torch import nn
 
-from .._persistence import WeightsOnlyMixin, register
+from .._registry import WeightsOnlyMixin, register
 from .._utils import draw_seed, resolve_device, resolve_dtype, seeded_torch, to_numpy
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ._skorch import (
@@ -279,7 +279,7 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         parameters build (on the ``meta`` device: no size in the file allocates memory)."""
         from sklearn.base import is_classifier
 
-        from .. import _persistence as P
+        from .. import _state_checks as P
 
         self._validate_params()
         required = {

@@ -14,7 +14,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._persistence import register
+from .._registry import register
 from .._utils import check_scalar_param, to_numpy
 from ..likelihoods import Bernoulli, Categorical, Gaussian
 from ._base import BaseSamplingEstimator

@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from skorch.callbacks import Callback
 from torch import nn
 
-from .._persistence import WeightsOnlyMixin, register
+from .._registry import WeightsOnlyMixin, register
 from .._utils import check_scalar_param, draw_seed, resolve_device, resolve_dtype, seeded_torch
 from ..losses import cholesky_factor, cholesky_gaussian_loss
 from ..nets import ACTIVATIONS, PlanNet, check_hidden_layer_sizes
@@ -476,7 +476,7 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
     def _check_loaded_state(self, state: dict) -> None:
         """Types of the fitted attributes, and every network's weights against the network
         these parameters build (on the ``meta`` device: no size in the file allocates memory)."""
-        from .. import _persistence as P
+        from .. import _state_checks as P
 
         self._validate_params()
         m, n_in, n_out = self.n_estimators, state.get("n_features_in_"), state.get("n_outputs_")

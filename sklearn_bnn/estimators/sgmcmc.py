@@ -12,7 +12,7 @@ from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval
 
-from .._persistence import register
+from .._registry import register
 from ..priors import GaussianPrior
 from ..samplers import SAMPLERS
 from ..targets import MinibatchTarget

@@ -13,7 +13,8 @@ import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._persistence import is_int, register
+from .._registry import register
+from .._state_checks import is_int
 from .._utils import draw_seed, resolve_device
 from ..priors import GaussianPrior
 from ..targets import SplitTarget

@@ -32,6 +32,7 @@ from ._scorer import (
     make_gaussian_scorer,
     make_proba_scorer,
 )
+from ._selective import accuracy_coverage_curve
 from ._uncertainty import (
     cumulative_accuracy,
     expected_utility_score,
@@ -44,6 +45,7 @@ from ._uncertainty import (
 __all__ = [
     "GaussianScorer",
     "ProbaScorer",
+    "accuracy_coverage_curve",
     "brier_score",
     "cumulative_accuracy",
     "expected_calibration_error",

@@ -4,7 +4,6 @@ import pytest
 import torch
 from sklearn.datasets import load_digits, load_iris
 from sklearn.model_selection import train_test_split
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import sklearn_bnn
 from sklearn_bnn import LossCalibratedBNN, MCDropoutClassifier
@@ -26,11 +25,6 @@ def table_4_3():
     u[[3, 8]] = 0.3
     u[3, 3] = u[8, 8] = 1.0
     return u
-
-
-@parametrize_with_checks([LossCalibratedBNN(**FAST)])
-def test_sklearn_contract(estimator, check):
-    check(estimator)
 
 
 def test_transformed_utility_is_u_plus_m():

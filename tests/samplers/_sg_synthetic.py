@@ -1,5 +1,8 @@
 """The synthetic benchmark target of seeds/004: a diagonal Gaussian with noisy gradients.
 
+A test fixture (``tests/samplers/test_sgmcmc.py``), also read by
+``benchmarks/sgmcmc_synthetic.py``; not part of the package.
+
 seeds/004, "Synthetic benchmark": the samplers see the exact gradient of the negative log density
 plus N(0, s^2) noise, standing in for minibatch noise; means ~ Exp(0.1) (scale 10), variances
 ~ U[0.1, 1]. The noise comes from the target's own generator: it is part of the problem, not of

@@ -1,0 +1,324 @@
+"""The encoder and the allow-list decoder of weights-only files (see :mod:`._persistence`).
+
+:func:`encode` turns an estimator into tensors, numbers, strings and containers only;
+:func:`decode` turns what ``torch.load(weights_only=True)`` read back into values, accepting
+only the allow-list of :mod:`sklearn_bnn._persistence` and classes, factories and samplers from
+the in-process registries of :mod:`._registry`.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import torch
+
+from ._registry import (
+    _NETWORKS,
+    _REGISTRY,
+    _SAMPLERS,
+    is_estimator_class,
+    registered_sampler_name,
+)
+from ._state_checks import describe
+
+FORMAT = "sklearn_bnn.weights/1"
+_MAX_DEPTH = 64
+
+# The only dtypes a file may name (torch.float32 is saved as {"__dtype__": "float32"}).
+_DTYPES = {
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+}
+# Tensor dtypes that may be stored as a numpy array (numpy has no bfloat16).
+_NDARRAY_DTYPES = (
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.float32,
+    torch.float64,
+)
+_DEVICE_RE = re.compile(r"(cpu|cuda|mps)(:\d{1,3})?")
+_PAYLOAD_KEYS = {"format", "class", "params", "missing_params", "state"}
+
+# Files saved before the parameter names were unified (0.1.0, docs/architecture.md "Vocabulary")
+# store the old names: they are read under the new ones. Only names that were renamed, never
+# removed parameters, appear here.
+_RENAMED_PARAMS = {
+    "n_samples": "n_draws",
+    "n_leapfrog": "n_steps",
+    "max_n_leapfrog": "max_steps",
+    "burnin_step_size": "warmup_step_size",
+    "max_fixed_point": "max_iter",
+    "n_mc_samples": "n_predict_draws",
+    "n_decision_samples": "n_train_draws",
+    "learning_rate": "learning_rate_init",
+}
+
+
+def _renamed(params: dict, known) -> dict:
+    """``params`` with old parameter names (:data:`_RENAMED_PARAMS`) read as the new ones,
+    where the class has the new name and not the old one."""
+    return {
+        _RENAMED_PARAMS.get(k, k) if type(k) is str and k not in known else k: v
+        for k, v in params.items()
+    }
+
+
+class _Unsaveable(Exception):
+    pass
+
+
+# -- encoding ----------------------------------------------------------------------------------
+def encode(obj, where: str = "value"):
+    """Turn ``obj`` into tensors, numbers, strings and containers only."""
+    if isinstance(obj, np.generic):  # first: np.float64 is also a float, but pickles as numpy
+        return obj.item()
+    if obj is None or isinstance(obj, bool | int | float | str):
+        return obj
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu().clone()
+    if isinstance(obj, torch.dtype):
+        name = str(obj).removeprefix("torch.")
+        if name not in _DTYPES:  # load would refuse it: record it as unsaveable now
+            raise _Unsaveable(f"{where}: dtype {obj}")
+        return {"__dtype__": name}
+    if isinstance(obj, torch.device):
+        if not _DEVICE_RE.fullmatch(str(obj)):
+            raise _Unsaveable(f"{where}: device {obj}")
+        return {"__device__": str(obj)}
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind in "biuf":
+            return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(obj)).clone()}
+        if obj.dtype.kind in "UO" and all(
+            isinstance(v, str | int | float | bool) for v in obj.flat
+        ):
+            return {"__objarray__": [encode(v) for v in obj.tolist()], "kind": obj.dtype.kind}
+        raise _Unsaveable(f"{where}: numpy array of dtype {obj.dtype}")
+    if isinstance(obj, tuple):
+        return {"__tuple__": [encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]}
+    if isinstance(obj, list):
+        return [encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+    if isinstance(obj, dict):
+        if not all(isinstance(k, str) for k in obj):
+            raise _Unsaveable(f"{where}: dict with non-string keys")
+        return {"__dict__": {k: encode(v, f"{where}[{k!r}]") for k, v in obj.items()}}
+    for key, factory in _NETWORKS.items():
+        if obj is factory:
+            return {"__network__": key}
+    if type(obj).__name__ == "FrozenEstimator" and type(obj).__module__.startswith("sklearn."):
+        return {"__frozen__": encode(obj.estimator, f"{where}.estimator")}
+    sampler_name = registered_sampler_name(obj)
+    if sampler_name is not None:
+        params = obj.get_params(deep=False)
+        return {"__sampler__": sampler_name, "params": encode(params, f"{where}.params")}
+    cls = type(obj)
+    if _REGISTRY.get(cls.__name__) is cls:
+        if is_estimator_class(cls):
+            return {"__estimator__": _encode_estimator(obj, where, nested=True)}
+        if hasattr(obj, "to_state"):
+            return {"__object__": cls.__name__, "state": encode(obj.to_state(), where)}
+    raise _Unsaveable(f"{where}: {type(obj).__name__}")
+
+
+def _decode_sampler(obj: dict, where: str, depth: int):
+    name = obj["__sampler__"]
+    cls = _SAMPLERS.get(name) if type(name) is str else None
+    if cls is None or set(obj) != {"__sampler__", "params"}:
+        raise ValueError(f"{where}: sampler {describe(name)} is not registered in this process.")
+    params = decode(obj["params"], f"{where}.params", depth + 1)
+    if type(params) is dict:
+        params = _renamed(params, set(cls._get_param_names()))
+    if type(params) is not dict or set(params) - set(cls._get_param_names()):
+        raise ValueError(f"{where}: the parameters of sampler {name!r} do not match its class.")
+    return cls(**params)
+
+
+def _encode_estimator(estimator, where: str, nested: bool) -> dict:
+    """The payload of an estimator: class name, parameters and (when fitted) state."""
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    params, missing = {}, []
+    for name, value in estimator.get_params(deep=False).items():
+        try:
+            params[name] = encode(value, f"{where}: parameter {name!r}")
+        except _Unsaveable:
+            if nested:  # only the outer estimator's parameters can be passed again to load
+                raise
+            missing.append(name)
+    try:
+        check_is_fitted(estimator)
+        state = encode(estimator._get_state(), f"{where}: fitted state")
+    except NotFittedError:
+        if not nested:
+            raise
+        state = None
+    return {
+        "format": FORMAT,
+        "class": type(estimator).__name__,
+        "params": params,
+        "missing_params": missing,
+        "state": state,
+    }
+
+
+# -- decoding ----------------------------------------------------------------------------------
+def decode(obj, where: str = "value", _depth: int = 0):
+    """Inverse of :func:`encode`, accepting only the allow-list of :mod:`sklearn_bnn._persistence`.
+
+    Raises
+    ------
+    ValueError
+        Naming the field (``where``) of the first entry that is not allowed.
+    """
+    if _depth > _MAX_DEPTH:
+        raise ValueError(f"{where}: nested more than {_MAX_DEPTH} levels deep.")
+    if obj is None or type(obj) in (bool, int, float, str):
+        return obj
+    if type(obj) is torch.Tensor:
+        return _check_plain_tensor(obj, where)
+    if type(obj) is list:
+        return [decode(v, f"{where}[{i}]", _depth + 1) for i, v in enumerate(obj)]
+    if type(obj) is not dict:
+        raise ValueError(f"{where}: a {type(obj).__name__} is not allowed in a weights-only file.")
+    tags = [k for k in obj if isinstance(k, str) and k.startswith("__") and k.endswith("__")]
+    if len(tags) != 1:
+        raise ValueError(f"{where}: unrecognised entry with keys {sorted(map(str, obj))[:8]}.")
+    tag, value = tags[0], obj[tags[0]]
+    extra = set(obj) - {tag}
+    allowed_extra = {"__objarray__": {"kind"}, "__object__": {"state"}, "__sampler__": {"params"}}
+    allowed_extra = allowed_extra.get(tag, set())
+    if extra - allowed_extra or (
+        tag in ("__objarray__", "__object__", "__sampler__") and extra != allowed_extra
+    ):
+        raise ValueError(f"{where}: unrecognised entry with keys {sorted(map(str, obj))[:8]}.")
+    if tag == "__ndarray__":
+        if type(value) is not torch.Tensor or value.dtype not in _NDARRAY_DTYPES:
+            raise ValueError(f"{where}: an array must be a numeric tensor, got {describe(value)}.")
+        return _check_plain_tensor(value, where).numpy()
+    if tag == "__objarray__":
+        if obj["kind"] not in ("U", "O") or type(value) is not list:
+            raise ValueError(f"{where}: malformed string array.")
+        for i, v in enumerate(value):
+            if type(v) not in (bool, int, float, str):
+                raise ValueError(f"{where}[{i}]: a string array holds {describe(v)}.")
+        return np.array(value, dtype=object if obj["kind"] == "O" else None)
+    if tag == "__tuple__":
+        if type(value) is not list:
+            raise ValueError(f"{where}: malformed tuple.")
+        return tuple(decode(v, f"{where}[{i}]", _depth + 1) for i, v in enumerate(value))
+    if tag == "__dict__":
+        if type(value) is not dict or not all(type(k) is str for k in value):
+            raise ValueError(f"{where}: a dict must have string keys.")
+        return {k: decode(v, f"{where}[{k!r}]", _depth + 1) for k, v in value.items()}
+    if tag == "__dtype__":
+        if type(value) is not str or value not in _DTYPES:
+            raise ValueError(f"{where}: dtype {describe(value)} is not one of {sorted(_DTYPES)}.")
+        return _DTYPES[value]
+    if tag == "__device__":
+        if type(value) is not str or not _DEVICE_RE.fullmatch(value):
+            raise ValueError(f"{where}: {describe(value)} is not a device name.")
+        return torch.device(value)
+    if tag == "__network__":
+        if type(value) is not str or value not in _NETWORKS:
+            raise ValueError(
+                f"{where}: network factory {describe(value)} is not registered in this "
+                "process (sklearn_bnn._persistence.register_network); pass module=... to load."
+            )
+        return _NETWORKS[value]
+    if tag == "__object__":
+        cls = _REGISTRY.get(value) if type(value) is str else None
+        if cls is None or is_estimator_class(cls) or not hasattr(cls, "_check_state"):
+            raise ValueError(f"{where}: class {describe(value)} is not a registered value class.")
+        state = decode(obj["state"], f"{where}.state", _depth + 1)
+        try:
+            cls._check_state(state)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        return cls.from_state(state)
+    if tag == "__sampler__":
+        return _decode_sampler(obj, where, _depth)
+    if tag == "__estimator__":
+        return _rebuild(value, {}, where, _depth + 1)
+    if tag == "__frozen__":
+        from sklearn.frozen import FrozenEstimator
+
+        inner = decode(value, f"{where}.estimator", _depth + 1)
+        if not is_estimator_class(type(inner)):
+            raise ValueError(f"{where}: a FrozenEstimator must wrap a registered estimator.")
+        return FrozenEstimator(inner)
+    raise ValueError(f"{where}: unrecognised entry {tag!r}.")
+
+
+def _check_plain_tensor(t: torch.Tensor, where: str) -> torch.Tensor:
+    if t.layout != torch.strided or t.device.type != "cpu" or t.is_quantized:
+        raise ValueError(
+            f"{where}: only dense CPU tensors are allowed, got {t.layout} on {t.device}."
+        )
+    return t.detach()
+
+
+def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
+    """Construct, check and fill an estimator from its (undecoded) payload."""
+    if type(payload) is not dict or set(payload) != _PAYLOAD_KEYS:
+        keys = sorted(map(str, payload)) if type(payload) is dict else describe(payload)
+        raise ValueError(
+            f"{where}: expected an estimator record {sorted(_PAYLOAD_KEYS)}, got {keys}."
+        )
+    if payload["format"] != FORMAT:
+        raise ValueError(f"{where}: format {describe(payload['format'])} is not {FORMAT!r}.")
+    name = payload["class"]
+    cls = _REGISTRY.get(name) if type(name) is str else None
+    if cls is None or not is_estimator_class(cls):
+        raise ValueError(
+            f"{where}: class {describe(name)} is not a registered sklearn_bnn estimator."
+        )
+    params, missing = payload["params"], payload["missing_params"]
+    if type(params) is not dict or type(missing) is not list:
+        raise ValueError(f"{where}: malformed parameters.")
+    known = set(cls._get_param_names())
+    params = _renamed(params, known)
+    missing = [
+        _RENAMED_PARAMS.get(m, m) if type(m) is str and m not in known else m for m in missing
+    ]
+    unknown = [str(k) for k in [*params, *missing] if k not in known]
+    if unknown:
+        raise ValueError(f"{where}: {name} has no parameter(s) {unknown[:5]}.")
+    missing = [m for m in missing if m not in overrides]
+    if missing:
+        raise ValueError(
+            f"this file was saved from an estimator whose parameter(s) {missing} held Python code; "
+            f"pass them again, e.g. load(path, {missing[0]}=...)."
+        )
+    init_params = {k: decode(v, f"{where}: parameter {k!r}", depth) for k, v in params.items()}
+    init_params.update(overrides)
+    estimator = cls(**init_params)
+    if payload["state"] is None:
+        if depth == 0:  # only a wrapped estimator's parameter may be unfitted
+            raise ValueError(f"{where}: the file holds no fitted state.")
+        return estimator
+    state = decode(payload["state"], f"{where}: fitted state", depth)
+    if type(state) is not dict:
+        raise ValueError(f"{where}: the fitted state must be a dict, got {describe(state)}.")
+    try:
+        estimator._check_loaded_state(state)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {name}: {exc}") from None
+    except Exception as exc:  # a check tripping over a malformed value is still a bad file
+        raise ValueError(
+            f"{where}: {name}: invalid fitted state ({type(exc).__name__}: {exc})"
+        ) from exc
+    try:
+        estimator._set_state(state)
+    except Exception as exc:  # the checks passed, so this is a gap in a _check_loaded_state
+        raise ValueError(
+            f"{where}: {name}: invalid fitted state ({type(exc).__name__}: {exc})"
+        ) from exc
+    return estimator

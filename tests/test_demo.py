@@ -1,0 +1,78 @@
+"""python -m sklearn_bnn demo: the quick demo end to end, and its reading of the numbers."""
+
+import json
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from sklearn_bnn import __main__ as cli
+from sklearn_bnn import load
+
+
+@pytest.mark.slow
+def test_quick_demo_end_to_end(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "demo"
+    # One BLAS thread for the MLPs (torch has one from conftest): on a shared 2-core machine
+    # two threads made this test 6x slower.
+    with threadpool_limits(1):
+        assert cli.main(["demo", "--quick", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    header = next(line for line in printed.splitlines() if line.startswith("model"))
+    assert header.split()[1:] == " ".join(cli.COLUMNS).split()
+    for name in ("HMC", "MLP", "5 MLPs"):
+        assert any(line.startswith(name + " ") for line in printed.splitlines())
+    assert "Against the MLP:" in printed and "Against the 5 MLPs:" in printed
+    assert "smaller budget" in printed
+    for name in ("reliability.png", "risk_coverage.png", "entropy_ood.png", "hmc_digits.pt"):
+        assert (out / name).stat().st_size > 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["hmc_params"]["n_draws"] == cli.QUICK_BUDGET["n_draws"]
+    assert set(results["models"]) == {"HMC", "MLP", "5 MLPs"}
+    for key in ("accuracy", "nll", "ece", "brier", "auroc_entropy", "seconds"):
+        assert all(np.isfinite(r[key]) for r in results["models"].values())
+    assert results["models"]["MLP"]["auroc_mi"] is None
+    assert 0 <= results["models"]["HMC"]["auroc_mi"] <= 1
+
+    # The saved model with the stored scaler reproduces the demo's HMC test accuracy.
+    X_train, y_train, X_test, y_test, _ = cli.load_split(0)
+    scaler = results["scaler"]
+    clf = load(out / "hmc_digits.pt")
+    accuracy = clf.score((X_test - scaler["mean"]) / np.array(scaler["scale"]), y_test)
+    assert accuracy == pytest.approx(results["models"]["HMC"]["accuracy"])
+
+
+def _row(**scores):
+    row = dict.fromkeys(cli._BETTER, 0.5) | {"auroc_mi": None, "seconds": 1.0}
+    return row | {"mean_entropy_ood": 0.5, "mean_confidence": 0.5} | scores
+
+
+def test_reading_follows_the_numbers():
+    rows = {
+        "HMC": _row(nll=0.10, ece=0.06, auroc_entropy=0.93, auroc_mi=0.95, seconds=40.0),
+        "MLP": _row(nll=0.11, ece=0.02, auroc_entropy=0.89),
+    }
+    text = "\n".join(cli.reading(rows, "HMC", ("MLP",)))
+    better = next(line for line in text.splitlines() if "better:" in line)
+    worse = next(line for line in text.splitlines() if "worse:" in line)
+    assert "NLL 0.100 against 0.110" in better and "OOD AUROC (entropy)" in better
+    assert "mutual information 0.950" in better
+    assert "ECE 0.060 against 0.020" in worse and "NLL" not in worse
+    assert "accuracy 0.500 against 0.500" in text.split("equal:")[1]
+    assert "40 times as long" in text
+    assert "confidence" not in text  # mean confidence equals accuracy: nothing to say
+
+    rows["HMC"]["mean_confidence"] = 0.45
+    assert "under-confident" in "\n".join(cli.reading(rows, "HMC", ("MLP",)))
+
+    rows["HMC"]["nll"] = 0.12  # now worse: the claim moves with the number
+    text = "\n".join(cli.reading(rows, "HMC", ("MLP",)))
+    assert "NLL 0.120 against 0.110" in next(line for line in text.splitlines() if "worse:" in line)
+
+
+def test_table_has_the_columns():
+    rows = {"HMC": _row(auroc_mi=0.9, ratio=40.0), "MLP": _row(ratio=1.0)}
+    lines = cli.format_table(rows).splitlines()
+    assert lines[0].split()[1:] == " ".join(cli.COLUMNS).split()
+    assert lines[2].split()[6] == "-"
