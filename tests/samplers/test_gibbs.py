@@ -10,12 +10,12 @@ error.
 import numpy as np
 import pytest
 import torch
+from _sg_synthetic import NoisyGaussianTarget
 from scipy.special import logsumexp
 
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.likelihoods import sample_gamma
 from sklearn_bnn.samplers import HMC, NUTS, SGLD, GibbsKernel, GibbsState, State, sample
-from sklearn_bnn.samplers.sg_synthetic import NoisyGaussianTarget
 from sklearn_bnn.targets import FunctionTarget
 
 F64 = torch.float64
