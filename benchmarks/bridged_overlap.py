@@ -42,9 +42,9 @@ from sklearn_bnn.samplers.constrained import to_box
 class _KeepTarget(BridgedHMC):
     """BridgedHMC that keeps the target and starting positions the estimator hands it."""
 
-    def run_chains(self, target, positions, **kwargs):
+    def run(self, target, positions, driver, **kwargs):
         self.target_, self.positions_ = target, positions
-        return super().run_chains(target, positions, **kwargs)
+        return super().run(target, positions, driver, **kwargs)
 
 
 class _Gaussian:

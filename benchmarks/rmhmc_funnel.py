@@ -28,12 +28,12 @@ import torch
 
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.samplers import HMC, NUTS, RMHMC, sample
-from sklearn_bnn.samplers.metrics import AutodiffDerivatives
+from sklearn_bnn.samplers.geometry.riemannian import AutodiffDerivatives
 
 
 class Funnel:
     """theta = [v, x_1..x_n]; log f = -v^2/18 - n v/2 - e^-v |x|^2 / 2, with closed-form
-    Hessian and Hessian-derivative contraction (the protocol of samplers.metrics)."""
+    Hessian and Hessian-derivative contraction (the protocol of samplers.geometry.riemannian)."""
 
     def __init__(self, n=10):
         self.n, self.dim = n, n + 1

@@ -17,7 +17,7 @@ import time
 import torch
 
 from sklearn_bnn.samplers import RMHMC, sample
-from sklearn_bnn.samplers.metrics import SoftAbsMetric
+from sklearn_bnn.samplers.geometry.riemannian import SoftAbsMetric
 
 g = torch.Generator().manual_seed(0)
 x = torch.randn(40, generator=g, dtype=torch.float64)

@@ -7,6 +7,7 @@ the likelihood of N points is N times heavier than that of one (seeds/000 eq. 2)
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -58,7 +59,8 @@ class Gaussian:
     Attributes
     ----------
     chain_precision : tensor of shape (C, n_out) or None
-        The current precision of every chain, once a Gibbs step has drawn it.
+        The precision of every chain, on the copies :meth:`with_chain_precision` makes for a
+        Gibbs step's conditional density (None here).
     """
 
     name = "gaussian"
@@ -110,15 +112,20 @@ class Gaussian:
 
         Returns
         -------
-        tensor (C, n_out), also stored as ``chain_precision``.
+        tensor (C, n_out)
         """
         a, b = self.prior
         b = torch.as_tensor(b, dtype=torch.float64, device=sum_sq.device)
         shape = ((a - 1.0 + 0.5 * n) / temperature + 1.0) * torch.ones_like(sum_sq, dtype=b.dtype)
         rate = (b + 0.5 * sum_sq.double()) / temperature
         tau = sample_gamma(shape, generator) / rate
-        self.chain_precision = tau.to(sum_sq.dtype)
-        return self.chain_precision
+        return tau.to(sum_sq.dtype)
+
+    def with_chain_precision(self, tau: torch.Tensor) -> Gaussian:
+        """A copy of this likelihood whose chains have the precisions ``tau`` (C, n_out)."""
+        other = copy.copy(self)
+        other.chain_precision = tau
+        return other
 
     def predictive(self, output: torch.Tensor) -> torch.Tensor:
         """The predictive mean of one draw is the network output itself."""

@@ -47,13 +47,12 @@ from .._utils import (
 )
 from ..diagnostics import ess_bulk, ess_tail, format_summary, rhat
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
-from ..priors import GaussianPrior
+from ..priors import GaussianPrior, HierarchicalPrior
 from ..samplers import CHAIN_METHODS, resolve_sampler, run_sampler
 from ..samplers._summary import run_summary
-from ..samplers.s3hmc import hierarchical_prior_for, network_hierarchical_target
 from ..samples import PosteriorSamples
-from ..targets import FunctionalNetwork, Target
-from ._hierarchical import record_precisions, split_hyperparameters
+from ..targets import FunctionalNetwork, Target, hierarchical_target
+from ._hierarchical import record_precisions
 
 
 class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
@@ -240,17 +239,9 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             self.n_outputs_ = n_outputs
 
         target = self._make_target(network, X, targets)
-        target.temperature = float(
-            getattr(self, "temperature", 1.0)
-        )  # p(theta | D)^(1/T); 1 leaves it as it is
-        n_hyper = getattr(target, "n_hyper", 0)  # trailing hyperparameter coordinates (S3HMC)
-        if n_hyper and float(getattr(self, "temperature", 1.0)) != 1.0:
-            raise ValueError(
-                "temperature must be 1 with a hierarchical prior (S3HMC does not temper its "
-                f"hyperparameters), got temperature={self.temperature!r}."
-            )
-        if n_hyper and not continuing:
-            positions = target.extend_positions(positions)
+        # p(theta | D)^(1/T); 1 leaves it as it is
+        target.temperature = float(getattr(self, "temperature", 1.0))
+        # the sampler may sample another form of the target (S3HMC: weights and precisions)
         work = X.shape[0] * positions.shape[1] * positions.shape[0]  # forward multiply-adds
         run, self._generator_states = in_sampling_threads(work, run_sampler)(
             self._sampler_object(),
@@ -273,10 +264,10 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             desc=type(self).__name__,
             verbose=self.verbose,
         )
-        draws, stats = run.draws, run.draw_stats
-        if n_hyper:  # samples_ keeps the weights; the precisions go to stats and precisions_
-            draws, stats = split_hyperparameters(run.draws, run.draw_stats, target)
-        samples = PosteriorSamples(draws, run.log_prob, network.names, network.shapes, stats)
+        # samples_ keeps the weights; sampled hyperparameters are in the per-draw stats
+        samples = PosteriorSamples(
+            run.draws, run.log_prob, network.names, network.shapes, run.draw_stats
+        )
         if continuing:
             samples = self.samples_.concatenate(samples)
         self.network_ = network.to("cpu", dtype)
@@ -285,8 +276,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         self._step_size_per_chain = run.step_size
         self._inv_mass = run.inv_mass
         self._record_diagnostics(run, continuing, X)
-        if n_hyper:
-            record_precisions(self, target)
+        if run.moved_coordinates:
+            record_precisions(self, run.moved_coordinates)
         return self
 
     def _check_warm_start(self, n_features: int, n_outputs: int) -> None:
@@ -310,23 +301,12 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             )
 
     def _make_target(self, network: FunctionalNetwork, X, targets) -> Target:
-        """The posterior density to sample (subclasses may split the data)."""
-        hierarchical = hierarchical_prior_for(self.prior_precision, self._sampler_object())
-        if hierarchical is not None:  # weights and log-precisions (seeds/002)
-            return network_hierarchical_target(
-                network,
-                X,
-                targets,
-                self._likelihood(),
-                hierarchical,
-                regression=not self._is_classifier(),
-                noise_init=self._noise_start(hierarchical),
-            )
+        """The posterior density to sample (subclasses may split the data). A hierarchical
+        prior gives the joint density of the weights and their log-precisions (seeds/002)."""
+        if isinstance(self.prior_precision, HierarchicalPrior):
+            base = Target(network, X, targets, self._likelihood(), GaussianPrior(1.0))
+            return hierarchical_target(base, self.prior_precision)
         return Target(network, X, targets, self._likelihood(), GaussianPrior(self.prior_precision))
-
-    def _noise_start(self, hierarchical) -> float:
-        """Starting noise precision of a hierarchical regression target (fitted units)."""
-        return 1.0
 
     def _sampler_defaults(self) -> dict:
         """The flat parameters that configure a sampler given by name."""

@@ -1,7 +1,8 @@
-"""Estimator hooks for targets with trailing hyperparameter coordinates (S3HMC, seeds/002).
+"""Estimator record of sampled hyperparameters (S3HMC, seeds/002).
 
-The sampled positions are [weights, log-precisions]; ``samples_`` keeps the weights only (so
-prediction is unchanged) and the precisions are kept per draw in ``samples_.stats`` and as
+The sampled positions are [weights, log-precisions]; the run returns the weights as its draws
+(``samples_``, so prediction is unchanged) and the precisions per draw in ``samples_.stats``
+(the target's ``split_draws``); they are also kept as
 ``precisions_`` (n_chains, n_draws, n_precisions), named by ``precision_names_``, with their
 ESS and R-hat in ``diagnostics_``.
 """
@@ -13,21 +14,13 @@ import torch
 
 from ..diagnostics import ess_bulk, rhat
 
-__all__ = ["record_precisions", "split_hyperparameters"]
+__all__ = ["record_precisions"]
 
 
-def split_hyperparameters(draws: torch.Tensor, stats: dict, target):
-    """Weights (C, n, D_w) and the stats with one (C, n) entry per precision added."""
-    k = target.n_hyper
-    stats = dict(stats)
-    for name, column in zip(target.hyper_names, draws[..., -k:].unbind(-1), strict=True):
-        stats[name] = torch.exp(column)
-    return draws[..., :-k], stats
-
-
-def record_precisions(estimator, target) -> None:
-    """Set ``precisions_``, ``precision_names_`` and the precisions' ESS / R-hat."""
-    names = list(target.hyper_names)
+def record_precisions(estimator, names) -> None:
+    """Set ``precisions_``, ``precision_names_`` and the precisions' ESS / R-hat, from the
+    per-draw statistics ``names`` (the sampled coordinates a run moved out of its draws)."""
+    names = list(names)
     stats = estimator.samples_.stats
     estimator.precision_names_ = names
     estimator.precisions_ = torch.stack([stats[n] for n in names], -1)

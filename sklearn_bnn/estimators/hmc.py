@@ -372,16 +372,6 @@ class HMCRegressor(RegressorMixin, BaseSamplingEstimator):
         rel = self._y_var / scale2  # Var(y) in fitted units
         return Gaussian(torch.as_tensor(25.0 / rel), prior=(float(a), torch.as_tensor(b * rel)))
 
-    def _noise_start(self, hierarchical) -> float:
-        likelihood = self._likelihood()
-        if likelihood.learns_precision and not hierarchical.learn_noise:
-            raise ValueError(
-                "noise_precision=None learns the noise precision by Gibbs steps, which S3HMC "
-                "does not take: give noise_precision a value, or use "
-                "HierarchicalPrior(learn_noise=True) to sample it with the weights."
-            )
-        return float(torch.as_tensor(likelihood.precision).reshape(-1)[0])
-
     def fit(self, X, y):
         """Sample the posterior over the weights (and the noise precision, when learned).
 

@@ -3,18 +3,32 @@
 ``sample(logdensity, initial_position, sampler)`` draws from any log density (a torch function
 or a target object). A sampler object (``HMC(n_steps=50)``, ``NUTS(max_tree_depth=8)``) is a
 configuration; ``sampler.build(target)`` gives the kernel the loop drives:
-``state = kernel.init(position)``, then ``state, info = kernel.step(state, generator)``.
+``state = kernel.init(position, generator, n_warmup=...)``, then
+``state, info = kernel.step(state, generator)``. Metrics (:mod:`.geometry`), warmup adaptation
+(:mod:`.warmup`) and Gibbs blocks (:mod:`.gibbs`) are separate pieces that compose with it.
 """
 
 from ._base import Info, Kernel, Sampler, State, kinetic_energy, sample_momentum
-from ._chains import CHAIN_METHODS, chain_seeds, run_all_chains, run_sampler
+from ._chains import CHAIN_METHODS, run_all_chains, run_sampler
 from ._driver import sample
-from ._loop import ChainRun, run_chains
+from ._loop import run_chains
 from ._registry import SAMPLERS, register_sampler, resolve_sampler
+from ._run import ChainRun, chain_seeds
 from .adaptation import DualAveraging, find_reasonable_step_size
 from .bridged import BridgedHMC
 from .constrained import ConstrainedHMC, ConstrainedHMCKernel
-from .euclidean import DenseMetric, DiagonalMetric, EuclideanMetric, IdentityMetric, as_metric
+from .geometry import (
+    DenseMetric,
+    DiagonalMetric,
+    DiagonalSoftAbsMetric,
+    EuclideanMetric,
+    FisherMetric,
+    IdentityMetric,
+    Metric,
+    SoftAbsMetric,
+    as_metric,
+)
+from .gibbs import GibbsKernel, GibbsState
 from .hmc import HMC, HMCKernel, metropolis_hastings
 from .integrators import (
     INTEGRATORS,
@@ -30,6 +44,7 @@ from .nuts import NUTS, NUTSKernel
 from .rmhmc import RMHMC, RMHMCKernel
 from .s3hmc import S3HMC, HierarchicalTarget, S3HMCKernel
 from .sgmcmc import AMAGOLD, GSGHMC, HTE, SGHMC, SGLD
+from .warmup import WindowAdaptation
 
 __all__ = [
     "AMAGOLD",
@@ -43,7 +58,11 @@ __all__ = [
     "CHAIN_METHODS",
     "DenseMetric",
     "DiagonalMetric",
+    "DiagonalSoftAbsMetric",
     "EuclideanMetric",
+    "FisherMetric",
+    "GibbsKernel",
+    "GibbsState",
     "IdentityMetric",
     "HMC",
     "INTEGRATORS",
@@ -54,6 +73,7 @@ __all__ = [
     "HMCKernel",
     "Info",
     "Kernel",
+    "Metric",
     "NUTSKernel",
     "HierarchicalTarget",
     "RMHMC",
@@ -61,7 +81,9 @@ __all__ = [
     "S3HMC",
     "S3HMCKernel",
     "Sampler",
+    "SoftAbsMetric",
     "State",
+    "WindowAdaptation",
     "as_metric",
     "chain_seeds",
     "drift",

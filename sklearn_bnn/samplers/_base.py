@@ -6,8 +6,16 @@ Two layers, in the style of BlackJAX's ``SamplingAlgorithm`` and NumPyro's ``MCM
   (``HMC(n_steps=50)``, ``NUTS(max_tree_depth=8)``): it can be cloned, grid-searched and set by
   nested names (``sampler__n_steps``), and knows nothing of any data;
 - ``sampler.build(target)`` binds it to a log density and returns a **kernel**
-  (:class:`Kernel`): ``state = kernel.init(position)``, then ``state, info =
-  kernel.step(state, generator, step_size=..., inv_mass=...)``.
+  (:class:`Kernel`): ``state = kernel.init(position, generator, n_warmup=...)``, then
+  ``state, info = kernel.step(state, generator, step_size=..., inv_mass=...)``.
+
+A sampler also has two hooks around a run, both doing nothing by default:
+``sampler.prepare_target(target)`` returns the target it samples (S3HMC appends per-group
+log-precisions to a network's weights), and ``sampler.postprocess(run, target)`` turns the run
+of that target back into draws of the caller's (S3HMC moves the precisions to per-draw
+statistics). A sampler that drives its own runs (one chain per box of a partition) overrides
+``sampler.run(target, positions, driver, **kwargs)``, and gets the sampling loop passed in as
+``driver`` rather than importing it.
 
 Every kernel works on a leading chain axis: positions are (C, D), per-chain scalars (C,). A kernel
 never prints, never touches global RNG state and knows nothing of scikit-learn; its only source of
@@ -16,12 +24,13 @@ randomness is the ``torch.Generator`` it is handed.
 
 from __future__ import annotations
 
+import copy
 from typing import NamedTuple
 
 import torch
 from sklearn.base import BaseEstimator
 
-from .euclidean import as_metric
+from .geometry.euclidean import as_metric
 
 __all__ = ["Info", "Kernel", "Sampler", "State", "kinetic_energy", "sample_momentum"]
 
@@ -63,17 +72,46 @@ class Kernel:
     adapts_step_size : bool
         Whether the loop may tune ``step_size`` by dual averaging (False for kernels without
         a step size, e.g. random-walk kernels with their own scale).
+    metric : Metric or None
+        A metric (:mod:`.geometry`) the kernel uses instead of the loop's diagonal inverse mass:
+        a user's fixed Euclidean metric, or RMHMC's position-dependent one. The loop then adapts
+        no mass. None: the kernel takes the ``inv_mass`` the loop passes to :meth:`step`.
     """
 
     adapts_step_size = True
     target = None
+    metric = None
 
-    def init(self, position: torch.Tensor) -> State:
-        """The state at ``position`` (D,) or (C, D), with its log density and gradient."""
+    def init(self, position: torch.Tensor, generator=None, *, n_warmup: int = 0) -> State:
+        """The state at ``position`` (D,) or (C, D), with its log density and gradient.
+
+        ``generator`` is there for kernels whose start draws something (a Gibbs block), and
+        ``n_warmup`` for kernels with a warmup schedule of their own (the stochastic-gradient
+        kernels' annealed step size): the loop tells every kernel both.
+        """
         if position.ndim == 1:
             position = position[None]
         log_prob, grad = self.target.value_and_grad(position)
         return State(position.detach(), log_prob, grad)
+
+    def with_target(self, target) -> Kernel:
+        """This kernel on another target with the same layout (a Gibbs step's conditional
+        density): a shallow copy, sharing whatever else the kernel holds. A kernel that keeps
+        anything bound to its target (methods, derivatives) overrides this to rebind it."""
+        kernel = copy.copy(self)
+        kernel.target = target
+        return kernel
+
+    def local_target(self, state):
+        """The density the next transition from ``state`` moves on: ``target`` itself, or,
+        for a kernel that conditions on coordinates kept outside the position (a Gibbs block),
+        the conditional density given their current values. The warmup's step-size search
+        integrates on it."""
+        return self.target
+
+    def progress(self, info: Info) -> str:
+        """A few words for the progress bar after a transition (none by default)."""
+        return ""
 
     def step(self, state, generator: torch.Generator, step_size=None, inv_mass=None):
         """One transition for every chain: returns ``(state, info)``."""
@@ -111,12 +149,32 @@ class Sampler(BaseEstimator):
     def check_target(self, target) -> None:
         """Raise ``ValueError`` if ``target`` lacks something this sampler needs."""
 
+    def prepare_target(self, target):
+        """The target this sampler samples when asked to sample ``target`` (itself by
+        default; a sampler that needs extra coordinates or another form of the density
+        returns it here, with ``extend_positions(positions)`` if it has more coordinates)."""
+        return target
+
+    def postprocess(self, run, target):
+        """The run of the prepared ``target`` as draws of the caller's target: by default what
+        the target's own ``split_draws(run)`` gives when it has one (a hierarchical network
+        target: the weights as draws, the precisions as per-draw statistics), else ``run``."""
+        split = getattr(target, "split_draws", None)
+        return split(run) if callable(split) else run
+
+    def run(self, target, positions: torch.Tensor, driver, **kwargs):
+        """Sample ``target`` from ``positions`` (C, D): build the kernel and let ``driver``
+        (the sampling loop: ``driver.run_all_chains``, ``driver.run_chains``,
+        ``driver.chain_seeds``) run every chain. A sampler that drives its own runs overrides
+        this; returns ``(run, generator_states)``."""
+        return driver.run_all_chains(driver.kernel_for(self, target), positions, **kwargs)
+
 
 def kinetic_energy(momentum: torch.Tensor, inv_mass) -> torch.Tensor:
     """K(p) = p^T M^-1 p / 2 over the last axis.
 
-    ``inv_mass`` is a metric of :mod:`.euclidean` or a tensor, the diagonal of M^-1 (see
-    :func:`~sklearn_bnn.samplers.euclidean.as_metric`); the metric computes it.
+    ``inv_mass`` is a metric of :mod:`.geometry.euclidean` or a tensor, the diagonal of M^-1 (see
+    :func:`~sklearn_bnn.samplers.geometry.euclidean.as_metric`); the metric computes it.
     """
     return as_metric(inv_mass).kinetic_energy(momentum)
 

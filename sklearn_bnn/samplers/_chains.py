@@ -13,24 +13,18 @@ import contextlib
 import signal
 import threading
 
-import numpy as np
 import torch
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
-from ._base import State
-from ._loop import ChainRun, run_chains
+from ._loop import run_chains
+from ._run import ChainRun, chain_seeds, merge_runs
+from .gibbs import kernel_for
 from .init import find_mode
 
-__all__ = ["CHAIN_METHODS", "chain_seeds", "merge_runs", "run_all_chains", "run_sampler"]
+__all__ = ["CHAIN_METHODS", "DRIVER", "run_all_chains", "run_sampler"]
 
 CHAIN_METHODS = ("vectorized", "parallel", "sequential")
-
-
-def chain_seeds(seed: int, n_chains: int) -> list[int]:
-    """Independent per-chain seeds spawned from ``seed``."""
-    children = np.random.SeedSequence(seed).spawn(n_chains)
-    return [int(c.generate_state(1, dtype=np.uint64)[0] % (2**63 - 1)) for c in children]
 
 
 def run_chain_job(
@@ -64,10 +58,9 @@ def run_chain_job(
             dynamic_ncols=True,
         ) as bar:
             position = find_mode(kernel.target, position, n_init_steps, progress=bar.update)
-    run = run_chains(
-        kernel, kernel.init(position), generator, verbose=verbose, desc=desc, **run_kwargs
-    )
-    run.state = State(*(t.detach().cpu() for t in run.state))
+    state = kernel.init(position, generator, n_warmup=run_kwargs.get("n_warmup", 0))
+    run = run_chains(kernel, state, generator, verbose=verbose, desc=desc, **run_kwargs)
+    run.state = type(run.state)(*(t.detach().cpu() for t in run.state))
     return run, generator.get_state()
 
 
@@ -143,18 +136,33 @@ def run_all_chains(
     return run, [s for _, s in results]
 
 
+class _Driver:
+    """What a sampler's ``run`` hook is handed: the loop and the chain runners, so that a
+    sampler driving its own runs (bridged HMC) does not import them."""
+
+    run_chains = staticmethod(run_chains)
+    run_all_chains = staticmethod(run_all_chains)
+    chain_seeds = staticmethod(chain_seeds)
+    kernel_for = staticmethod(kernel_for)
+
+
+DRIVER = _Driver()
+
+
 def run_sampler(sampler, target, positions: torch.Tensor, **kwargs):
     """Run ``sampler`` on ``target`` from ``positions`` (C, D); keyword arguments as for
-    :func:`run_all_chains`.
+    :func:`run_all_chains`. Returns ``(run, generator_states)``.
 
-    A sampler that drives its own runs (several kernels, boxes, a custom schedule) provides
-    ``run_chains(target, positions, **kwargs)`` with the same arguments and return value;
-    any other is built into one kernel and run by :func:`run_all_chains`.
+    Through the sampler protocol only: ``sampler.prepare_target(target)`` gives the density it
+    samples (positions with fewer coordinates are extended by its ``extend_positions``), then
+    ``sampler.run(target, positions, DRIVER, ...)`` (by default: its kernel, with the target's
+    Gibbs blocks, through :func:`run_all_chains`), then ``sampler.postprocess(run, target)``.
     """
-    own = getattr(sampler, "run_chains", None)
-    if own is not None:
-        return own(target, positions, **kwargs)
-    return run_all_chains(sampler.build(target), positions, **kwargs)
+    target = sampler.prepare_target(target)
+    if positions.shape[-1] < getattr(target, "dim", positions.shape[-1]):
+        positions = target.extend_positions(positions)
+    run, states = sampler.run(target, positions, DRIVER, **kwargs)
+    return sampler.postprocess(run, target), states
 
 
 @contextlib.contextmanager
@@ -189,29 +197,3 @@ def _rectangle(lengths: list[int]) -> tuple[list[int], int]:
     length (some interrupted) are cut to a common length or, when that loses more, left out."""
     best = max(set(lengths), key=lambda n: (n * sum(m >= n for m in lengths), n))
     return [c for c, m in enumerate(lengths) if m >= best], best
-
-
-def merge_runs(runs: list[ChainRun]) -> ChainRun:
-    """Stack single-chain runs into one (chains along the first axis), cut to the shortest."""
-    n_kept = min(r.draws.shape[1] for r in runs)
-    n_done = min(r.accept_prob.shape[1] for r in runs)
-    cat = torch.cat
-    inv_masses = [r.inv_mass if r.inv_mass.ndim == 2 else r.inv_mass[None] for r in runs]
-    return ChainRun(
-        draws=cat([r.draws[:, :n_kept] for r in runs]),
-        log_prob=cat([r.log_prob[:, :n_kept] for r in runs]),
-        accept_prob=cat([r.accept_prob[:, :n_done] for r in runs]),
-        accepted=cat([r.accepted[:, :n_done] for r in runs]),
-        acceptance=cat([r.acceptance[:, :n_done] for r in runs]),
-        divergent=cat([r.divergent[:, :n_done] for r in runs]),
-        energy_error=cat([r.energy_error[:, :n_done] for r in runs]),
-        warmup_divergent=cat([r.warmup_divergent for r in runs]),
-        step_size=cat([r.step_size for r in runs]),
-        state=State(*(cat(parts) for parts in zip(*(r.state for r in runs), strict=True))),
-        inv_mass=cat(inv_masses),
-        draw_stats={
-            k: cat([r.draw_stats[k][:, :n_kept] for r in runs]) for k in runs[0].draw_stats
-        },
-        n_grad=sum(r.n_grad for r in runs),
-        interrupted=any(r.interrupted for r in runs),
-    )

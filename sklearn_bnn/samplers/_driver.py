@@ -1,8 +1,8 @@
 """The public driver: sample any log density with any sampler object.
 
 :func:`sample` is what the estimators do, without a network: build the kernel, start the chains,
-warm up (step size by dual averaging, optionally a diagonal mass), draw, with a progress bar,
-interrupts and ``chain_method`` exactly as the estimators have them (they share the loop).
+warm up (step size by dual averaging and, by default, a diagonal mass), draw, with a progress
+bar, interrupts and ``chain_method`` exactly as the estimators have them (they share the loop).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def sample(
     n_jobs=None,
     step_size="auto",
     target_accept: float = 0.8,
-    adapt_mass: bool = False,
+    adapt_mass: bool = True,
     thin: int = 1,
     init_jitter: float = 0.5,
     names=None,
@@ -58,25 +58,21 @@ def sample(
     Parameters
     ----------
     logdensity : callable or target
-        Either a torch function ``theta -> log p(theta)`` of one flat parameter vector (D,)
-        returning a scalar (up to a constant), differentiable by autograd; it is batched over
-        chains with :func:`torch.func.vmap` where it allows, and evaluated chain by chain where
-        it does not. Or a target object with ``value_and_grad(theta (C, D)) -> ((C,), (C, D))``
-        and ``dim``, ``device``, ``dtype`` (e.g. :class:`sklearn_bnn.targets.Target`).
+        A torch function ``theta (D,) -> log p(theta)`` (up to a constant, differentiable by
+        autograd; batched over chains by :func:`torch.func.vmap` where it allows, chain by
+        chain otherwise), or a target with ``value_and_grad(theta (C, D)) -> ((C,), (C, D))``,
+        ``dim``, ``device`` and ``dtype`` (e.g. :class:`sklearn_bnn.targets.Target`).
     initial_position : array-like of shape (D,) or (n_chains, D)
-        Where the chains start. A single (D,) start is given to every chain, jittered by
-        uniform noise in ``[-init_jitter, init_jitter]`` so that the chains start apart (which
-        R-hat needs); an (n_chains, D) array is used as it is.
+        Where the chains start: one (D,) start for every chain, jittered (``init_jitter``) so
+        that they start apart, as R-hat needs; or one row per chain, used as it is.
     sampler : str or Sampler, default="nuts"
         A name registered in :data:`sklearn_bnn.samplers.SAMPLERS` (``"hmc"``, ``"nuts"``,
         ``"rmhmc"``, ``"s3hmc"``, ``"constrained_hmc"``, ``"bridged_hmc"``, and for a minibatch
         target ``"sghmc"``, ``"sgld"``, ``"gsghmc"``, ``"amagold"``, ``"hte"``), built with its
         defaults, or a configured sampler object (``HMC(n_steps=30)``,
         ``NUTS(max_tree_depth=8)``, your own :class:`Sampler`).
-    n_warmup, n_draws : int
-        Adaptation transitions (discarded) and sampling transitions per chain.
-    n_chains : int, default=4
-        Number of chains.
+    n_warmup, n_draws, n_chains : int
+        Adaptation transitions (discarded) and sampling transitions per chain; chains.
     chain_method : {"vectorized", "parallel", "sequential"}, default="vectorized"
         All chains as one batched computation, or one joblib job per chain (any joblib backend:
         Dask, Ray) with per-chain seeds, so the draws do not depend on where the jobs run.
@@ -85,15 +81,21 @@ def sample(
     step_size : "auto" or float, default="auto"
         ``"auto"``: dual averaging during warmup toward ``target_accept``.
     target_accept : float, default=0.8
-    adapt_mass : bool, default=False
-        Estimate a diagonal inverse mass per chain in Stan's warmup windows.
+    adapt_mass : bool, default=True
+        Estimate a diagonal inverse mass per chain in Stan's warmup windows (as Stan, NumPyro
+        and BlackJAX's window adaptation do by default): on a badly scaled target the step
+        size is then no longer set by its narrowest direction. Only where it fits: a sampler
+        with its own metric keeps it (a warning says so for ``HMC(metric=DenseMetric(...))``:
+        pass ``adapt_mass=False``; none for RMHMC's), and one with a step-size schedule of
+        its own (the stochastic-gradient samplers) keeps the identity. The estimators keep
+        ``adapt_mass=False`` (see docs/sampling.md for why).
     thin : int, default=1
         Keep every ``thin``-th draw.
     init_jitter : float, default=0.5
         Half-width of the uniform jitter added to a single (D,) start.
     names : list of str, optional
-        Names of the D coordinates (``draws`` stay flat; ``as_dict()`` and the ArviZ export
-        use them). One parameter ``"theta"`` of shape (D,) by default.
+        Names of the D coordinates for ``as_dict()`` and the ArviZ export (``"theta"``, one
+        parameter of shape (D,), by default).
     random_state : int, RandomState or None
         Seeds every random number (start jitter, momenta, acceptance tests).
     verbose : bool
@@ -122,6 +124,43 @@ def sample(
     >>> result.draws.shape
     torch.Size([2, 200, 2])
     """
+    _check_arguments(n_warmup, n_draws, n_chains, thin, init_jitter, step_size, target_accept)
+    if chain_method not in CHAIN_METHODS:
+        raise ValueError(f"chain_method must be one of {CHAIN_METHODS}, got {chain_method!r}.")
+    start, device, dtype = _start(initial_position, n_chains, logdensity, device, dtype)
+    dim = start.shape[-1]
+    target = _as_target(logdensity, dim, device, dtype)
+    if getattr(target, "dim", dim) != dim:
+        raise ValueError(f"initial_position has {dim} coordinates but the target has {target.dim}.")
+    seed = draw_seed(random_state)
+    positions = _jittered(start, n_chains, init_jitter, seed).to(dtype)
+    run_kwargs = dict(
+        n_warmup=n_warmup,
+        n_draws=n_draws,
+        thin=thin,
+        step_size=step_size,
+        target_accept=target_accept,
+        adapt_mass="auto" if adapt_mass else False,  # not for samplers with a schedule
+        inv_mass=None,
+    )
+    sampler = resolve_sampler(sampler)
+    run, _ = run_sampler(
+        sampler,
+        target,
+        positions,
+        chain_method=chain_method,
+        n_jobs=n_jobs,
+        seed=seed,
+        generator_states=None,
+        n_init_steps=0,
+        run_kwargs=run_kwargs,
+        desc=type(sampler).__name__,
+        verbose=verbose,
+    )
+    return _as_samples(run, names, dim)
+
+
+def _check_arguments(n_warmup, n_draws, n_chains, thin, init_jitter, step_size, target_accept):
     check_scalar_param(n_warmup, "n_warmup", kind="int", low=0)
     check_scalar_param(n_draws, "n_draws", kind="int", low=1)
     check_scalar_param(n_chains, "n_chains", kind="int", low=1)
@@ -131,9 +170,11 @@ def sample(
     check_scalar_param(
         target_accept, "target_accept", low=0, high=1, low_inclusive=False, high_inclusive=False
     )
-    if chain_method not in CHAIN_METHODS:
-        raise ValueError(f"chain_method must be one of {CHAIN_METHODS}, got {chain_method!r}.")
 
+
+def _start(initial_position, n_chains: int, logdensity, device, dtype):
+    """The start as a tensor (D,) or (n_chains, D), checked, and the device and dtype to sample
+    in (by default the target's, else those of a floating tensor start, else CPU float64)."""
     start = initial_position
     if isinstance(start, torch.Tensor):
         start = start.detach()
@@ -151,44 +192,23 @@ def sample(
     floating = start.is_floating_point() and isinstance(initial_position, torch.Tensor)
     if device is None:
         device = getattr(logdensity, "device", None) or "cpu"
-    device = resolve_device(device)
     if dtype is None:
         dtype = getattr(logdensity, "dtype", None) or (start.dtype if floating else torch.float64)
-    dtype = resolve_dtype(dtype)
-    dim = start.shape[-1]
-    target = _as_target(logdensity, dim, device, dtype)
-    if getattr(target, "dim", dim) != dim:
-        raise ValueError(f"initial_position has {dim} coordinates but the target has {target.dim}.")
+    return start, resolve_device(device), resolve_dtype(dtype)
 
-    seed = draw_seed(random_state)
-    if start.ndim == 1:
-        jitter = torch.Generator().manual_seed(seed)
-        noise = torch.rand((n_chains, dim), generator=jitter, dtype=torch.float64)
-        start = start.to(torch.float64) + init_jitter * (2 * noise - 1)
-    positions = start.to(dtype)
 
-    sampler = resolve_sampler(sampler)
-    run, _ = run_sampler(
-        sampler,
-        target,
-        positions,
-        chain_method=chain_method,
-        n_jobs=n_jobs,
-        seed=seed,
-        generator_states=None,
-        n_init_steps=0,
-        run_kwargs=dict(
-            n_warmup=n_warmup,
-            n_draws=n_draws,
-            thin=thin,
-            step_size=step_size,
-            target_accept=target_accept,
-            adapt_mass=adapt_mass,
-            inv_mass=None,
-        ),
-        desc=type(sampler).__name__,
-        verbose=verbose,
-    )
+def _jittered(start: torch.Tensor, n_chains: int, init_jitter: float, seed: int):
+    """One start per chain: a single (D,) start plus uniform noise in [-init_jitter,
+    init_jitter] from ``seed``, so that the chains start apart; an (n_chains, D) one as it is."""
+    if start.ndim == 2:
+        return start
+    jitter = torch.Generator().manual_seed(seed)
+    noise = torch.rand((n_chains, start.shape[-1]), generator=jitter, dtype=torch.float64)
+    return start.to(torch.float64) + init_jitter * (2 * noise - 1)
+
+
+def _as_samples(run, names, dim: int) -> PosteriorSamples:
+    """The run as :class:`PosteriorSamples` with its summary in ``info``."""
     if names is None:
         names, shapes = ["theta"], [(dim,)]
     else:

@@ -14,7 +14,7 @@ import math
 import torch
 
 from ._base import State
-from .euclidean import as_metric
+from .geometry.euclidean import as_metric
 from .integrators import drift, kick
 
 __all__ = [
@@ -199,7 +199,7 @@ def rescue_collapsed_chains(averager: DualAveraging, state: State, **criteria):
         tensor = tensor.clone()
         tensor[rows] = tensor[from_rows]
         new.append(tensor)
-    return State(*new), restarts
+    return type(state)(*new), restarts  # every field of the chain's state (Gibbs values too)
 
 
 def stalled_chains(averager: DualAveraging, ratio: float = 1e-2, min_accept: float = 0.05):
@@ -244,7 +244,7 @@ def find_reasonable_step_size(
     """A starting step size per chain (Hoffman & Gelman 2014, Algorithm 4).
 
     Doubles or halves eps until the acceptance ratio of one leapfrog step crosses 1/2.
-    ``inv_mass`` is a metric of :mod:`.euclidean` or a diagonal of M^-1 (a tensor).
+    ``inv_mass`` is a metric of :mod:`.geometry.euclidean` or a diagonal of M^-1 (a tensor).
     """
     q, g, lp = state.position, state.grad, state.log_prob
     C = q.shape[0]

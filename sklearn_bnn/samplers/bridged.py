@@ -10,7 +10,7 @@ included) in its own joblib job, with a generator seeded from one
 systematically in proportion to w_j / n_j, shuffled and laid out as the caller's ``n_chains``
 chains.
 
-The returned :class:`~._loop.ChainRun` is therefore made of *resampled* chains. Its per-transition
+The returned :class:`~._run.ChainRun` is therefore made of *resampled* chains. Its per-transition
 arrays (``accept_prob``, ``accepted``, ``acceptance``, ``divergent``, ``energy_error``) are those of
 the transitions that produced each resampled draw (posterior-weighted figures); ``step_size`` and
 ``inv_mass`` are the weight-averaged box values; ``warmup_divergent`` holds the total over boxes in
@@ -28,11 +28,11 @@ from joblib import Parallel, delayed
 
 from .._utils import check_scalar_param
 from ._base import Sampler, State
-from ._chains import chain_seeds
-from ._loop import ChainRun, run_chains
 from ._registry import register_sampler
+from ._run import ChainRun, chain_seeds
 from .bridge import bridge_log_masses, bridge_terms, explicit_boxes, split_boxes
 from .constrained import ConstrainedHMCKernel, _where, to_box
+from .gibbs import with_gibbs_blocks
 from .init import find_mode
 
 __all__ = ["BridgedHMC", "run_box"]
@@ -41,6 +41,7 @@ _TRANSITION_FIELDS = ("accept_prob", "accepted", "acceptance", "divergent", "ene
 
 
 def run_box(
+    run_chains,
     target,
     lower,
     upper,
@@ -55,8 +56,9 @@ def run_box(
     desc,
     verbose,
 ):
-    """One box: start inside it, warm up and sample with constrained HMC, then the bridge
-    terms; one joblib job. Returns ``(run, ll1, ll2, inside)`` on the CPU."""
+    """One box: start inside it, warm up and sample with constrained HMC (through
+    ``run_chains``, the sampling loop the driver hands over), then the bridge terms; one joblib
+    job. Returns ``(run, ll1, ll2, inside)`` on the CPU."""
     dtype, device = _where(target)
     generator = torch.Generator(device=device).manual_seed(seed)
     kernel = ConstrainedHMCKernel(
@@ -71,10 +73,10 @@ def run_box(
     if n_init_steps > 0:
         position = find_mode(target, position, n_init_steps)
     position = to_box(position, kernel.lower, kernel.upper)
-    run = run_chains(
-        kernel, kernel.init(position), generator, verbose=verbose, desc=desc, **run_kwargs
-    )
-    run.state = State(*(t.detach().cpu() for t in run.state))
+    kernel = with_gibbs_blocks(kernel, target)
+    state = kernel.init(position, generator, n_warmup=run_kwargs.get("n_warmup", 0))
+    run = run_chains(kernel, state, generator, verbose=verbose, desc=desc, **run_kwargs)
+    run.state = type(run.state)(*(t.detach().cpu() for t in run.state))
     proposal_gen = torch.Generator().manual_seed(chain_seeds(seed, 1)[0])  # its own stream
     ll1, ll2, inside = bridge_terms(
         target, run.draws[0], run.log_prob[0], lower, upper, proposal_gen, n_proposal
@@ -176,7 +178,7 @@ class BridgedHMC(Sampler):
     def build(self, target):
         raise TypeError(
             "BridgedHMC runs one constrained kernel per box: run it through sample() or an "
-            "estimator (run_sampler calls its run_chains), not build()."
+            "estimator (run_sampler calls its run hook), not build()."
         )
 
     def partition(self, dim: int, seed):
@@ -205,10 +207,11 @@ class BridgedHMC(Sampler):
             raise ValueError(f"split_points must be finite, got {self.split_points!r}.")
         return split_boxes(dim, coords, points)
 
-    def run_chains(
+    def run(
         self,
         target,
         positions,
+        driver,
         *,
         chain_method,
         n_jobs,
@@ -219,8 +222,8 @@ class BridgedHMC(Sampler):
         desc,
         verbose,
     ):
-        """Run every box as a joblib job and recombine (the :func:`~._chains.run_sampler`
-        hook); returns ``(run, [])``."""
+        """Run every box as a joblib job through ``driver.run_chains`` (the sampling loop) and
+        recombine (the sampler protocol's ``run`` hook); returns ``(run, [])``."""
         if generator_states:
             raise ValueError("BridgedHMC cannot continue a previous run (warm_start=True).")
         self.check_target(target)
@@ -230,6 +233,7 @@ class BridgedHMC(Sampler):
         seeds = chain_seeds(seed, n_boxes + 1)
         jobs = [
             delayed(run_box)(
+                driver.run_chains,
                 target,
                 torch.as_tensor(lower[b]),
                 torch.as_tensor(upper[b]),

@@ -19,7 +19,7 @@ import torch
 from .._utils import check_scalar_param
 from ._base import Sampler, State
 from ._registry import register_sampler
-from .euclidean import DenseMetric, as_metric
+from .geometry.euclidean import DenseMetric, as_metric
 from .hmc import HMCKernel
 from .integrators import drift, kick
 
@@ -70,7 +70,7 @@ class ReflectingLeapfrog:
     The position moves by the shared :func:`~.integrators.drift` and the momentum by
     :func:`~.integrators.kick`; the walls then mirror coordinates and negate momentum
     components, which retraces the path backwards only for a diagonal metric (a
-    :class:`~.euclidean.DenseMetric` is refused).
+    :class:`~.geometry.euclidean.DenseMetric` is refused).
     """
 
     def __init__(self, lower: torch.Tensor, upper: torch.Tensor):
@@ -182,13 +182,13 @@ class ConstrainedHMCKernel(HMCKernel):
             step_size = eps * (1 + self.step_jitter * (2 * u - 1))
         return super().step(state, generator, step_size=step_size, inv_mass=inv_mass)
 
-    def init(self, position: torch.Tensor) -> State:
+    def init(self, position: torch.Tensor, generator=None, *, n_warmup: int = 0) -> State:
         if position.ndim == 1:
             position = position[None]
         lo, hi = self.lower.to(position), self.upper.to(position)
         if not bool(((position >= lo) & (position <= hi)).all()):
             raise ValueError("the initial position is outside the box (see to_box).")
-        return super().init(position)
+        return super().init(position, generator, n_warmup=n_warmup)
 
 
 @register_sampler("constrained_hmc")

@@ -13,7 +13,7 @@ import torch
 from .._utils import check_scalar_param
 from ._base import Info, Kernel, Sampler, State, kinetic_energy, sample_momentum
 from ._registry import register_sampler
-from .euclidean import EuclideanMetric, as_metric, check_n_chains
+from .geometry.euclidean import EuclideanMetric, as_metric, check_n_chains
 from .integrators import leapfrog, resolve_integrator
 
 __all__ = ["HMC", "HMCKernel", "check_metric", "metropolis_hastings"]
@@ -82,7 +82,7 @@ class HMC(Sampler):
     divergence_threshold : float, default=1000
         Energy error above which a trajectory counts as divergent (as Stan).
     metric : DiagonalMetric or DenseMetric, default=None
-        A fixed Euclidean metric (see :mod:`sklearn_bnn.samplers.euclidean`), e.g.
+        A fixed Euclidean metric (see :mod:`sklearn_bnn.samplers.geometry.euclidean`), e.g.
         ``DenseMetric(cov)`` with ``cov`` a covariance estimate of the posterior. None uses the
         diagonal inverse mass the sampling loop gives (adapted with ``adapt_mass=True``,
         identity otherwise). A given metric wins: the loop does not adapt the mass of this
@@ -168,8 +168,8 @@ class HMCKernel(Kernel):
     n_steps : int
         Integration steps per trajectory L.
     inv_mass : tensor (D,) or (C, D), or metric, optional
-        Default inverse mass: a diagonal of M^-1, or a metric of :mod:`.euclidean` (identity
-        by default); a ``step`` may override it.
+        Default inverse mass: a diagonal of M^-1, or a metric of :mod:`.geometry.euclidean`
+        (identity by default); a ``step`` may override it.
     integrator : callable
         See :mod:`.integrators`; :func:`leapfrog` by default.
     divergence_threshold : float

@@ -4,8 +4,8 @@ An integrator is called as ``integrator(target, state, momentum, step_size, n_st
 generator)`` and returns ``(state, momentum, n_grad)``: the end point with its cached log density
 and gradient, the end momentum, and the gradient evaluations spent (in full-data gradients: one
 subset gradient of a split target counts 1/M). ``step_size`` is (C,); ``inv_mass`` is a
-metric object of :mod:`.euclidean` or a tensor (D,) or (C, D), the diagonal of M^-1 (see
-:func:`~sklearn_bnn.samplers.euclidean.as_metric`). Log densities are maximised, so the force is
+metric object of :mod:`.geometry.euclidean` or a tensor (D,) or (C, D), the diagonal of M^-1
+(see :func:`~sklearn_bnn.samplers.as_metric`). Log densities are maximised, so the force is
 +grad log p = -grad U.
 
 Every scheme is composed of the two shared steps, :func:`kick` (momentum, by a force) and
@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 
 from ._base import State
-from .euclidean import as_metric
+from .geometry.euclidean import as_metric
 
 __all__ = [
     "INTEGRATORS",
@@ -85,7 +85,7 @@ def drift(
     position, momentum : tensor (C, D)
     eps : tensor (C,) or (C, 1)
     metric : EuclideanMetric
-        See :mod:`.euclidean` (a tensor must first go through ``as_metric``).
+        See :mod:`.geometry.euclidean` (a tensor must first go through ``as_metric``).
     fused : bool, default=False
         As in :func:`kick`; with a diagonal metric, w + (eps M^-1) * p.
     out : tensor (C, D), optional

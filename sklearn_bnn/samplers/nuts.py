@@ -42,7 +42,7 @@ import torch
 from .._utils import check_scalar_param
 from ._base import Info, Sampler, State, kinetic_energy, sample_momentum
 from ._registry import register_sampler
-from .euclidean import IdentityMetric
+from .geometry.euclidean import IdentityMetric
 from .hmc import HMC, HMCKernel, check_metric
 from .integrators import drift, kick, resolve_integrator
 
@@ -84,6 +84,29 @@ class _Subtree(NamedTuple):
     n_grad: int  # gradient evaluations (batched calls)
 
 
+class _Trajectory:
+    """A transition's growing trajectory, per chain: its two ends with their velocities, the
+    summed momentum, the current sample and its total log weight, and the statistics so far."""
+
+    def __init__(self, state: State, p0: torch.Tensor, metric):
+        q = state.position
+        C = q.shape[0]
+        start = _Point(q, p0, state.log_prob, state.grad)
+        self.energy0 = -state.log_prob + kinetic_energy(p0, metric)
+        self.left = self.right = start  # the trajectory's backward and forward ends
+        self.left_sharp = self.right_sharp = metric.velocity(p0)
+        self.rho = p0
+        self.log_weight = torch.zeros_like(self.energy0)  # the start's weight exp(H0 - H0) = 1
+        self.sample = _Sample(q, state.log_prob, state.grad, self.log_weight)
+        self.moved = torch.zeros(C, dtype=torch.bool, device=q.device)
+        self.divergent = torch.zeros_like(self.moved)
+        self.active = torch.ones_like(self.moved)
+        self.depth = torch.zeros(C, dtype=torch.long, device=q.device)
+        self.n_steps = torch.zeros_like(self.depth)
+        self.sum_accept = torch.zeros_like(self.energy0)
+        self.n_grad = 0
+
+
 def _select(mask: torch.Tensor, new, old):
     """Per chain, ``new`` where ``mask`` else ``old`` (NamedTuples of per-chain tensors).
 
@@ -99,6 +122,13 @@ def _select(mask: torch.Tensor, new, old):
             for a, b in zip(new, old, strict=True)
         )
     )
+
+
+def _select_chains(target, idx: torch.Tensor):
+    """The density of the chains ``idx`` only: ``target.select_chains(idx)`` for a target that
+    holds per-chain values (the conditional of a Gibbs block), else ``target`` itself."""
+    select = getattr(target, "select_chains", None)
+    return target if select is None else select(idx)
 
 
 def _merged_keeps_going(
@@ -296,81 +326,75 @@ class NUTSKernel(HMCKernel):
         if metric.is_unit:  # velocities are the momenta: skip the products
             metric = IdentityMetric()
         q = state.position
-        C = q.shape[0]
         p0 = sample_momentum(q.shape, metric, generator, dtype=q.dtype, device=q.device)
-        start = _Point(q, p0, state.log_prob, state.grad)
-        energy0 = -state.log_prob + kinetic_energy(p0, metric)
-
-        left = right = start  # the trajectory's backward and forward ends
-        left_sharp = right_sharp = metric.velocity(p0)
-        rho = p0
-        log_weight = torch.zeros_like(energy0)  # the start's weight is exp(H0 - H0) = 1
-        sample = _Sample(q, state.log_prob, state.grad, log_weight)
-        moved = torch.zeros(C, dtype=torch.bool, device=q.device)
-        divergent = torch.zeros_like(moved)
-        active = torch.ones_like(moved)
-        depth = torch.zeros(C, dtype=torch.long, device=q.device)
-        n_steps = torch.zeros_like(depth)
-        sum_accept = torch.zeros_like(energy0)
-        n_grad = 0
-
+        tree = _Trajectory(state, p0, metric)
         for j in range(self.max_tree_depth):
-            # one row for the direction, one for the top-level choice, one per leaf
-            u = torch.rand((2 + (1 << j), C), generator=generator, dtype=q.dtype, device=q.device)
-            forward = u[0] > 0.5
-            near = _select(forward, right, left)
-            fw = forward[:, None]
-            near_sharp = torch.where(fw, right_sharp, left_sharp)
-            far_sharp = torch.where(fw, left_sharp, right_sharp)
-            direction = torch.where(forward, 1.0, -1.0).to(q.dtype)
-            sub = self._build_subtree(
-                j, near, eps * direction, metric, energy0, active, u[2:], generator
-            )
-            n_grad += sub.n_grad
-            n_steps += sub.n_steps
-            sum_accept += sub.sum_accept
-            divergent |= sub.divergent
-            valid = sub.valid
-            depth += valid.long()
-
-            # biased progressive sampling between the old trajectory and the new subtree
-            take = valid & (
-                (sub.log_weight > log_weight) | (u[1] < torch.exp(sub.log_weight - log_weight))
-            )
-            sample = _select(take, sub.proposal, sample)
-            moved |= take
-            log_weight = torch.where(valid, torch.logaddexp(log_weight, sub.log_weight), log_weight)
-
-            keeps_going = _merged_keeps_going(
-                far_sharp,
-                near.momentum,
-                near_sharp,
-                sub.first_momentum,
-                sub.first_sharp,
-                sub.last_sharp,
-                rho,
-                sub.rho,
-            )
-            rho = rho + sub.rho
-            grow_right, grow_left = valid & forward, valid & ~forward
-            right = _select(grow_right, sub.last, right)
-            left = _select(grow_left, sub.last, left)
-            right_sharp = torch.where(grow_right[:, None], sub.last_sharp, right_sharp)
-            left_sharp = torch.where(grow_left[:, None], sub.last_sharp, left_sharp)
-            active = valid & keeps_going
-            if not active.any():
+            self._double(tree, j, eps, metric, generator)
+            if not tree.active.any():
                 break
-
         info = Info(
-            accept_prob=sum_accept / n_steps.clamp(min=1).to(sum_accept.dtype),
-            accepted=moved,
-            energy_error=-sample.log_weight,
-            divergent=divergent,
+            accept_prob=tree.sum_accept / tree.n_steps.clamp(min=1).to(tree.sum_accept.dtype),
+            accepted=tree.moved,
+            energy_error=-tree.sample.log_weight,
+            divergent=tree.divergent,
             step_size=eps,
-            n_grad=n_grad,
-            extra={"tree_depth": depth},
+            n_grad=tree.n_grad,
+            extra={"tree_depth": tree.depth},
         )
+        sample = tree.sample
         return State(sample.position, sample.log_prob, sample.grad), info
+
+    def _double(self, tree: _Trajectory, j: int, eps, metric, generator) -> None:
+        """Doubling ``j``: a subtree of 2**j leaves on a random side of every active chain,
+        taken by biased progressive sampling, and the no-U-turn check of the merged tree."""
+        q = tree.sample.position
+        C = q.shape[0]
+        # one row for the direction, one for the top-level choice, one per leaf
+        u = torch.rand((2 + (1 << j), C), generator=generator, dtype=q.dtype, device=q.device)
+        forward = u[0] > 0.5
+        near = _select(forward, tree.right, tree.left)
+        fw = forward[:, None]
+        near_sharp = torch.where(fw, tree.right_sharp, tree.left_sharp)
+        far_sharp = torch.where(fw, tree.left_sharp, tree.right_sharp)
+        direction = torch.where(forward, 1.0, -1.0).to(q.dtype)
+        sub = self._build_subtree(
+            j, near, eps * direction, metric, tree.energy0, tree.active, u[2:], generator
+        )
+        tree.n_grad += sub.n_grad
+        tree.n_steps += sub.n_steps
+        tree.sum_accept += sub.sum_accept
+        tree.divergent |= sub.divergent
+        valid = sub.valid
+        tree.depth += valid.long()
+
+        # biased progressive sampling between the old trajectory and the new subtree
+        log_weight = tree.log_weight
+        take = valid & (
+            (sub.log_weight > log_weight) | (u[1] < torch.exp(sub.log_weight - log_weight))
+        )
+        tree.sample = _select(take, sub.proposal, tree.sample)
+        tree.moved |= take
+        tree.log_weight = torch.where(
+            valid, torch.logaddexp(log_weight, sub.log_weight), log_weight
+        )
+
+        keeps_going = _merged_keeps_going(
+            far_sharp,
+            near.momentum,
+            near_sharp,
+            sub.first_momentum,
+            sub.first_sharp,
+            sub.last_sharp,
+            tree.rho,
+            sub.rho,
+        )
+        tree.rho = tree.rho + sub.rho
+        grow_right, grow_left = valid & forward, valid & ~forward
+        tree.right = _select(grow_right, sub.last, tree.right)
+        tree.left = _select(grow_left, sub.last, tree.left)
+        tree.right_sharp = torch.where(grow_right[:, None], sub.last_sharp, tree.right_sharp)
+        tree.left_sharp = torch.where(grow_left[:, None], sub.last_sharp, tree.left_sharp)
+        tree.active = valid & keeps_going
 
     def _build_subtree(
         self, depth, start, signed_eps, metric, energy0, alive, u, generator
@@ -464,18 +488,20 @@ class NUTSKernel(HMCKernel):
     def _advance(self, point: _Point, half, step, signed_eps, metric, idx, generator):
         """One integration step for the chains ``idx`` (all when None; the others keep their
         point). Returns the new point and the gradient evaluations spent."""
+        target = self.target
         if idx is not None:
             point, full = _Point(*(x[idx] for x in point)), point
             half, step, signed_eps = half[idx], step[idx], signed_eps[idx]
             metric = metric.select(idx)
+            target = _select_chains(target, idx)
         if self.integrator is None:  # leapfrog (seeds/000 eq. 4), one gradient, fused steps
             p = kick(point.momentum, point.grad, half, fused=True)
             q = drift(point.position, p, step, metric, fused=True)
-            log_prob, grad = self.target.value_and_grad(q)
+            log_prob, grad = target.value_and_grad(q)
             new, cost = _Point(q, kick(p, grad, half, fused=True), log_prob, grad), 1
         else:
             end, momentum, cost = self.integrator(
-                self.target,
+                target,
                 State(point.position, point.log_prob, point.grad),
                 point.momentum,
                 signed_eps,

@@ -28,8 +28,8 @@ import torch
 from .._utils import check_scalar_param
 from ._base import Info, Kernel, Sampler, State
 from ._registry import register_sampler
+from .geometry.riemannian import FisherMetric, SoftAbsMetric, second_order_derivatives
 from .hmc import metropolis_hastings
-from .metrics import FisherMetric, SoftAbsMetric, second_order_derivatives
 
 __all__ = ["RMHMC", "RMHMCKernel", "explicit_step", "implicit_step"]
 
@@ -141,9 +141,9 @@ class RMHMC(Sampler):
         explicit integrator with binding ``omega`` (Algorithm 3). The implicit one is the
         default because it is exact; the explicit one as published is not (see Notes).
     metric : metric object, default=None
-        :class:`~sklearn_bnn.samplers.metrics.SoftAbsMetric` (dense, the default),
-        :class:`~sklearn_bnn.samplers.metrics.DiagonalSoftAbsMetric` for larger models, or
-        :class:`~sklearn_bnn.samplers.metrics.FisherMetric`.
+        :class:`~sklearn_bnn.samplers.SoftAbsMetric` (dense, the default),
+        :class:`~sklearn_bnn.samplers.DiagonalSoftAbsMetric` for larger models, or
+        :class:`~sklearn_bnn.samplers.FisherMetric` (:mod:`.geometry.riemannian`).
     omega : float, default=10.0
         Binding strength Omega of the explicit integrator (seeds/003 Table 5.1 uses 10).
     reset_copies : bool, default=False
@@ -286,19 +286,31 @@ class RMHMCKernel(Kernel):
         self.tol = tol
         self.max_iter = max_iter
         self.divergence_threshold = divergence_threshold
-        self.derivs = second_order_derivatives(target)
-        if isinstance(self.metric, FisherMetric):
-            metric_fn = self.metric.bind(target)
-            self.evaluate = lambda theta: self.metric.evaluate(self.derivs, theta, metric_fn)
-        else:
-            self.evaluate = lambda theta: self.metric.evaluate(self.derivs, theta)
+        self._bind(target)
 
-    def init(self, position: torch.Tensor) -> State:
+    def _bind(self, target) -> None:
+        """The target's derivatives, and the model's metric function for a Fisher metric."""
+        self.derivs = second_order_derivatives(target)
+        fisher = isinstance(self.metric, FisherMetric)
+        self._metric_fn = self.metric.bind(target) if fisher else None
+
+    def evaluate(self, theta: torch.Tensor):
+        """The geometry (:class:`~.geometry.riemannian.Geometry`) at ``theta`` (C, D)."""
+        if self._metric_fn is not None:
+            return self.metric.evaluate(self.derivs, theta, self._metric_fn)
+        return self.metric.evaluate(self.derivs, theta)
+
+    def with_target(self, target):
+        kernel = super().with_target(target)
+        kernel._bind(target)
+        return kernel
+
+    def init(self, position: torch.Tensor, generator=None, *, n_warmup: int = 0) -> State:
         if position.ndim == 1:
             position = position[None]
         itemsize = torch.finfo(position.dtype).bits // 8
         self.metric.check(position.shape[-1], position.shape[0], itemsize)
-        return super().init(position)
+        return super().init(position, generator, n_warmup=n_warmup)
 
     def trajectory(self, geo, p, eps, copies=None):
         """Integrate ``n_steps`` steps from (geo.theta, p).

@@ -34,7 +34,6 @@ import math
 import numpy as np
 import torch
 
-from ._chains import run_sampler
 from .init import find_mode
 
 __all__ = [
@@ -184,7 +183,7 @@ class CyclicalSchedule:
 class AutoStepSampler:
     """A stochastic-gradient sampler run at a step size chosen from the data (issue 23).
 
-    ``run_chains`` starts the chains at a mode (``n_init_steps`` steps of full-data Adam, as the
+    ``run`` starts the chains at a mode (``n_init_steps`` steps of full-data Adam, as the
     HMC estimators do), measures the minibatch gradient noise there
     (:func:`gradient_noise_variance`) and runs ``sampler`` with the step of
     :func:`gradient_noise_step_size`, one per chain. With ``init="random"`` the warmup starts at
@@ -250,7 +249,9 @@ class AutoStepSampler:
             max_learning_rate=self.max_learning_rate,
         )
 
-    def run_chains(self, target, positions, **kwargs):
+    def run(self, target, positions, driver, **kwargs):
+        """The sampler protocol's run (see :meth:`~sklearn_bnn.samplers.Sampler.run`): MAP start,
+        step choice and schedule, then the wrapped sampler's own run."""
         run_kwargs = dict(kwargs["run_kwargs"])
         sampler = copy.copy(self.sampler)
         n = int(target.n_data)
@@ -274,4 +275,4 @@ class AutoStepSampler:
                 int(run_kwargs.get("n_draws", 0)),
                 self.peak_step_size if self.peak_step_size is not None else train,
             )
-        return run_sampler(sampler, target, positions, **{**kwargs, "run_kwargs": run_kwargs})
+        return sampler.run(target, positions, driver, **{**kwargs, "run_kwargs": run_kwargs})

@@ -8,10 +8,16 @@ Every target gives ``value_and_grad(theta)`` on a (C, D) batch of positions, wit
 - :class:`SplitTarget`: the same density evaluated over M data subsets, for split HMC;
 - :class:`MinibatchTarget`: an unbiased estimate from one minibatch (likelihood scaled by
   N/|B|, prior once), for stochastic-gradient samplers;
-- :class:`FunctionTarget`: any torch function ``theta -> log p``.
+- :class:`FunctionTarget`: any torch function ``theta -> log p``;
+- :class:`HierarchicalTarget`: a network's weights jointly with per-group log-precisions
+  (S3HMC's, :func:`hierarchical_target`);
+- :class:`NoisePrecisionGibbs`: the Gibbs block of a learned noise precision, which the network
+  targets declare in ``gibbs_blocks()``.
 """
 
 from ._function import FunctionTarget
+from ._gibbs import NoisePrecisionGibbs
+from ._hierarchical import HierarchicalTarget, hierarchical_target
 from ._minibatch import MinibatchTarget
 from ._network import FunctionalNetwork, Target
 from ._split import SplitTarget, split_bounds
@@ -21,9 +27,12 @@ NetworkTarget = Target
 __all__ = [
     "FunctionTarget",
     "FunctionalNetwork",
+    "HierarchicalTarget",
     "MinibatchTarget",
     "NetworkTarget",
+    "NoisePrecisionGibbs",
     "SplitTarget",
     "Target",
+    "hierarchical_target",
     "split_bounds",
 ]

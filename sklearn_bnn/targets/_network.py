@@ -19,6 +19,7 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from ..priors import GaussianPrior
+from ._gibbs import NoisePrecisionGibbs
 
 __all__ = ["FunctionalNetwork", "Target"]
 
@@ -237,12 +238,21 @@ class Target:
         """The (tempered) log prior density, ``weight`` times, at ``theta`` (C, D)."""
         return self._tempered(self.prior_density.log_prob(theta, weight))
 
-    # -- Gibbs step of the likelihood's own parameters ------------------------------------------
-    @property
-    def gibbs_update(self):
-        """The Gibbs step of the likelihood's parameters (:meth:`_gibbs_noise`) when it learns
-        some, else None; the sampling loop calls it after every transition."""
-        return self._gibbs_noise if getattr(self.likelihood, "learns_precision", False) else None
+    # -- Gibbs blocks of the likelihood's own parameters ---------------------------------------
+    def gibbs_blocks(self) -> list:
+        """The Gibbs blocks of this model (:mod:`sklearn_bnn.samplers.gibbs`): the noise
+        precision when the likelihood learns it, else none."""
+        learns = getattr(self.likelihood, "learns_precision", False)
+        return [NoisePrecisionGibbs()] if learns else []
+
+    def with_noise_precision(self, tau: torch.Tensor) -> Target:
+        """This target with the noise precision of each chain set to its row of ``tau``
+        (C, n_out): a shallow copy sharing the network, the data and the prior (the density a
+        Gibbs block conditions on). This target is left unchanged."""
+        self._flat_module()  # built once here, shared by the copies
+        conditioned = copy.copy(self)
+        conditioned.likelihood = self.likelihood.with_chain_precision(tau)
+        return conditioned
 
     def _residual_sum_of_squares(self, theta: torch.Tensor) -> torch.Tensor:
         """Sum over the data of the squared residuals per chain and output (C, n_out)."""
@@ -261,27 +271,16 @@ class Target:
                 total = total + ((out - y) ** 2).sum(1)
         return total
 
-    def _gibbs_noise(self, state, generator: torch.Generator):
-        """Draw the Gaussian noise precision of every chain from its (tempered) conditional
-        given the residuals at the current weights, then recompute the state's log density and
-        gradient under the new precision. Exact: a Gibbs step leaves the joint posterior of
-        weights and precision invariant (Neal 1996, §3.2 alternates HMC on the weights with
-        Gibbs updates of the hyperparameters).
-
-        Returns
-        -------
-        state : State
-        stats : dict
-            ``{"noise_precision": (C,) or (C, n_out)}``, per chain.
-        """
-        sum_sq = self._residual_sum_of_squares(state.position)
-        tau = self.likelihood.sample_precision(sum_sq, self.n_data, generator, self.temperature)
-        new = self._state_under_new_noise(state, sum_sq, tau)
-        return new, {"noise_precision": tau[:, 0] if tau.shape[1] == 1 else tau}
+    def select_chains(self, idx: torch.Tensor) -> Target:
+        """The density of the chains ``idx`` only: itself, or for a target conditioned on
+        per-chain noise precisions, the one conditioned on theirs (NUTS evaluates the chains
+        still growing their trees)."""
+        tau = getattr(self.likelihood, "chain_precision", None)
+        return self if tau is None else self.with_noise_precision(tau[idx])
 
     def _state_under_new_noise(self, state, sum_sq: torch.Tensor, tau: torch.Tensor):
-        """The state's log density and gradient recomputed after the Gibbs step drew ``tau``
-        (the residuals' ``sum_sq`` are there for targets that use them)."""
+        """The state's log density and gradient on this target (conditioned on the ``tau`` a
+        Gibbs step drew; the residuals' ``sum_sq`` are there for targets that use them)."""
         log_prob, grad = self.value_and_grad(state.position)
         return type(state)(state.position, log_prob, grad)
 

@@ -170,3 +170,30 @@ def test_warm_start_refuses_a_change_it_would_ignore(blobs, change, match):
     with pytest.raises(ValueError, match=match):
         clf.set_params(**change).fit(X, y)
     assert torch.equal(clf.samples_.draws, draws)  # the previous fit is intact
+
+
+def _learned_noise_regressor(**kw):
+    return HMCRegressor(**SMALL, n_chains=3, **kw)  # noise_precision=None: a Gibbs block
+
+
+def test_learned_noise_draws_do_not_depend_on_the_chain_method(blobs):
+    """The Gibbs step of the noise precision draws from each chain's own generator and keeps
+    its values in the chain's state (issue 25 item 1): sequential, parallel and Dask runs give
+    the same draws, noise precisions and predictions."""
+    X, y = blobs
+    y = X[:, 0] + 0.3 * X[:, 1] ** 2
+    seq = _learned_noise_regressor(chain_method="sequential").fit(X, y)
+    par = _learned_noise_regressor(chain_method="parallel", n_jobs=2).fit(X, y)
+    fits = [par]
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
+        with distributed.Client(cluster), joblib.parallel_config(backend="dask"):
+            fits.append(_learned_noise_regressor(chain_method="parallel", n_jobs=2).fit(X, y))
+    for other in fits:
+        assert torch.equal(seq.samples_.draws, other.samples_.draws)
+        assert torch.equal(
+            seq.samples_.stats["noise_precision"], other.samples_.stats["noise_precision"]
+        )
+        np.testing.assert_array_equal(seq.predict(X[:6]), other.predict(X[:6]))

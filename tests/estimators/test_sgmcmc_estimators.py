@@ -13,6 +13,7 @@ from sklearn.preprocessing import StandardScaler
 import sklearn_bnn
 from sklearn_bnn import SGMCMCClassifier, SGMCMCRegressor
 from sklearn_bnn.samplers import GSGHMC
+from sklearn_bnn.targets import MinibatchTarget
 
 SMALL = dict(
     hidden_layer_sizes=(16,),
@@ -302,22 +303,21 @@ def test_learned_noise_precision_streams_and_starts_from_the_exact_energy(monkey
     y = X @ np.array([1.0, -2.0, 0.5]) + 0.3 * rng.normal(size=n)
     recorders, checked = [], []
     make_target = SGMCMCRegressor._make_target
+    state_after = MinibatchTarget._state_under_new_noise
 
     def recording_target(self, network, X_, targets):
         recorders.append(RowRecorder(X_))
-        target = make_target(self, network, recorders[-1], targets)
-        state_after = target._state_under_new_noise
+        return make_target(self, network, recorders[-1], targets)
 
-        def checked_state(state, sum_sq, tau):
-            new = state_after(state, sum_sq, tau)
-            exact = target.log_prob(state.position)
-            checked.append(float((new.log_prob - exact).abs().max() / exact.abs().max()))
-            return new
-
-        target._state_under_new_noise = checked_state
-        return target
+    def checked_state(target, state, sum_sq, tau):
+        # ``target`` is the density given the new precision (the Gibbs block's condition)
+        new = state_after(target, state, sum_sq, tau)
+        exact = target.log_prob(state.position)
+        checked.append(float((new.log_prob - exact).abs().max() / exact.abs().max()))
+        return new
 
     monkeypatch.setattr(SGMCMCRegressor, "_make_target", recording_target)
+    monkeypatch.setattr(MinibatchTarget, "_state_under_new_noise", checked_state)
     reg = SGMCMCRegressor(
         module=lambda i, o: torch.nn.Linear(i, o),
         noise_precision=None,

@@ -9,7 +9,7 @@ from _rm_targets import AnalyticGaussian, LogisticRegression2D
 
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.samplers import State, leapfrog, sample
-from sklearn_bnn.samplers.metrics import (
+from sklearn_bnn.samplers.geometry.riemannian import (
     AutodiffDerivatives,
     DiagonalSoftAbsMetric,
     FisherMetric,

@@ -87,8 +87,7 @@ def test_schedule_applies_in_sampling_only_and_is_fixed_within_a_transition():
     sampler = SGHMC(step_size=0.01, warmup_step_size=0.1, n_steps=4)
     sampler.schedule = CyclicalSchedule(2, 4, peak=0.05)
     kernel = sampler.build(target)
-    kernel.n_warmup = 2
-    kernel.init(torch.zeros(1, 2, dtype=torch.float64))
+    kernel.init(torch.zeros(1, 2, dtype=torch.float64), n_warmup=2)  # the loop tells the length
     eps = torch.tensor([0.01], dtype=torch.float64)
     assert float(kernel._eps(eps, 0)) == pytest.approx(0.1)  # the cosine warmup
     kernel._transition = 2  # first sampling transition: the peak, at every step

@@ -241,8 +241,7 @@ def test_cosine_schedule_goes_from_warmup_to_final_step_size():
 def test_warmup_schedule_is_applied_in_warmup_only():
     target = NoisyGaussianTarget(np.zeros(2), np.ones(2))
     kernel = SGHMC(step_size=0.01, warmup_step_size=0.1, n_steps=4).build(target)
-    kernel.n_warmup = 2
-    kernel.init(torch.zeros(1, 2, dtype=torch.float64))
+    kernel.init(torch.zeros(1, 2, dtype=torch.float64), n_warmup=2)  # told by the loop
     eps = torch.tensor([0.01], dtype=torch.float64)
     assert float(kernel._eps(eps, 0)) == pytest.approx(0.1)
     kernel._transition = 2

@@ -1,5 +1,9 @@
 """Position-dependent metrics G(theta) for Riemannian HMC (seeds/003 §5.3).
 
+They follow the protocol of :class:`~._protocol.Metric` (``position_dependent = True``); the
+local geometry a metric evaluates at a position has the velocity, kinetic energy and momentum
+draw of every metric, plus the derivative terms of the generalized leapfrog.
+
 A metric object is a configuration; ``metric.evaluate(derivs, theta)`` returns a :class:`Geometry`
 at positions ``theta`` (C, D): the log density and its gradient there, ``log|G|``, products with
 ``G^-1`` and ``G^(1/2)``, and the derivative of the metric terms of the Hamiltonian
@@ -30,7 +34,8 @@ import torch
 from sklearn.base import BaseEstimator
 from torch.func import grad, hessian, jvp, vmap
 
-from .._utils import check_scalar_param
+from ..._utils import check_scalar_param
+from ._protocol import Metric
 
 __all__ = [
     "DiagonalSoftAbsMetric",
@@ -170,6 +175,19 @@ class Geometry:
     def inv(self, p):  # G^-1 p
         raise NotImplementedError
 
+    def velocity(self, p):
+        """G(theta)^-1 p, as a Euclidean metric's ``velocity`` (the metric protocol)."""
+        return self.inv(p)
+
+    def kinetic_energy(self, p):
+        """log|G|/2 + p^T G^-1 p / 2 (C,): the momentum-dependent part of H with its
+        normaliser, which depends on the position here."""
+        return 0.5 * self.logdet + 0.5 * (p * self.inv(p)).sum(-1)
+
+    def sample_momentum(self, shape, generator, *, dtype, device):
+        """p ~ N(0, G(theta)): G^(1/2) z with z standard normal."""
+        return self.sqrt_mul(torch.randn(shape, generator=generator, dtype=dtype, device=device))
+
     def sqrt_mul(self, z):  # G^(1/2) z: p = G^(1/2) z ~ N(0, G) for z ~ N(0, I)
         raise NotImplementedError
 
@@ -237,7 +255,7 @@ def _robust_eigh(H, value, g):
     return lam, Q, value
 
 
-class SoftAbsMetric(BaseEstimator):
+class SoftAbsMetric(BaseEstimator, Metric):
     """Dense SoftAbs metric: G = Q diag(lambda coth(alpha lambda)) Q^T from the eigen-
     decomposition Q diag(lambda) Q^T of the Hessian of U = -log f (seeds/003 §5.3.2, eq. 5.9).
 
@@ -253,6 +271,8 @@ class SoftAbsMetric(BaseEstimator):
     max_memory_gb : float, default=1.0
         Refuse models whose dense per-chain D x D matrices would need more than this.
     """
+
+    position_dependent = True
 
     def __init__(self, alpha=1e6, max_memory_gb=1.0):
         self.alpha = alpha
@@ -331,7 +351,7 @@ def _diag_hessian_contraction(fn, theta, c, chunk):
     return total
 
 
-class DiagonalSoftAbsMetric(BaseEstimator):
+class DiagonalSoftAbsMetric(BaseEstimator, Metric):
     """Diagonal SoftAbs metric: G = diag(h_dd coth(alpha h_dd)) from the Hessian's diagonal.
 
     O(D) memory (the diagonal is computed by chunks of Hessian-vector products), D Hessian-vector
@@ -344,6 +364,8 @@ class DiagonalSoftAbsMetric(BaseEstimator):
     chunk_size : int, default=64
         Basis vectors per batch of Hessian-vector products.
     """
+
+    position_dependent = True
 
     def __init__(self, alpha=1e6, chunk_size=64):
         self.alpha = alpha
@@ -390,7 +412,7 @@ class _CholeskyGeometry(Geometry):
         return _map(grad(terms), self.theta, p)
 
 
-class FisherMetric(BaseEstimator):
+class FisherMetric(BaseEstimator, Metric):
     """A positive-definite metric the model gives, G(theta) = ``metric_fn(theta)`` (D, D).
 
     For the Fisher information plus the negative Hessian of the log prior (seeds/003 §5.3, after
@@ -403,6 +425,8 @@ class FisherMetric(BaseEstimator):
         ``theta (D,) -> G (D, D)``, differentiable by :mod:`torch.func`; None uses the target's
         ``fisher_information(theta)``.
     """
+
+    position_dependent = True
 
     def __init__(self, metric_fn=None):
         self.metric_fn = metric_fn

@@ -12,15 +12,16 @@ the quantity mass adaptation estimates (the posterior covariance).
   factor is computed once, at construction, so a momentum draw is a triangular solve.
 - :class:`IdentityMetric`: M = I, which some kernels switch to so as to skip a product.
 
-The Riemannian metrics of :mod:`sklearn_bnn.samplers.metrics` (SoftAbs, Fisher) are the
-position-dependent counterpart, used by RMHMC with its implicit integrator.
+The Riemannian metrics of :mod:`.riemannian` (SoftAbs, Fisher) are the position-dependent
+counterpart, used by RMHMC; both families follow the protocol of :class:`~._protocol.Metric`.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .._persistence import register
+from ..._persistence import register
+from ._protocol import Metric
 
 __all__ = [
     "DenseMetric",
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 
-class EuclideanMetric:
+class EuclideanMetric(Metric):
     """Base class of the constant metrics: velocity, kinetic energy and momentum draws.
 
     Momenta are (C, D) (C chains); a per-chain metric holds one inverse mass per chain.
@@ -53,22 +54,9 @@ class EuclideanMetric:
         """A draw p ~ N(0, M) of ``shape`` (C, D) from ``generator``."""
         raise NotImplementedError
 
-    def to(self, device=None, dtype=None) -> EuclideanMetric:
-        """This metric on ``device`` with ``dtype`` (itself when nothing changes)."""
-        return self
-
     def select(self, idx: torch.Tensor) -> EuclideanMetric:
         """The metric of the chains ``idx`` only (itself when shared by all chains)."""
         return self
-
-    def diagonal(self) -> torch.Tensor | None:
-        """The diagonal of M^-1, (D,) or (C, D) (None for the identity)."""
-        raise NotImplementedError
-
-    @property
-    def n_chains(self) -> int | None:
-        """The number of chains of a per-chain metric; None when all chains share it."""
-        return None
 
     def step_factor(self, eps: torch.Tensor) -> torch.Tensor | None:
         """eps M^-1 (``eps`` (C, 1)) as an elementwise factor (C, D) or (C, 1) when M^-1 is
@@ -313,14 +301,9 @@ class DenseMetric(EuclideanMetric):
         return cls(state["inv_mass"])
 
 
-def check_n_chains(metric: EuclideanMetric, n_chains: int) -> None:
+def check_n_chains(metric: Metric, n_chains: int) -> None:
     """Raise ``ValueError`` if ``metric`` is per chain for another number of chains."""
-    if metric.n_chains not in (None, n_chains):
-        raise ValueError(
-            f"the metric holds one inverse mass for each of {metric.n_chains} chains, but "
-            f"{n_chains} chains are sampled here (a per-chain metric needs "
-            "chain_method='vectorized' and that many chains)."
-        )
+    metric.check_n_chains(n_chains)
 
 
 def as_metric(inv_mass) -> EuclideanMetric:

@@ -1,0 +1,74 @@
+"""What a run of chains produced (:class:`ChainRun`), per-chain seeds, and merging runs.
+
+Shared by the sampling loop, the chain runners and the samplers that drive their own runs
+(bridged HMC), none of which need to import another for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ._base import State
+
+__all__ = ["ChainRun", "chain_seeds", "merge_runs"]
+
+
+@dataclass
+class ChainRun:
+    """What one call of :func:`run_chains` produced (per chain along the first axis)."""
+
+    draws: torch.Tensor  # (C, n_kept, D), CPU
+    log_prob: torch.Tensor  # (C, n_kept), CPU
+    accept_prob: torch.Tensor  # (C, n_transitions) of the sampling phase
+    accepted: torch.Tensor  # (C, n_transitions)
+    acceptance: torch.Tensor  # (C, n_transitions) the kernel's acceptance statistic
+    divergent: torch.Tensor  # (C, n_transitions)
+    energy_error: torch.Tensor  # (C, n_transitions)
+    warmup_divergent: torch.Tensor  # (C,) divergences during warmup
+    step_size: torch.Tensor  # (C,) the step size used for the draws
+    state: State  # the last state, to continue from
+    inv_mass: torch.Tensor  # (D,) or (C, D): the (diagonal of the) inverse mass of the draws
+    draw_stats: dict = field(default_factory=dict)  # per kept draw: (C, n_kept) each
+    n_grad: int = 0
+    interrupted: bool = False
+    stats: dict = field(default_factory=dict)
+    # sampled coordinates moved out of ``draws`` into ``draw_stats`` (a hierarchical target's
+    # precisions), by name
+    moved_coordinates: list = field(default_factory=list)
+
+
+def chain_seeds(seed: int, n_chains: int) -> list[int]:
+    """Independent per-chain seeds spawned from ``seed``."""
+    children = np.random.SeedSequence(seed).spawn(n_chains)
+    return [int(c.generate_state(1, dtype=np.uint64)[0] % (2**63 - 1)) for c in children]
+
+
+def merge_runs(runs: list[ChainRun]) -> ChainRun:
+    """Stack single-chain runs into one (chains along the first axis), cut to the shortest."""
+    n_kept = min(r.draws.shape[1] for r in runs)
+    n_done = min(r.accept_prob.shape[1] for r in runs)
+    cat = torch.cat
+    inv_masses = [r.inv_mass if r.inv_mass.ndim == 2 else r.inv_mass[None] for r in runs]
+    return ChainRun(
+        draws=cat([r.draws[:, :n_kept] for r in runs]),
+        log_prob=cat([r.log_prob[:, :n_kept] for r in runs]),
+        accept_prob=cat([r.accept_prob[:, :n_done] for r in runs]),
+        accepted=cat([r.accepted[:, :n_done] for r in runs]),
+        acceptance=cat([r.acceptance[:, :n_done] for r in runs]),
+        divergent=cat([r.divergent[:, :n_done] for r in runs]),
+        energy_error=cat([r.energy_error[:, :n_done] for r in runs]),
+        warmup_divergent=cat([r.warmup_divergent for r in runs]),
+        step_size=cat([r.step_size for r in runs]),
+        state=type(runs[0].state)(
+            *(cat(parts) for parts in zip(*(r.state for r in runs), strict=True))
+        ),
+        inv_mass=cat(inv_masses),
+        draw_stats={
+            k: cat([r.draw_stats[k][:, :n_kept] for r in runs]) for k in runs[0].draw_stats
+        },
+        n_grad=sum(r.n_grad for r in runs),
+        interrupted=any(r.interrupted for r in runs),
+    )

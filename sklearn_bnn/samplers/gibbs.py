@@ -1,0 +1,131 @@
+"""Gibbs blocks composed with a kernel: Metropolis-within-Gibbs, as a kernel wrapper.
+
+Some parameters of a model have a conditional distribution that can be drawn exactly given the
+others: the noise precision of a Gaussian regression given the residuals (a conjugate Gamma),
+the precision of a group of weights given the weights. Neal (1996, *Bayesian Learning for Neural
+Networks*, §3.2) alternates HMC on the weights with such Gibbs draws of the hyperparameters;
+NumPyro's ``HMCGibbs`` composes an inner kernel with a user's ``gibbs_fn`` the same way. Each
+transition here is
+
+1. one transition of the inner kernel on the conditional density of the position given the
+   block's current values (``block.condition(target, values)``), then
+2. one exact draw of the block's values given the new position (``block.update``), which also
+   re-evaluates the state's cached log density and gradient under the new values.
+
+Both steps leave the joint posterior invariant, so their composition does. The block's values
+travel in the chain's state (:class:`GibbsState`), one row per chain, and every draw comes from
+the generator of the chain: nothing is stored on the target, the likelihood or the kernel, so a
+chain gives the same draws whether the chains run together, one after another or as joblib jobs
+on any backend.
+
+A **Gibbs block** is an object with
+
+- ``update(target, state, generator) -> (values (C, k), state)``: draw the values from their
+  conditional at ``state.position`` and return the state re-evaluated under them;
+- ``condition(target, values) -> target``: the density of the position given the values;
+- ``stats(values) -> dict``: per-chain statistics kept beside each draw.
+
+A target declares the blocks its model has with ``gibbs_blocks()`` (the network targets: the
+learned noise precision, :class:`~sklearn_bnn.targets.NoisePrecisionGibbs`); :func:`kernel_for`
+wraps a sampler's kernel in one :class:`GibbsKernel` per block.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from ._base import Info, Kernel, State
+
+__all__ = ["GibbsKernel", "GibbsState", "kernel_for", "with_gibbs_blocks"]
+
+
+class GibbsState(NamedTuple):
+    """A position with its cached log density and gradient under the block's ``values``."""
+
+    position: torch.Tensor  # (C, D)
+    log_prob: torch.Tensor  # (C,)
+    grad: torch.Tensor  # (C, D)
+    values: torch.Tensor  # (C, k): the Gibbs block's current values, per chain
+
+
+class GibbsKernel(Kernel):
+    """An inner kernel on the position, alternated with exact draws of a Gibbs block.
+
+    Parameters
+    ----------
+    inner : Kernel
+        Moves the position on the conditional density given the block's values.
+    block : object
+        The Gibbs block (see the module docstring).
+
+    Examples
+    --------
+    A regressor with a learned noise precision (``HMCRegressor(noise_precision=None)``) samples
+    with ``GibbsKernel(HMC(...).build(target), NoisePrecisionGibbs())``, which
+    :func:`kernel_for` builds from the target's ``gibbs_blocks()``.
+    """
+
+    def __init__(self, inner: Kernel, block):
+        self.inner = inner
+        self.block = block
+        self.target = inner.target
+        self.metric = inner.metric
+        self.adapts_step_size = inner.adapts_step_size
+
+    def _inner_state(self, state) -> State:
+        return State(state.position, state.log_prob, state.grad)
+
+    def _on_values(self, values) -> Kernel:
+        """The inner kernel on the conditional density given ``values``."""
+        return self.inner.with_target(self.block.condition(self.target, values))
+
+    def _draw(self, state, generator: torch.Generator) -> GibbsState:
+        values, state = self.block.update(self.target, self._inner_state(state), generator)
+        return GibbsState(state.position, state.log_prob, state.grad, values)
+
+    def init(self, position, generator=None, *, n_warmup: int = 0) -> GibbsState:
+        """The inner kernel's start, then a first draw of the block given it."""
+        state = self.inner.init(position, generator, n_warmup=n_warmup)
+        return self._draw(state, generator)
+
+    def step(self, state: GibbsState, generator, step_size=None, inv_mass=None):
+        """One inner transition given the block's values, then one draw of the values.
+
+        The re-evaluation under the new values costs one gradient, counted in ``n_grad``; the
+        block's statistics join ``info.extra`` (kept beside each draw by the loop).
+        """
+        moved, info = self._on_values(state.values).step(
+            self._inner_state(state), generator, step_size=step_size, inv_mass=inv_mass
+        )
+        new = self._draw(moved, generator)
+        extra = {**(info.extra or {}), **self.block.stats(new.values)}
+        return new, info._replace(n_grad=info.n_grad + 1, extra=extra)
+
+    def local_target(self, state):
+        return self.block.condition(self.target, state.values)
+
+    def acceptance(self, info: Info) -> torch.Tensor:
+        return self.inner.acceptance(info)
+
+    def describe(self, stats: dict) -> dict:
+        return self.inner.describe(stats)
+
+    def progress(self, info: Info) -> str:
+        return self.inner.progress(info)
+
+
+def with_gibbs_blocks(kernel: Kernel, target) -> Kernel:
+    """``kernel`` composed with the Gibbs blocks ``target`` declares (``gibbs_blocks()``),
+    or ``kernel`` itself when it declares none."""
+    blocks = getattr(target, "gibbs_blocks", None)
+    blocks = list(blocks()) if callable(blocks) else []
+    if len(blocks) > 1:
+        raise NotImplementedError("one Gibbs block per target is supported.")
+    return GibbsKernel(kernel, blocks[0]) if blocks else kernel
+
+
+def kernel_for(sampler, target) -> Kernel:
+    """The kernel of ``sampler`` on ``target``, with the target's Gibbs blocks."""
+    return with_gibbs_blocks(sampler.build(target), target)

@@ -1,0 +1,349 @@
+"""The kernels of the stochastic-gradient samplers of :mod:`.sgmcmc` (seeds/004, REFERENCE §6).
+
+Batches, the warmup step-size schedule (told its length by the loop through ``init``), the
+momentum draws and the divergence bookkeeping shared by all of them (:class:`_SGKernel`); the
+unadjusted updates of SGLD and SGHMC. The adjusted kernels (AMAGOLD, GSGHMC, HTE) are in
+:mod:`.sg_adjusted`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ._base import Info, Kernel, State
+from .sg_integrators import (
+    cosine_step_size,
+    euler_momentum,
+    ornstein_uhlenbeck,
+    skew_momentum,
+    skew_noise_variance,
+)
+
+__all__ = ["SGHMCKernel", "SGLDKernel"]
+
+
+DIVERGENCE_THRESHOLD = 1000.0
+
+
+class _SGKernel(Kernel):
+    """Batches, schedule, momentum and divergence bookkeeping shared by the SG kernels."""
+
+    adapts_step_size = False
+
+    def __init__(self, sampler, target):
+        self.target = target
+        self.sampler = sampler
+        self.step_size = float(sampler.step_size)
+        self.warmup_step_size = sampler.warmup_step_size
+        self.n_rows = int(target.n_data)
+        self.rows_per_batch = min(int(target.batch_size), self.n_rows)
+        self.n_batches = max(self.n_rows // self.rows_per_batch, 1)
+        self.n_steps = int(sampler.n_steps) if sampler.n_steps is not None else self.n_batches
+        self.alpha = float(getattr(sampler, "momentum", 0.0))
+        self.temperature = float(getattr(sampler, "temperature", 1.0))
+        self._clock = _Clock(0)
+
+    # -- the schedule's clock, shared with the copies a Gibbs step makes (``with_target``) ----
+    @property
+    def n_warmup(self) -> int:
+        """Warmup transitions, told by the loop through :meth:`init` (the cosine schedule)."""
+        return self._clock.n_warmup
+
+    @property
+    def _transition(self) -> int:
+        return self._clock.transition
+
+    @_transition.setter
+    def _transition(self, value: int) -> None:
+        self._clock.transition = value
+
+    @property
+    def _epochs(self) -> float:
+        return self._clock.epochs
+
+    @_epochs.setter
+    def _epochs(self, value: float) -> None:
+        self._clock.epochs = value
+
+    def progress(self, info) -> str:
+        """Epochs of minibatch gradients so far."""
+        return f"epoch={float(info.extra['epoch'].max()):.4g}"
+
+    # -- data ----------------------------------------------------------------------------------
+    def _batches(self, generator):
+        """Row indices of ``n_steps`` batches: consecutive slices of random permutations."""
+        done = 0
+        while done < self.n_steps:
+            if self.rows_per_batch >= self.n_rows:
+                perm = np.arange(self.n_rows)
+            else:
+                perm = torch.randperm(self.n_rows, generator=generator, device=generator.device)
+                perm = perm.cpu().numpy()
+            for b in range(self.n_batches):
+                if done == self.n_steps:
+                    return
+                rows = perm[b * self.rows_per_batch : (b + 1) * self.rows_per_batch]
+                yield np.sort(rows)  # sorted: contiguous reads from a memory map
+                done += 1
+
+    def _first_rows(self):
+        """Rows spread evenly over the data: a representative start batch even when the rows
+        are sorted (the first rows of a class-sorted data set are a single class)."""
+        return np.unique(np.linspace(0, self.n_rows - 1, self.rows_per_batch).astype(np.int64))
+
+    def init(self, position: torch.Tensor, generator=None, *, n_warmup: int = 0) -> State:
+        """The start state: log density estimate and gradient on one batch (the first rows);
+        the schedule restarts, with ``n_warmup`` transitions of warmup."""
+        if position.ndim == 1:
+            position = position[None]
+        self._clock = _Clock(int(n_warmup))
+        value, grad = self.target.batch_value_and_grad(position.detach(), self._first_rows())
+        return State(position.detach(), value, grad)
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _eps(self, eps: torch.Tensor, step: int) -> torch.Tensor:
+        """(C, 1) step size of minibatch step ``step`` of this transition (cosine in warmup;
+        after it, the sampler's ``schedule`` of the sampling transition, if it has one)."""
+        if self._transition >= self.n_warmup:
+            schedule = getattr(self.sampler, "schedule", None)  # fixed within a transition
+            if schedule is None:
+                return eps[:, None]
+            return schedule(eps[:, None], self._transition - self.n_warmup)
+        if self.warmup_step_size is None:
+            return eps[:, None]
+        progress = (self._transition + step / self.n_steps) / self.n_warmup
+        return cosine_step_size(eps[:, None], float(self.warmup_step_size), progress)
+
+    def _randn(self, like, generator):
+        return torch.randn(like.shape, generator=generator, dtype=like.dtype, device=like.device)
+
+    def _momentum(self, position, inv_mass, generator, temperature):
+        """m ~ N(0, T M)."""
+        if temperature == 0:
+            return torch.zeros_like(position)
+        return self._randn(position, generator) * (temperature / inv_mass).sqrt()
+
+    def _grad_fn(self, rows):
+        return lambda theta: self.target.batch_value_and_grad(theta, rows)
+
+    def _likelihood_grad_fn(self, rows):
+        """``theta -> (value, grad)`` on ``rows`` for a caller that uses only the gradient:
+        the value without the log prior where the target can leave it out."""
+        split = getattr(self.target, "batch_likelihood_and_grad", None)
+        if split is None:
+            return self._grad_fn(rows)
+        return lambda theta: split(theta, rows)
+
+    def _info(self, eps, accept_prob, accepted, energy_error, divergent, n_div_steps, extra=None):
+        C = eps.shape[0]
+        extra = dict(extra or {})
+        extra["divergent_steps"] = n_div_steps.to(torch.float64)
+        # epochs of minibatch gradients so far (the progress bar shows it)
+        passes = self.n_steps * self.rows_per_batch / self.n_rows
+        tries = extra.get("n_tries")
+        self._epochs += passes * (float(tries.max()) if tries is not None else 1.0)
+        extra["epoch"] = torch.full((C,), self._epochs, dtype=torch.float64)
+        return Info(
+            accept_prob=accept_prob,
+            accepted=accepted,
+            energy_error=energy_error,
+            divergent=divergent,
+            step_size=eps.expand(C).clone(),
+            n_grad=self.n_steps * self.rows_per_batch / self.n_rows,
+            extra=extra,
+        )
+
+    @staticmethod
+    def _finite(value, grad, theta):
+        """(C,) True where the density, the gradient and the position are all finite: one
+        reduction (a NaN or an infinity anywhere makes the sum non-finite; a sum that overflows
+        counts as a divergence too), which keeps this check off the step's critical path."""
+        return torch.isfinite(value + grad.sum(-1) + theta.sum(-1))
+
+
+class _Clock:
+    """Where a kernel is in its schedule: transitions and epochs done, warmup length."""
+
+    __slots__ = ("epochs", "n_warmup", "transition")
+
+    def __init__(self, n_warmup: int):
+        self.n_warmup, self.transition, self.epochs = n_warmup, 0, 0.0
+
+
+class _Scratch:
+    """The buffers of one transition of an unadjusted kernel, reused by every minibatch step.
+
+    ``noise`` receives each step's N(0, 1) draw, ``tmp`` the one product an update needs
+    rounded on its own (a fused multiply-add would change the last bits of the draws), and
+    ``spare`` the next position.
+    """
+
+    __slots__ = ("noise", "spare", "start", "tmp")
+
+    def __init__(self, theta: torch.Tensor):
+        self.start = theta  # the caller's position: never written into
+        self.noise = torch.empty_like(theta)
+        self.tmp = torch.empty_like(theta)
+        self.spare = torch.empty_like(theta)
+
+    def moved(self, old: torch.Tensor, new: torch.Tensor) -> None:
+        """``new`` (written into ``spare``) replaced ``old``: ``old``'s memory is the next spare."""
+        self.spare = torch.empty_like(old) if old is self.start else old
+
+
+class _UnadjustedKernel(_SGKernel):
+    """SGLD and SGHMC: no acceptance test; a step whose position, density or gradient is not
+    finite is undone (a divergence, counted) and the momentum of that chain is drawn afresh.
+
+    The updates run in place on per-transition buffers (:class:`_Scratch`); the noise is drawn
+    into one of them, and the coefficients that depend on the step size are computed once per
+    transition (per step during the cosine warmup). Each product is rounded on its own, in
+    the order of the update rules in :mod:`.sg_integrators`, so the draws are those of the
+    plain expressions bit for bit.
+    """
+
+    def __init__(self, sampler, target):
+        super().__init__(sampler, target)
+        self._bind(target)
+
+    def _bind(self, target) -> None:
+        # per step only the likelihood's value where the target can leave the prior out (the
+        # finiteness test needs no more); the prior's value is added to the last step's value,
+        # which gives batch_value_and_grad's value bit for bit
+        self._split = getattr(target, "batch_likelihood_and_grad", None)
+        self._evaluate = target.batch_value_and_grad if self._split is None else self._split
+
+    def with_target(self, target):
+        """As :meth:`Kernel.with_target`, with the batch evaluations bound to ``target``."""
+        kernel = super().with_target(target)
+        kernel._bind(target)
+        return kernel
+
+    def step(self, state, generator, step_size=None, inv_mass=None):
+        theta, value, grad = state
+        C = theta.shape[0]
+        eps0 = torch.as_tensor(step_size, dtype=theta.dtype, device=theta.device).expand(C)
+        inv_mass = inv_mass.to(theta)
+        # unit mass (the default): M^-1 = M^1/2 = 1 and their products are skipped, exactly
+        mass = None if bool((inv_mass == 1).all()) else (inv_mass, inv_mass.rsqrt())
+        T = self.temperature
+        m = self._momentum(theta, inv_mass, generator, T)
+        work = _Scratch(theta)
+        n_div = torch.zeros(C, dtype=torch.long, device=theta.device)
+        scheduled = self.warmup_step_size is not None and self._transition < self.n_warmup
+        coef = None
+        for i, rows in enumerate(self._batches(generator)):
+            if coef is None or scheduled:
+                coef = self._coefficients(self._eps(eps0, i), mass)
+            new_theta, new_value, new_grad = self._move(
+                theta, m, grad, coef, mass, work, generator, rows
+            )
+            ok = None  # the per-chain test runs only where the one-sync test fails
+            if not self._all_finite(new_value, new_grad, new_theta):
+                ok = self._finite(new_value, new_grad, new_theta)
+            if ok is None or bool(ok.all()):
+                work.moved(theta, new_theta)
+                theta, value, grad = new_theta, new_value, new_grad
+                continue
+            n_div += ~ok
+            keep = ok[:, None]
+            theta = torch.where(keep, new_theta, theta)
+            work.spare = new_theta
+            value = torch.where(ok, new_value, value)
+            grad = torch.where(keep, new_grad, grad)
+            m.copy_(torch.where(keep, m, self._momentum(theta, inv_mass, generator, T)))
+        self._transition += 1
+        moved = n_div < self.n_steps
+        if self._split is not None:  # a chain that never moved keeps its full value
+            full = value + self.target.log_prior(theta)
+            value = full if bool(moved.all()) else torch.where(moved, full, value)
+        zeros = torch.zeros(C, dtype=theta.dtype, device=theta.device)
+        accept = 1.0 - n_div.to(theta.dtype) / self.n_steps
+        info = self._info(eps0, accept, moved, zeros, n_div > 0, n_div)
+        return State(theta, value, grad), info
+
+    @staticmethod
+    def _all_finite(value, grad, theta) -> bool:
+        """Whether every chain passes :meth:`_finite`, with one transfer to the host (for
+        several chains, a total that overflows sends the step to the per-chain test)."""
+        total = grad.sum(-1).add_(value).add_(theta.sum(-1))
+        return math.isfinite(float(total.sum() if total.shape[0] > 1 else total))
+
+    def _noise(self, work, generator):
+        """N(0, 1) draws into ``work.noise``: the numbers ``torch.randn`` would give."""
+        return work.noise.normal_(generator=generator)
+
+    @staticmethod
+    def _position_step(theta, scale, m, work):
+        """theta + scale * m, written into ``work.spare`` (scale: (C, 1) or (C, D))."""
+        return torch.add(theta, torch.mul(scale, m, out=work.tmp), out=work.spare)
+
+
+class SGLDKernel(_UnadjustedKernel):
+    """theta <- theta + eps M^-1 g + sqrt(2 eps T) M^-1/2 xi (Welling & Teh 2011)."""
+
+    def _coefficients(self, eps, mass):
+        drift = eps if mass is None else eps * mass[0]
+        return drift, (2.0 * eps * self.temperature).sqrt()
+
+    def _move(self, theta, m, grad, coef, mass, work, generator, rows):
+        drift, scale = coef
+        noise = self._noise(work, generator)
+        theta = self._position_step(theta, drift, grad, work)
+        if self.temperature > 0:
+            noise.mul_(scale)
+            theta.add_(noise if mass is None else noise.div_(mass[1]))
+        value, grad = self._evaluate(theta, rows)
+        return theta, value, grad
+
+
+class SGHMCKernel(_UnadjustedKernel):
+    """SGHMC with the Euler-Maruyama, OBABO or skew-symmetric update (seeds/004 Table 1)."""
+
+    def __init__(self, sampler, target):
+        super().__init__(sampler, target)
+        self.integrator = sampler.integrator
+        if self.integrator == "skew":  # the value is that of the midpoint: computed there
+            self._split, self._evaluate = None, target.batch_value_and_grad
+
+    def _coefficients(self, eps, mass):
+        if self.integrator == "euler":
+            return eps, (eps if mass is None else eps * mass[0])
+        half = 0.5 * eps
+        if self.integrator == "obabo":
+            return half, (eps if mass is None else eps * mass[0])
+        return eps, (half if mass is None else half * mass[0])
+
+    def _move(self, theta, m, grad, coef, mass, work, generator, rows):
+        T, alpha = self.temperature, self.alpha
+        sqrt_mass = None if mass is None else mass[1]
+        if self.integrator == "euler":
+            eps, drift = coef
+            noise = self._noise(work, generator)
+            euler_momentum(m, grad, eps, alpha, T, sqrt_mass, noise, work.tmp)
+            theta = self._position_step(theta, drift, m, work)
+            value, grad = self._evaluate(theta, rows)
+            return theta, value, grad
+        if self.integrator == "obabo":  # O, then B-A-B (bab), then O
+            half, drift = coef
+            a = math.sqrt(alpha)
+            ornstein_uhlenbeck(m, a, T, sqrt_mass, self._noise(work, generator))
+            m.add_(torch.mul(half, grad, out=work.tmp))
+            theta = self._position_step(theta, drift, m, work)
+            value, grad = self._evaluate(theta, rows)
+            m.add_(torch.mul(half, grad, out=work.tmp))
+            ornstein_uhlenbeck(m, a, T, sqrt_mass, self._noise(work, generator))
+            return theta, value, grad
+        # skew-symmetric: half position steps around a momentum update at the midpoint
+        eps, half_drift = coef
+        half = self._position_step(theta, half_drift, m, work)
+        value, grad = self._evaluate(half, rows)
+        xi = self._noise(work, generator).mul_(math.sqrt(skew_noise_variance(alpha) * T))
+        if sqrt_mass is not None:
+            xi.mul_(sqrt_mass)
+        skew_momentum(m, grad, eps, alpha, xi, work.tmp)
+        half.add_(torch.mul(half_drift, m, out=work.tmp))
+        return half, value, grad
