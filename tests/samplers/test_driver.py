@@ -203,5 +203,7 @@ def test_sample_adapts_a_diagonal_mass_by_default():
     identity = sample(log_p, start, HMC(n_steps=10), adapt_mass=False, **kw)
     assert torch.equal(default.draws, explicit.draws)
     assert ess_per_gradient(default) == ess_per_gradient(explicit)
-    assert ess_per_gradient(default) > 3 * ess_per_gradient(identity)
+    # Above 3x natively and 2.1x under another CPU's kernels (ATEN_CPU_CAPABILITY=avx2): a fixed
+    # 10-step trajectory resonates differently; a mass that is not adapted gives about 1x.
+    assert ess_per_gradient(default) > 1.5 * ess_per_gradient(identity)
     np.testing.assert_allclose(default.info["inv_mass"].mean(0), (scales**2).numpy(), rtol=0.5)
