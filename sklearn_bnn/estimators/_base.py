@@ -17,8 +17,8 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._persistence import (
-    WeightsOnlyMixin,
+from .._registry import WeightsOnlyMixin
+from .._state_checks import (
     check_classes,
     check_depth,
     check_feature_names,
