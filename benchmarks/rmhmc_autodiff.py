@@ -4,7 +4,7 @@ Implicit RMHMC (seeds/003 Algorithm 2, SoftAbs metric alpha = 1e6) needs the Hes
 density and the gradient of its contraction with a matrix (the third derivatives) at every
 fixed-point iteration. A user who passes a plain function to ``sample`` gets them by autograd
 (:class:`~sklearn_bnn.samplers.geometry.AutodiffDerivatives`); the closed-form targets here give
-the same quantities written out. Timed in one run, interleaved, the median of ``--repeats``:
+the same quantities written out. Timed in one run, interleaved, the median over the repeats:
 
 - the 10 + 1-D funnel (L = 25, fixed step 0.2, chains started at exact draws of the funnel);
 - Bayesian logistic regression, 200 points, D = 10 and 50 weights, prior N(0, I) (L = 10,
@@ -12,12 +12,14 @@ the same quantities written out. Timed in one run, interleaved, the median of ``
 
 Both variants of a case start from the same states with the same seed; the time per geometry
 evaluation (Hessian and metric, or one contraction) is reported beside the time per transition,
-since the two trajectories can need different numbers of fixed-point iterations.
+since the two trajectories can need different numbers of fixed-point iterations. On the funnel
+the previous derivatives (nested :mod:`torch.func` transforms) are timed as well, interleaved
+with the others.
 
 ``neck``: the funnel as a plain function, sampled long enough to see the neck: the fraction of
 draws of v below -4.9 (truth 5.1 %) with its Monte Carlo standard error (ESS of the indicator).
 
-Run: ``python benchmarks/rmhmc_autodiff.py ratios [transitions] [repeats]`` and
+Run: ``python benchmarks/rmhmc_autodiff.py ratios [transitions] [repeats] [nested 0/1]`` and
 ``python benchmarks/rmhmc_autodiff.py neck [draws] [chains]``.
 """
 
@@ -30,6 +32,7 @@ import time
 import numpy as np
 import torch
 from rmhmc_funnel import Funnel
+from torch.func import grad, grad_and_value, hessian, vmap
 
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.samplers import RMHMC, sample
@@ -78,6 +81,27 @@ class Logistic:
         return ll - 0.5 * self.tau * (th * th).sum()
 
 
+class NestedTransforms:
+    """The derivatives as the previous code took them, for comparison: ``vmap(hessian(fn))``
+    (forward over reverse) and the contraction as ``vmap(grad(sum(hessian(fn) * A)))``."""
+
+    def __init__(self, fn, dim):
+        self.fn, self.dim = fn, dim
+        self.dtype, self.device = f64, torch.device("cpu")
+
+    def value_and_grad(self, theta):
+        g, v = vmap(grad_and_value(self.fn))(theta)
+        return v, g
+
+    def log_prob_grad_hessian(self, theta):
+        v, g = self.value_and_grad(theta)
+        return v, g, vmap(hessian(self.fn))(theta)
+
+    def hessian_contraction(self, theta, A):
+        fn = self.fn
+        return vmap(grad(lambda th, a: (hessian(fn)(th) * a).sum()))(theta, A)
+
+
 def _funnel_starts(n_chains, seed=1):
     g = torch.Generator().manual_seed(seed)
     v = 3.0 * torch.randn(n_chains, 1, generator=g, dtype=f64)
@@ -98,7 +122,7 @@ def _time(target, start, sampler, eps, n):
     return dt / n, dt / n_eval
 
 
-def ratios(n=6, repeats=3, n_chains=2):
+def ratios(n=6, repeats=3, nested=1, n_chains=2):
     cases = [
         ("funnel 10 + 1", Funnel(), funnel_fn, 11, _funnel_starts(n_chains), 25, 0.2),
     ]
@@ -113,17 +137,22 @@ def ratios(n=6, repeats=3, n_chains=2):
     print("|---|---|---|---|---|")
     for name, closed, fn, dim, start, n_steps, eps in cases:
         start = torch.zeros(n_chains, dim, dtype=f64) if start is None else start
-        plain = FunctionTarget(fn, dim, dtype=f64)
+        variants = {"closed": closed, "plain": FunctionTarget(fn, dim, dtype=f64)}
+        if nested and name.startswith("funnel"):
+            variants["nested torch.func (previous code)"] = NestedTransforms(fn, dim)
         sampler = RMHMC(n_steps=n_steps, integrator="implicit", max_iter=50)
-        runs = {"closed": [], "plain": []}
+        runs = {key: [] for key in variants}
         for _ in range(repeats):
-            for key, target in (("closed", closed), ("plain", plain)):
+            for key, target in variants.items():
                 runs[key].append(_time(target, start, sampler, eps, n))
-        c, p = (np.median(np.array(runs[k]), 0) for k in ("closed", "plain"))
-        print(
-            f"| {name} | {c[0]:.3f} | {p[0]:.3f} | {p[0] / c[0]:.2f} | {p[1] / c[1]:.2f} |",
-            flush=True,
-        )
+        c = np.median(np.array(runs.pop("closed")), 0)
+        for key, times in runs.items():
+            p = np.median(np.array(times), 0)
+            label = name if key == "plain" else f"{name}, {key}"
+            print(
+                f"| {label} | {c[0]:.3f} | {p[0]:.3f} | {p[0] / c[0]:.2f} | {p[1] / c[1]:.2f} |",
+                flush=True,
+            )
 
 
 def neck(n_draws=300, n_chains=4, n_warmup=50, seed=0):
