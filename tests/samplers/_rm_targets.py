@@ -87,3 +87,43 @@ class LogisticRegression2D:
         c = grid - mean
         cov = (w[:, None, None] * c[:, :, None] * c[:, None, :]).sum(0)
         return mean, cov
+
+
+class Funnel:
+    """Neal's funnel, theta = [v, x_1..x_n], v ~ N(0, 9), x_i | v ~ N(0, e^v), with its Hessian
+    and Hessian-derivative contraction written out (seeds/003 §5.6)."""
+
+    def __init__(self, n=10):
+        self.n, self.dim = n, n + 1
+        self.dtype, self.device = torch.float64, torch.device("cpu")
+
+    def value_and_grad(self, theta):
+        v, x = theta[:, 0], theta[:, 1:]
+        e, sq = torch.exp(-v), (x * x).sum(-1)
+        value = -(v**2) / 18 - 0.5 * self.n * v - 0.5 * e * sq
+        dv = -v / 9 - 0.5 * self.n + 0.5 * e * sq
+        return value, torch.cat([dv[:, None], -e[:, None] * x], 1)
+
+    def log_prob_grad_hessian(self, theta):
+        value, g = self.value_and_grad(theta)
+        v, x = theta[:, 0], theta[:, 1:]
+        e = torch.exp(-v)
+        h = torch.zeros(theta.shape[0], self.dim, self.dim, dtype=theta.dtype)
+        h[:, 0, 0] = -1 / 9 - 0.5 * e * (x * x).sum(-1)
+        h[:, 0, 1:] = h[:, 1:, 0] = e[:, None] * x
+        h[:, 1:, 1:] = -e[:, None, None] * torch.eye(self.n, dtype=theta.dtype)
+        return value, g, h
+
+    def hessian_contraction(self, theta, A):
+        v, x = theta[:, 0], theta[:, 1:]
+        e = torch.exp(-v)
+        a_vv, a_vx = A[:, 0, 0], A[:, 0, 1:] + A[:, 1:, 0]
+        tr_xx = torch.diagonal(A[:, 1:, 1:], dim1=-2, dim2=-1).sum(-1)
+        dv = 0.5 * a_vv * e * (x * x).sum(-1) - e * (a_vx * x).sum(-1) + e * tr_xx
+        dx = -(a_vv * e)[:, None] * x + e[:, None] * a_vx
+        return torch.cat([dv[:, None], dx], 1)
+
+    @staticmethod
+    def scalar_log_prob(th):
+        v, x = th[0], th[1:]
+        return -(v**2) / 18 - 0.5 * (th.shape[0] - 1) * v - 0.5 * torch.exp(-v) * (x * x).sum()

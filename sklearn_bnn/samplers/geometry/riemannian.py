@@ -12,7 +12,7 @@ at positions ``theta`` (C, D): the log density and its gradient there, ``log|G|`
 
 with respect to theta at fixed p (:meth:`Geometry.metric_force`). ``derivs`` gives the log
 density's first, second and (contracted) third derivatives (:func:`second_order_derivatives`):
-closed forms of the target where it has them, :mod:`torch.func` otherwise.
+closed forms of the target where it has them, autograd otherwise (:mod:`._autodiff`).
 
 - :class:`SoftAbsMetric`: the dense SoftAbs map of the Hessian of U = -log f, eigenvalues
   lambda -> lambda coth(alpha lambda) (seeds/003 eq. 5.9, Betancourt 2013). Its derivative uses
@@ -32,9 +32,10 @@ import math
 
 import torch
 from sklearn.base import BaseEstimator
-from torch.func import grad, hessian, jvp, vmap
+from torch.func import grad
 
 from ..._utils import check_scalar_param
+from ._autodiff import AutodiffDerivatives, _map
 from ._protocol import Metric
 
 __all__ = [
@@ -49,54 +50,12 @@ __all__ = [
 ]
 
 
-class AutodiffDerivatives:
-    """Derivatives of a log density ``fn`` of one position (D,) -> scalar by :mod:`torch.func`.
-
-    The protocol the metrics use (a target may provide the two methods itself, in closed form,
-    which is much faster on small problems):
-
-    - ``log_prob_grad_hessian(theta (C, D)) -> (value (C,), grad (C, D), hessian (C, D, D))``
-      of log f;
-    - ``hessian_contraction(theta (C, D), A (C, D, D)) -> (C, D)``: the gradient of
-      sum_jk A_jk d^2 log f / d theta_j d theta_k at fixed A.
-    """
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def log_prob_grad_hessian(self, theta):
-        fn = self.fn
-
-        def second_order(th):
-            g, v = torch.func.grad_and_value(fn)(th)
-            return v, g, hessian(fn)(th)
-
-        with torch.no_grad():
-            return _map(second_order, theta.detach())
-
-    def log_prob_and_grad(self, theta):
-        fn = self.fn
-        with torch.no_grad():
-            g, v = _map(torch.func.grad_and_value(fn), theta.detach())
-        return v, g
-
-    def hessian_contraction(self, theta, A):
-        fn = self.fn
-        return _map(grad(lambda th, a: (hessian(fn)(th) * a).sum()), theta.detach(), A)
-
-    def hessian_diagonal(self, theta, chunk):
-        return _hessian_diagonal(self.fn, theta.detach(), chunk)
-
-    def diagonal_contraction(self, theta, c, chunk):
-        return _diag_hessian_contraction(self.fn, theta.detach(), c, chunk)
-
-
 def second_order_derivatives(target):
     """The derivatives object of ``target`` (see :class:`AutodiffDerivatives`).
 
     The target's own closed forms when it has ``log_prob_grad_hessian`` and
-    ``hessian_contraction``; otherwise :mod:`torch.func` on its log density of one position: a
-    :class:`~sklearn_bnn.targets.FunctionTarget`'s function, a network
+    ``hessian_contraction``; otherwise autograd (:class:`AutodiffDerivatives`) on its log
+    density of one position: a :class:`~sklearn_bnn.targets.FunctionTarget`'s function, a network
     :class:`~sklearn_bnn.targets.Target` with a Gaussian prior (likelihood plus the prior written
     out differentiably), or an object's ``scalar_log_prob(theta)``.
     """
@@ -132,17 +91,6 @@ def _value_and_grad(derivs, theta):
     if callable(getattr(derivs, "log_prob_and_grad", None)):
         return derivs.log_prob_and_grad(theta)
     return derivs.value_and_grad(theta)
-
-
-def _map(f, *args):
-    """``vmap(f)(*args)``, or a loop over the leading axis where ``f`` cannot be batched."""
-    try:
-        return vmap(f)(*args)
-    except Exception:
-        outs = [f(*row) for row in zip(*args, strict=True)]
-        if isinstance(outs[0], tuple):
-            return tuple(torch.stack(o) for o in zip(*outs, strict=True))
-        return torch.stack(outs)
 
 
 def softabs(lam: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -317,38 +265,6 @@ class _DiagonalGeometry(Geometry):
         # c_d = s'(h_dd) (1/g_d - p_d^2/g_d^2) / 2.
         c = 0.5 * softabs_derivative(self.h, self.alpha) * (1.0 / self.g - p * p / self.g**2)
         return -self.derivs.diagonal_contraction(self.theta, c, self.chunk)
-
-
-def _hessian_diagonal(fn, theta, chunk):
-    """diag of the Hessian of fn at each row of theta (C, D), by chunks of HVPs."""
-    D = theta.shape[-1]
-    eye = torch.eye(D, dtype=theta.dtype, device=theta.device)
-
-    def one(th):
-        out = []
-        for s in range(0, D, chunk):
-            basis = eye[s : s + chunk]
-            hv = vmap(lambda e: jvp(grad(fn), (th,), (e,))[1])(basis)
-            out.append((hv * basis).sum(-1))
-        return torch.cat(out)
-
-    return _map(one, theta)
-
-
-def _diag_hessian_contraction(fn, theta, c, chunk):
-    """grad_theta sum_d c_d (hess fn)_dd at fixed c, per row (C, D), by chunks."""
-    D = theta.shape[-1]
-    eye = torch.eye(D, dtype=theta.dtype, device=theta.device)
-    total = torch.zeros_like(theta)
-    for s in range(0, D, chunk):
-        basis = eye[s : s + chunk]
-
-        def part(th, cc, basis=basis, s=s):
-            hv = vmap(lambda e: jvp(grad(fn), (th,), (e,))[1])(basis)
-            return ((hv * basis).sum(-1) * cc[s : s + chunk]).sum()
-
-        total = total + _map(grad(part), theta, c)
-    return total
 
 
 class DiagonalSoftAbsMetric(BaseEstimator, Metric):
