@@ -250,6 +250,7 @@ def hmc_rows(ht, repeats, n_transitions, n_adam):
     theta0 = posterior_mode(module, X, y, n_adam)
     grid = torch.linspace(-1.5, 1.5, 61)[:, None]
     sides = [("ours", None)] + ([("hamiltorch", ht)] if ht is not None else [])
+    sides.append(("bare", None))
     print(f"\nHMC, seeds/000 §5.1: {n_transitions} transitions x {repeats} repeats, L = {N_STEPS}")
     header = (
         f"{'scheme':<10} {'library':<11} {'trans/s':>8} {'grads/tr':>8} {'grads/s':>8} "
@@ -270,32 +271,70 @@ def hmc_rows(ht, repeats, n_transitions, n_adam):
 
 
 def run_one(name, peer, module, X, y, theta0, n_transitions, seed, split):
+    """One timed run of one side: ``(seconds, draws, full-data gradients, acceptance)``."""
+    if name == "bare":
+        return bare_gradients(module, X, y, n_transitions * N_STEPS, split)
     if name == "ours":
         return ours_hmc(module, X, y, theta0, n_transitions, seed, split)
     return theirs_hmc(peer, module, X, y, theta0, n_transitions, seed, split)
+
+
+def bare_gradients(module, X, y, n_grads, split):
+    """Plain forward/backward of the same log posterior, ``n_grads`` full-data gradients' worth.
+
+    The ceiling for the samplers: an ordinary ``nn.Module``, ``torch.autograd.grad`` of the
+    summed Gaussian log-likelihood plus the prior, on the full data or cycling over the subsets.
+    """
+    params = list(module.parameters())
+    n_splits = N_SPLITS if split else 1
+    subsets = list(zip(X.chunk(n_splits), y.chunk(n_splits), strict=True))
+    start = time.perf_counter()
+    for i in range(n_grads * n_splits):
+        Xm, ym = subsets[i % n_splits]
+        log_lik = -0.5 * NOISE_PRECISION * ((module(Xm) - ym) ** 2).sum()
+        log_prior = -0.5 * sum((p**2).sum() for p in params) / n_splits
+        torch.autograd.grad(log_lik + log_prior, params)
+    return time.perf_counter() - start, None, n_grads, float("nan")
 
 
 def report_hmc(runs, module, points, n_transitions, split):
     """One row per library; the data fit of its predictive mean and the gap between the two."""
     X, y, grid = points
     scheme = "symmetric" if split else "full"
-    rates, means = {}, {}
+    rates, means, kept = {}, {}, {}
+    bare = runs.pop("bare")
+    bare_rate = statistics.median(r[2] / r[0] for r in bare)
     for name, results in runs.items():
         rates[name] = statistics.median(n_transitions / r[0] for r in results)
         grads = results[0][2] / n_transitions
         draws = torch.cat([r[1] for r in results])
         means[name] = predictive_mean(module, draws, grid)
         accept = statistics.mean(r[3] for r in results)
-        rmse = float(((predictive_mean(module, draws, X) - y[:, 0]) ** 2).mean().sqrt())
+        rmse = rms(predictive_mean(module, draws, X) - y[:, 0])
         ratio = f"{rates['ours'] / rates[name]:>11.2f}" if name != "ours" else f"{'':>11}"
         print(
             f"{scheme:<10} {name:<11} {rates[name]:>8.2f} {grads:>8.1f} "
             f"{rates[name] * grads:>8.0f} {accept:>6.2f} {rmse:>10.3f} {ratio}",
             flush=True,
         )
+        kept[name] = rates[name] * grads / bare_rate
+    shares = ", ".join(f"{name} {share:.2f}" for name, share in kept.items())
+    print(f"{'':<10} {'bare':<11} {'':>8} {'':>8} {bare_rate:>8.0f}   (grads/s / bare: {shares})")
     if len(means) == 2:
-        gap = float(((means["ours"] - means["hamiltorch"]) ** 2).mean().sqrt())
-        print(f"{'':<10} predictive means of ours and hamiltorch on [-1.5, 1.5]: RMSE {gap:.4f}")
+        gap = rms(means["ours"] - means["hamiltorch"])
+        line = (
+            f"{'':<10} predictive means on [-1.5, 1.5], RMS difference: ours - hamiltorch {gap:.4f}"
+        )
+        ours = runs["ours"]
+        if len(ours) > 1:  # the spread of our own repeats, for scale
+            halves = [torch.cat([r[1] for r in ours[k::2]]) for k in (0, 1)]
+            own = [predictive_mean(module, half, grid) for half in halves]
+            line += f"; ours, odd - even repeats {rms(own[0] - own[1]):.4f}"
+        print(line)
+
+
+def rms(t):
+    return float((t**2).mean().sqrt())
 
 
 # --------------------------------------------------------------------------- part 2: NUTS
