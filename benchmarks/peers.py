@@ -10,8 +10,10 @@ same posterior mode (full-batch Adam) with no adaptation, the same number of tra
 sides are timed through their public calls (setup included), each after an untimed warm-up
 call, alternating, several repeats; medians. Reported: transitions per second (equal work: same
 L, eps and transitions), gradient evaluations per transition and per second (each side's own
-count, in full-data units: a subset gradient counts 1/4), acceptance, and the predictive mean of
-each side's draws on a grid (RMSE to the data and between the two sides), so that the speeds
+count, in full-data units: a subset gradient counts 1/4) beside the rate of a bare
+forward/backward pass of the likelihood, acceptance, how far a run moved from the start
+(median distance of its last draw), and the predictive means of the two sides' draws: their fit
+to the data and their gap on a grid against its run-to-run standard error, so that the speeds
 compare samplers that do the same thing.
 
 Part 2, NUTS on two torch log densities (float64): Bayesian logistic regression on scikit-learn's
@@ -209,7 +211,7 @@ def theirs_hmc(ht, module, X, y, theta0, n_transitions, seed, split):
         num_samples=n_transitions,
         num_steps_per_sample=N_STEPS,
         step_size=STEP_SIZE,
-        burn=0,
+        burn=-1,
         tau_out=NOISE_PRECISION,
         tau_list=[torch.tensor(1.0) for _ in module.parameters()],
         debug=2,
@@ -254,7 +256,7 @@ def hmc_rows(ht, repeats, n_transitions, n_adam):
     print(f"\nHMC, seeds/000 §5.1: {n_transitions} transitions x {repeats} repeats, L = {N_STEPS}")
     header = (
         f"{'scheme':<10} {'library':<11} {'trans/s':>8} {'grads/tr':>8} {'grads/s':>8} "
-        f"{'accept':>6} {'RMSE(data)':>10} {'ours/theirs':>11}"
+        f"{'accept':>6} {'RMSE(data)':>10} {'moved':>7} {'ours/theirs':>11}"
     )
     print(header)
     print("-" * len(header))
@@ -267,7 +269,7 @@ def hmc_rows(ht, repeats, n_transitions, n_adam):
                 runs[name].append(
                     run_one(name, peer, module, X, y, theta0, n_transitions, r + 1, split)
                 )
-        report_hmc(runs, module, (X, y, grid), n_transitions, split)
+        report_hmc(runs, module, (X, y, grid, theta0), n_transitions, split)
 
 
 def run_one(name, peer, module, X, y, theta0, n_transitions, seed, split):
@@ -280,10 +282,11 @@ def run_one(name, peer, module, X, y, theta0, n_transitions, seed, split):
 
 
 def bare_gradients(module, X, y, n_grads, split):
-    """Plain forward/backward of the same log posterior, ``n_grads`` full-data gradients' worth.
+    """Plain forward/backward of the likelihood, ``n_grads`` full-data gradients' worth.
 
-    The ceiling for the samplers: an ordinary ``nn.Module``, ``torch.autograd.grad`` of the
-    summed Gaussian log-likelihood plus the prior, on the full data or cycling over the subsets.
+    The ceiling for the samplers, as in ``benchmarks/split_speed.py``: an ordinary
+    ``nn.Module`` and ``torch.autograd.grad`` of the summed Gaussian log-likelihood, on the full
+    data or cycling over the subsets (the prior's gradient, -theta, is left out).
     """
     params = list(module.parameters())
     n_splits = N_SPLITS if split else 1
@@ -292,45 +295,50 @@ def bare_gradients(module, X, y, n_grads, split):
     for i in range(n_grads * n_splits):
         Xm, ym = subsets[i % n_splits]
         log_lik = -0.5 * NOISE_PRECISION * ((module(Xm) - ym) ** 2).sum()
-        log_prior = -0.5 * sum((p**2).sum() for p in params) / n_splits
-        torch.autograd.grad(log_lik + log_prior, params)
+        torch.autograd.grad(log_lik, params)
     return time.perf_counter() - start, None, n_grads, float("nan")
 
 
 def report_hmc(runs, module, points, n_transitions, split):
-    """One row per library; the data fit of its predictive mean and the gap between the two."""
-    X, y, grid = points
+    """One row per library, then the bare rate and the agreement of the two libraries' draws."""
+    X, y, grid, theta0 = points
     scheme = "symmetric" if split else "full"
-    rates, means, kept = {}, {}, {}
+    rates, per_run, kept = {}, {}, {}
     bare = runs.pop("bare")
     bare_rate = statistics.median(r[2] / r[0] for r in bare)
     for name, results in runs.items():
         rates[name] = statistics.median(n_transitions / r[0] for r in results)
         grads = results[0][2] / n_transitions
         draws = torch.cat([r[1] for r in results])
-        means[name] = predictive_mean(module, draws, grid)
+        per_run[name] = torch.stack([predictive_mean(module, r[1], grid) for r in results])
         accept = statistics.mean(r[3] for r in results)
         rmse = rms(predictive_mean(module, draws, X) - y[:, 0])
+        moved = statistics.median(float((r[1][-1] - theta0).norm()) for r in results)
         ratio = f"{rates['ours'] / rates[name]:>11.2f}" if name != "ours" else f"{'':>11}"
         print(
             f"{scheme:<10} {name:<11} {rates[name]:>8.2f} {grads:>8.1f} "
-            f"{rates[name] * grads:>8.0f} {accept:>6.2f} {rmse:>10.3f} {ratio}",
+            f"{rates[name] * grads:>8.0f} {accept:>6.2f} {rmse:>10.3f} {moved:>7.3f} {ratio}",
             flush=True,
         )
         kept[name] = rates[name] * grads / bare_rate
     shares = ", ".join(f"{name} {share:.2f}" for name, share in kept.items())
     print(f"{'':<10} {'bare':<11} {'':>8} {'':>8} {bare_rate:>8.0f}   (grads/s / bare: {shares})")
-    if len(means) == 2:
-        gap = rms(means["ours"] - means["hamiltorch"])
-        line = (
-            f"{'':<10} predictive means on [-1.5, 1.5], RMS difference: ours - hamiltorch {gap:.4f}"
-        )
-        ours = runs["ours"]
-        if len(ours) > 1:  # the spread of our own repeats, for scale
-            halves = [torch.cat([r[1] for r in ours[k::2]]) for k in (0, 1)]
-            own = [predictive_mean(module, half, grid) for half in halves]
-            line += f"; ours, odd - even repeats {rms(own[0] - own[1]):.4f}"
-        print(line)
+    if len(per_run) == 2 and len(runs["ours"]) > 1:
+        print_agreement(per_run["ours"], per_run["hamiltorch"])
+
+
+def print_agreement(ours, theirs):
+    """RMS gap of the two predictive means on the grid, against its run-to-run standard error.
+
+    ``ours`` and ``theirs`` are (runs, grid) predictive means of single runs; if both libraries
+    sample the same chain dynamics, the gap is of the size of the standard error (z about 1).
+    """
+    gap = ours.mean(0) - theirs.mean(0)
+    se = (ours.var(0) / len(ours) + theirs.var(0) / len(theirs)).sqrt()
+    print(
+        f"{'':<10} predictive means on [-1.5, 1.5]: RMS gap ours - hamiltorch {rms(gap):.4f}, "
+        f"its standard error {rms(se):.4f}, RMS z {rms(gap / se):.2f}"
+    )
 
 
 def rms(t):
