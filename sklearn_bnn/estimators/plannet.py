@@ -334,6 +334,8 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
             if not all(bool(t.isfinite().all()) for t in (mean, log_diag, off)):
                 raise ValueError(_NOT_FINITE)
             L = cholesky_factor(log_diag, off)
+            if not bool(L.isfinite().all()):  # exp(log_diag) overflowed: far outside the data
+                raise ValueError(_NOT_FINITE)
             yield slice(start, start + len(xb)), mean, L
 
     def _member_moments(self, X):
