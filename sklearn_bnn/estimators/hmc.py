@@ -77,7 +77,9 @@ _PARAMS_DOC = """
     warm_start : bool, default=False
         When True, ``fit`` continues the chains of the previous fit and appends draws.
     random_state : int, RandomState or None, default=None
-        Seeds a local torch generator: the same seed gives identical draws.
+        The fit's one ``numpy.random.SeedSequence`` (docs/architecture.md, "Seeding"): each
+        chain's network, the data split and the chains' torch generators come from its
+        children, never from global state; the same int gives identical draws.
     temperature : float, default=1.0
         Posterior temperature T: the chains sample p(w | D)^(1/T), the likelihood and the
         prior both tempered (the "cold posterior" of Wenzel et al. 2020, eq. 1). T = 1 is the
