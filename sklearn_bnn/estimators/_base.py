@@ -257,7 +257,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         samples = PosteriorSamples(
             run.draws, run.log_prob, network.names, network.shapes, run.draw_stats
         )
-        if continuing:
+        if continuing and not getattr(self, "_drop_previous_draws", False):
             samples = self.samples_.concatenate(samples)
         self.network_ = network.to("cpu", dtype)
         self.samples_ = samples
@@ -419,6 +419,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         else:
             required.update(_y_2d=is_bool, y_mean_=is_any, y_scale_=is_any)
         optional_entries = {"feature_names_in_": is_array(ndim=1, kinds="UO")}
+        if self._is_classifier():  # absent from files written before calibration existed
+            optional_entries["calibration_temperature_"] = _check_temperature
         if not self._is_classifier():  # the learned (or fixed) noise, in y units
             optional_entries.update(_y_var=is_any, noise_precision_=is_any, noise_std_=is_any)
         # S3HMC's sampled precisions
@@ -529,6 +531,12 @@ def _check_diagnostics(diag: dict, n_chains: int, dim: int) -> None:
             raise ValueError(f"diagnostics_[{key!r}] must be a number or an array.")
     if diag.get("n_chains", n_chains) != n_chains:
         raise ValueError(f"diagnostics_['n_chains'] is not the {n_chains} chains of samples_.")
+
+
+def _check_temperature(value, field):
+    is_float(value, field)
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{field} must be a positive finite float, got {value!r}.")
 
 
 def _not_dtype(field, value):

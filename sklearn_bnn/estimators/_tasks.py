@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._utils import check_scalar_param, to_numpy
 from ..likelihoods import Bernoulli, Categorical, Gaussian
 from ._base import BaseSamplingEstimator
+from ._calibration import TemperatureCalibrationMixin
 
 __all__ = ["SamplingClassifierMixin", "SamplingRegressorMixin"]
 
@@ -29,7 +30,7 @@ __all__ = ["SamplingClassifierMixin", "SamplingRegressorMixin"]
 _PREDICT_CHUNK_BYTES = 2**25
 
 
-class SamplingClassifierMixin(ClassifierMixin):
+class SamplingClassifierMixin(TemperatureCalibrationMixin, ClassifierMixin):
     """Classification: labels encoded as classes, a categorical likelihood (Bernoulli for two
     classes), ``predict_proba`` the posterior predictive mean over the draws."""
 
@@ -76,12 +77,17 @@ class SamplingClassifierMixin(ClassifierMixin):
         return to_numpy(self._likelihood().predictive(out)).astype(np.float64)
 
     def predict_proba(self, X) -> np.ndarray:
-        """Posterior predictive class probabilities: the mean over draws.
+        """Posterior predictive class probabilities: the mean over draws, tempered by
+        ``calibration_temperature_`` (1 unless ``calibration="temperature"`` chose one).
 
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
         """
+        return self._temper(self._predictive_mean(X))
+
+    def _predictive_mean(self, X) -> np.ndarray:
+        """The mean over draws of the class probabilities, untempered: (n_samples, n_classes)."""
         check_is_fitted(self)
         mean = self._network_outputs(X, transform=self._likelihood().predictive, mean=True)
         proba = to_numpy(mean).astype(np.float64)

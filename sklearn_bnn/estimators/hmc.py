@@ -11,6 +11,7 @@ from sklearn.utils._param_validation import Interval
 
 from .._registry import register
 from ._base import BaseSamplingEstimator, store_params
+from ._calibration import CALIBRATION_ATTRS_DOC, CALIBRATION_DOC
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
 
 __all__ = ["HMCClassifier", "HMCRegressor"]
@@ -135,11 +136,13 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
     (seeds/000 §3.1). ``predict_proba`` is the posterior predictive mean over the draws.
     """
         + _PARAMS_DOC
+        + CALIBRATION_DOC
         + """
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
 """
+        + CALIBRATION_ATTRS_DOC
         + _FITTED_DOC
         + """
     Examples
@@ -182,6 +185,8 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
         warm_start=False,
         random_state=None,
         temperature=1.0,
+        calibration="temperature",
+        validation_fraction=0.2,
     ):
         store_params(self, locals())
 

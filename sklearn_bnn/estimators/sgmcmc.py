@@ -18,6 +18,7 @@ from ..samplers._registry import resolve_sampler
 from ..samplers.sg_step_size import AutoStepSampler
 from ..targets import MinibatchTarget
 from ._base import BaseSamplingEstimator, store_params
+from ._calibration import CALIBRATION_DOC
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
 
 __all__ = ["SGMCMCClassifier", "SGMCMCRegressor"]
@@ -127,6 +128,7 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
     large for a full-batch gradient per step. ``predict_proba`` averages the draws.
     """
         + _SG_PARAMS_DOC.replace("{base}", "HMCClassifier").replace("{{", "{").replace("}}", "}")
+        + CALIBRATION_DOC
         + """
     Attributes
     ----------
@@ -158,6 +160,8 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
         momentum=0.9,
         warmup_step_size=None,
         temperature=1.0,
+        calibration="temperature",
+        validation_fraction=0.2,
         n_draws=100,
         n_warmup=100,
         thin=1,

@@ -19,6 +19,7 @@ from .._utils import resolve_device
 from ..priors import GaussianPrior
 from ..targets import SplitTarget
 from ._base import BaseSamplingEstimator, store_params
+from ._calibration import CALIBRATION_DOC
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
 from .hmc import _TrajectoryParams
 
@@ -111,6 +112,7 @@ class SplitHMCClassifier(SamplingClassifierMixin, _SplitParams, BaseSamplingEsti
     uses the full-data energy, so the draws target the exact posterior.
     """
         + _SPLIT_PARAMS_DOC.replace("{base}", "HMCClassifier")
+        + CALIBRATION_DOC
         + """
     Attributes
     ----------
@@ -163,6 +165,8 @@ class SplitHMCClassifier(SamplingClassifierMixin, _SplitParams, BaseSamplingEsti
         warm_start=False,
         random_state=None,
         temperature=1.0,
+        calibration="temperature",
+        validation_fraction=0.2,
     ):
         store_params(self, locals())
 
