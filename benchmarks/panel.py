@@ -404,8 +404,8 @@ def _samples_or_none(pipe, X):
 
 def score_classifier(pipe, X_test, y_test, X_ood, labels):
     """Scores, and the per-point arrays kept for the figures."""
-    draws = _samples_or_none(pipe, X_test)
-    proba = draws.mean(axis=0) if draws is not None else pipe.predict_proba(X_test)
+    draws = _samples_or_none(pipe, X_test)  # per-draw probabilities, for the MI only
+    proba = pipe.predict_proba(X_test)  # what a user reads (calibrated where the model is)
     pred = labels[proba.argmax(axis=1)]
     scores = {
         "accuracy": accuracy_score(y_test, pred),
@@ -418,7 +418,7 @@ def score_classifier(pipe, X_test, y_test, X_ood, labels):
     arrays = {"proba": proba}
     if X_ood is not None:
         ood_draws = _samples_or_none(pipe, X_ood)
-        ood_proba = ood_draws.mean(axis=0) if ood_draws is not None else pipe.predict_proba(X_ood)
+        ood_proba = pipe.predict_proba(X_ood)
         is_ood = np.r_[np.zeros(len(X_test)), np.ones(len(X_ood))]
         entropy = np.r_[predictive_entropy(proba), predictive_entropy(ood_proba)]
         scores["auroc_entropy"] = roc_auc_score(is_ood, entropy)
