@@ -77,8 +77,8 @@ class SamplingClassifierMixin(TemperatureCalibrationMixin, ClassifierMixin):
         return to_numpy(self._likelihood().predictive(out)).astype(np.float64)
 
     def predict_proba(self, X) -> np.ndarray:
-        """Posterior predictive class probabilities: the mean over draws, tempered by
-        ``calibration_temperature_`` (1 unless ``calibration="temperature"`` chose one).
+        """Posterior predictive class probabilities: the mean over draws, tempered and
+        averaged over ``calibration_posterior_`` (untempered when ``calibration=None``).
 
         Returns
         -------

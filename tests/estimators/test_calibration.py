@@ -8,10 +8,15 @@ from sklearn.preprocessing import StandardScaler
 from sklearn_bnn import HMCClassifier, SGMCMCClassifier
 from sklearn_bnn.estimators._calibration import (
     MIN_VALIDATION_ROWS,
-    choose_temperature,
+    calibrated,
     held_out_rows,
     temper,
+    temperature_posterior,
 )
+
+
+def _posterior_mean_t(posterior):
+    return float(np.exp(np.sum(posterior[1] * np.log(posterior[0]))))
 
 
 def _softmax(z):
@@ -42,7 +47,7 @@ def test_temper_keeps_zero_probabilities_finite():
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("true_t", [0.5, 2.0])
-def test_choose_temperature_recovers_a_known_miscalibration(seed, true_t):
+def test_temperature_posterior_recovers_a_known_miscalibration(seed, true_t):
     """Labels drawn from softmax(z); the model reports softmax(z * true_t), i.e. the truth
     tempered by true_t, so the temperature that undoes it is true_t (up to sampling error and
     the weak prior on log T)."""
@@ -51,16 +56,27 @@ def test_choose_temperature_recovers_a_known_miscalibration(seed, true_t):
     truth = _softmax(z)
     y = np.array([rng.choice(5, p=row) for row in truth])
     reported = _softmax(z * true_t)
-    t = choose_temperature(reported, y)
-    assert abs(np.log(t) - np.log(true_t)) < 0.1
+    posterior = temperature_posterior(reported, y)
+    np.testing.assert_allclose(posterior[1].sum(), 1.0)
+    assert abs(np.log(_posterior_mean_t(posterior)) - np.log(true_t)) < 0.1
 
 
 def test_the_prior_keeps_the_temperature_finite_on_perfect_held_out_rows():
     """Every held-out row right at 0.95: the likelihood alone would send T to 0."""
     p = np.tile([0.95, 0.03, 0.02], (27, 1))
     y = np.zeros(27, dtype=int)
-    t = choose_temperature(p, y)
-    assert 0.2 < t < 1.0
+    posterior = temperature_posterior(p, y)
+    assert 0.3 < _posterior_mean_t(posterior) < 1.0
+    assert posterior[1][posterior[0] > 0.9].sum() > 0.02  # weight left near T = 1
+
+
+def test_calibrated_averages_the_tempered_predictives():
+    rng = np.random.default_rng(1)
+    p = _softmax(rng.normal(size=(30, 3)))
+    np.testing.assert_allclose(calibrated(p, np.array([[0.5], [1.0]])), temper(p, 0.5))
+    mix = calibrated(p, np.array([[0.5, 2.0], [0.25, 0.75]]))
+    np.testing.assert_allclose(mix, 0.25 * temper(p, 0.5) + 0.75 * temper(p, 2.0))
+    np.testing.assert_allclose(mix.sum(1), 1.0)
 
 
 def test_held_out_rows_are_a_stratified_partition():
@@ -95,10 +111,11 @@ def test_classifier_chooses_a_temperature_and_keeps_n_draws(iris):
     clf = HMCClassifier(**SMALL).fit(X, y)
     t = clf.calibration_temperature_
     assert np.isfinite(t) and t > 0 and t != 1.0
+    assert clf.calibration_posterior_.shape[0] == 2
     assert clf.samples_.n_draws == 40  # the calibration draws are dropped
     mean = clf.predict_samples(X).mean(axis=0)
-    np.testing.assert_allclose(clf.predict_proba(X), temper(mean / mean.sum(1, keepdims=True), t),
-                               rtol=1e-6, atol=1e-9)
+    expected = calibrated(mean / mean.sum(1, keepdims=True), clf.calibration_posterior_)
+    np.testing.assert_allclose(clf.predict_proba(X), expected, rtol=1e-6, atol=1e-9)
     again = HMCClassifier(**SMALL).fit(X, y)
     assert again.calibration_temperature_ == t
     np.testing.assert_array_equal(again.predict_proba(X), clf.predict_proba(X))
