@@ -182,6 +182,8 @@ class TemperatureCalibrationMixin:
             # the calibration phase's own convergence is not the fit's: its draws are dropped
             warnings.filterwarnings("ignore", message="R-hat", category=RuntimeWarning)
             super()._fit(_safe_indexing(X, fit_rows), _safe_indexing(y, fit_rows))
+        if self.diagnostics_.get("interrupted"):
+            return self  # Ctrl-C in the calibration phase: keep its draws, T = 1, stop there
         proba = self._predictive_mean(_safe_indexing(X, held))
         codes = np.searchsorted(self.classes_, _safe_indexing(np.asarray(y), held))
         posterior = temperature_posterior(proba, codes)

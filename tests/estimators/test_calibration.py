@@ -154,3 +154,25 @@ def test_bad_calibration_parameters_are_named(iris, bad):
     name = next(iter(bad))
     with pytest.raises(ValueError, match=name):
         HMCClassifier(**SMALL, **bad).fit(X, y)
+
+
+def test_an_interrupted_calibration_phase_keeps_its_draws(iris, monkeypatch):
+    from sklearn_bnn.samplers.hmc import HMCKernel
+
+    X, y = iris
+    original = HMCKernel.step
+    calls = {"n": 0}
+
+    def interrupting_step(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 40 + 5:  # warmup + 5 of the 10 calibration transitions
+            raise KeyboardInterrupt
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(HMCKernel, "step", interrupting_step)
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        clf = HMCClassifier(**SMALL, n_steps=5).fit(X, y)
+    assert clf.diagnostics_["interrupted"]
+    assert len(clf.samples_) == 4
+    assert clf.calibration_temperature_ == 1.0
+    assert clf.predict_proba(X).shape == (len(X), 3)

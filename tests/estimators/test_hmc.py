@@ -18,7 +18,9 @@ from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.metrics import expected_calibration_error, negative_log_likelihood
 from sklearn_bnn.samplers import HMCKernel
 
-SMALL = dict(hidden_layer_sizes=(8,), n_draws=40, n_warmup=40, n_steps=5, random_state=0)
+SMALL = dict(
+    hidden_layer_sizes=(8,), n_draws=40, n_warmup=40, n_steps=5, random_state=0, calibration=None
+)
 
 
 @pytest.fixture(scope="module")
