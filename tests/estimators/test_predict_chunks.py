@@ -5,8 +5,8 @@ other blocks of rows)."""
 import numpy as np
 import pytest
 
-import sklearn_bnn.estimators.dropout as dropout_module
 import sklearn_bnn.estimators._tasks as tasks_module
+import sklearn_bnn.estimators.dropout as dropout_module
 from sklearn_bnn import HMCRegressor, MCDropoutRegressor, SplitHMCRegressor
 
 
