@@ -119,6 +119,14 @@ class _MinibatchParams:
         return sampler
 
 
+# SG-MCMC's model average was calibrated out of the box on the panel (docs/sgmcmc.md), and the
+# held-out temperature made its breast-cancer NLL worse (0.118 against 0.099, 3 seeds)
+SG_CALIBRATION_NOTE = (
+    "        None by default here: SG-MCMC's model average was calibrated without it on the\n"
+    "        panel (docs/benchmarks.md).\n"
+)
+
+
 @register
 class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEstimator):
     __doc__ = (
@@ -128,7 +136,7 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
     large for a full-batch gradient per step. ``predict_proba`` averages the draws.
     """
         + _SG_PARAMS_DOC.replace("{base}", "HMCClassifier").replace("{{", "{").replace("}}", "}")
-        + CALIBRATION_DOC
+        + CALIBRATION_DOC.replace('default="temperature"\n', 'default=None\n' + SG_CALIBRATION_NOTE)
         + """
     Attributes
     ----------
@@ -160,7 +168,7 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
         momentum=0.9,
         warmup_step_size=None,
         temperature=1.0,
-        calibration="temperature",
+        calibration=None,
         validation_fraction=0.2,
         n_draws=100,
         n_warmup=100,

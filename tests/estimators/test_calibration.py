@@ -140,7 +140,10 @@ def test_calibration_costs_the_calibration_transitions_only(iris):
 @pytest.mark.filterwarnings("ignore:R-hat")
 def test_warm_start_keeps_the_temperature(iris):
     X, y = iris
-    clf = SGMCMCClassifier(hidden_layer_sizes=(8,), n_draws=8, n_warmup=8, random_state=0)
+    clf = SGMCMCClassifier(
+        hidden_layer_sizes=(8,), n_draws=8, n_warmup=8, random_state=0, calibration="temperature"
+    )
+    assert SGMCMCClassifier().calibration is None
     clf.fit(X, y)
     t = clf.calibration_temperature_
     clf.set_params(warm_start=True).fit(X, y)
