@@ -279,6 +279,8 @@ def test_classes_edited_along_with_n_outputs(files, tmp_path):
 def test_classifier_relabelled_as_regressor(files, tmp_path):
     payload = _payload(files)
     payload["class"] = "HMCRegressor"
+    for classifier_only in ("calibration", "validation_fraction"):
+        payload["params"].pop(classifier_only)
     payload["params"]["noise_precision"] = 1.0
     payload["params"]["normalize_y"] = True
     _expect_rejected(payload, tmp_path, r"lacks \['_y_2d', 'y_mean_', 'y_scale_'\]")

@@ -18,6 +18,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._registry import WeightsOnlyMixin
+from .._seeding import child, root_seed, torch_seed
 from .._state_checks import (
     check_classes,
     check_depth,
@@ -38,7 +39,6 @@ from .._state_checks import (
 )
 from .._threads import in_sampling_threads
 from .._utils import (
-    draw_seed,
     predict_device,
     resolve_device,
     resolve_dtype,
@@ -48,7 +48,7 @@ from .._utils import (
 from ..diagnostics import ess_bulk, ess_tail, format_summary, rhat
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ..priors import GaussianPrior, HierarchicalPrior
-from ..samplers import CHAIN_METHODS, resolve_sampler, run_sampler
+from ..samplers import CHAIN_METHODS, SAMPLERS, resolve_sampler, run_sampler
 from ..samplers._summary import run_summary
 from ..samples import PosteriorSamples
 from ..targets import FunctionalNetwork, Target, hierarchical_target
@@ -58,59 +58,20 @@ from ._hierarchical import record_precisions
 class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
     """Common parameters and fit/predict machinery of the MCMC estimators (see subclasses)."""
 
-    def __init__(
-        self,
-        hidden_layer_sizes=(100,),
-        activation="relu",
-        module=None,
-        prior_precision=1.0,
-        n_draws=500,
-        n_warmup=500,
-        sampler="hmc",
-        step_size="auto",
-        n_steps=50,
-        trajectory_length=None,
-        max_tree_depth=10,
-        target_accept=0.8,
-        thin=1,
-        n_chains=1,
-        chain_method="vectorized",
-        n_jobs=None,
-        adapt_mass=False,
-        init="map",
-        n_init_steps=500,
-        device="cpu",
-        dtype="float32",
-        verbose=False,
-        warm_start=False,
-        random_state=None,
-        temperature=1.0,
-    ):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.module = module
-        self.prior_precision = prior_precision
-        self.n_draws = n_draws
-        self.n_warmup = n_warmup
-        self.sampler = sampler
-        self.step_size = step_size
-        self.n_steps = n_steps
-        self.max_tree_depth = max_tree_depth
-        self.target_accept = target_accept
-        self.thin = thin
-        self.n_chains = n_chains
-        self.chain_method = chain_method
-        self.n_jobs = n_jobs
-        self.adapt_mass = adapt_mass
-        self.init = init
-        self.n_init_steps = n_init_steps
-        self.device = device
-        self.dtype = dtype
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.trajectory_length = trajectory_length
-        self.temperature = temperature
+    """Common parameters and fit/predict machinery of the MCMC estimators (see subclasses).
+
+    A public estimator combines three parts, each declaring the parameters it reads in
+    ``_own_constraints`` (scikit-learn's constraint format): a task mixin (``_tasks.py``:
+    likelihood, ``y`` encoding, prediction), a sampling family (which sampler parameters and
+    which data access, e.g. ``_TrajectoryParams`` in ``hmc.py``) and this base (network,
+    prior, chains, warmup, device, seeds). Its ``__init__`` stores exactly the parameters of
+    those parts; ``__init_subclass__`` merges their constraints into
+    ``_parameter_constraints`` and refuses a class whose ``__init__`` and constraints differ.
+    """
+
+    # "full": samplers that evaluate the whole data set per gradient; "minibatch": those that
+    # take a MinibatchTarget. A sampler declares its own as ``data_access``.
+    _data_access = "full"
 
     # -- to be provided by subclasses -------------------------------------------------------------
     def _prepare_targets(self, y, reset: bool):
@@ -127,7 +88,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
     # -- validation ----------------------------------------------------------------
     # scikit-learn's parameter constraints (checked by ``_validate_params`` at the start of
     # ``fit``, with scikit-learn's message); ``_check_params`` adds what they cannot say.
-    _parameter_constraints: dict = {
+    _own_constraints: dict = {
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [str],
         "module": "no_validation",  # a torch module class or a factory: checked when built
@@ -136,15 +97,10 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
         "sampler": [str, HasMethods(["build"])],
         "step_size": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
-        "n_steps": [Interval(Integral, 1, None, closed="left")],
-        "trajectory_length": [Interval(Real, 0, None, closed="neither"), None],
-        "max_tree_depth": [Interval(Integral, 1, 30, closed="both")],
-        "target_accept": [Interval(Real, 0, 1, closed="neither")],
         "thin": [Interval(Integral, 1, None, closed="left")],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "chain_method": [StrOptions(set(CHAIN_METHODS))],
         "n_jobs": [Integral, None],
-        "adapt_mass": ["boolean"],
         "init": [StrOptions({"map", "random"})],
         "n_init_steps": [Interval(Integral, 0, None, closed="left")],
         "device": [str, torch.device],
@@ -154,6 +110,19 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         "random_state": ["random_state"],
         "temperature": [Interval(Real, 0, None, closed="neither")],
     }
+    _parameter_constraints: dict = _own_constraints
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        merged = {}
+        for klass in reversed(cls.__mro__):
+            merged.update(vars(klass).get("_own_constraints", {}))
+        cls._parameter_constraints = merged
+        if "__init__" in vars(cls) and set(merged) != set(cls._get_param_names()):
+            raise TypeError(
+                f"{cls.__name__}.__init__ takes {sorted(cls._get_param_names())} but its parts "
+                f"constrain {sorted(merged)}: each parameter belongs to exactly one part."
+            )
 
     def _check_params(self) -> None:
         """scikit-learn's constraints, then the checks that involve several parameters."""
@@ -164,9 +133,24 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
                 f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}."
             )
         resolve_dtype(self.dtype)
-        self._sampler_object()  # a ValueError naming `sampler` if it is not one
+        self._check_sampler_access(self._sampler_object())  # ValueErrors naming `sampler`
         if self.thin > self.n_draws:
             raise ValueError(f"thin={self.thin} must not exceed n_draws={self.n_draws}.")
+
+    def _check_sampler_access(self, sampler) -> None:
+        """The sampler must read the data the way this estimator's target gives them."""
+        access = getattr(sampler, "data_access", "full")
+        if access != self._data_access:
+            names = sorted(
+                name
+                for name, cls in SAMPLERS.items()
+                if getattr(cls, "data_access", "full") == self._data_access
+            )
+            raise ValueError(
+                f"sampler must be one of {names} or a sampler object with data_access="
+                f"{self._data_access!r} for {type(self).__name__}, got {self.sampler!r} "
+                f"(data_access={access!r})."
+            )
 
     # -- fitting ----------------------------------------------------------------
     def _build_network(self, seed: int, n_in: int, n_out: int) -> torch.nn.Module:
@@ -215,6 +199,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         )
         targets, n_outputs = self._prepare_targets(y, reset=not continuing)
         device, dtype = resolve_device(self.device), resolve_dtype(self.dtype)
+        seeds = root_seed(self.random_state)  # the fit's one SeedSequence (_seeding.py)
 
         if continuing:
             self._check_warm_start(X.shape[1], n_outputs)
@@ -223,9 +208,11 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             step_size, n_warmup, n_init_steps, seed = self._step_size_per_chain, 0, 0, None
             generator_states, inv_mass = self._generator_states, self._inv_mass
         else:
-            seed = draw_seed(self.random_state)
+            seed = child(seeds, "sampling")
+            net_seeds = child(seeds, "network")  # one child per chain's network
             nets = [
-                self._build_network(seed + c, X.shape[1], n_outputs) for c in range(self.n_chains)
+                self._build_network(torch_seed(child(net_seeds, c)), X.shape[1], n_outputs)
+                for c in range(self.n_chains)
             ]
             network = FunctionalNetwork(nets[0], device=device, dtype=dtype)
             positions = torch.stack([FunctionalNetwork(n).initial_position() for n in nets])
@@ -238,9 +225,12 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
             n_init_steps = self.n_init_steps if self.init == "map" else 0
             self.n_outputs_ = n_outputs
 
-        target = self._make_target(network, X, targets)
+        target = self._make_target(network, X, targets, child(seeds, "data"))
         # p(theta | D)^(1/T); 1 leaves it as it is
-        target.temperature = float(getattr(self, "temperature", 1.0))
+        target.temperature = float(self.temperature)
+        options = self._run_options()
+        # a continued chain keeps its adapted mass
+        options["adapt_mass"] = options.get("adapt_mass", False) and not continuing
         # the sampler may sample another form of the target (S3HMC: weights and precisions)
         work = X.shape[0] * positions.shape[1] * positions.shape[0]  # forward multiply-adds
         run, self._generator_states = in_sampling_threads(work, run_sampler)(
@@ -257,9 +247,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
                 n_draws=self.n_draws,
                 thin=self.thin,
                 step_size=step_size,
-                target_accept=self.target_accept,
-                adapt_mass=self.adapt_mass and not continuing,
                 inv_mass=inv_mass,
+                **options,
             ),
             desc=type(self).__name__,
             verbose=self.verbose,
@@ -268,7 +257,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         samples = PosteriorSamples(
             run.draws, run.log_prob, network.names, network.shapes, run.draw_stats
         )
-        if continuing:
+        if continuing and not getattr(self, "_drop_previous_draws", False):
             samples = self.samples_.concatenate(samples)
         self.network_ = network.to("cpu", dtype)
         self.samples_ = samples
@@ -300,21 +289,22 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
                 "set them back, or warm_start=False to sample afresh."
             )
 
-    def _make_target(self, network: FunctionalNetwork, X, targets) -> Target:
-        """The posterior density to sample (subclasses may split the data). A hierarchical
-        prior gives the joint density of the weights and their log-precisions (seeds/002)."""
+    def _make_target(self, network: FunctionalNetwork, X, targets, seed) -> Target:
+        """The posterior density to sample (subclasses may split the data, drawing from
+        ``seed``, the fit's "data" ``SeedSequence``). A hierarchical prior gives the joint
+        density of the weights and their log-precisions (seeds/002)."""
         if isinstance(self.prior_precision, HierarchicalPrior):
             base = Target(network, X, targets, self._likelihood(), GaussianPrior(1.0))
             return hierarchical_target(base, self.prior_precision)
         return Target(network, X, targets, self._likelihood(), GaussianPrior(self.prior_precision))
 
     def _sampler_defaults(self) -> dict:
-        """The flat parameters that configure a sampler given by name."""
-        return {
-            "n_steps": self.n_steps,
-            "trajectory_length": getattr(self, "trajectory_length", None),
-            "max_tree_depth": self.max_tree_depth,
-        }
+        """The flat parameters that configure a sampler given by name (a family's)."""
+        return {}
+
+    def _run_options(self) -> dict:
+        """Options of the sampling loop a family sets (``target_accept``, ``adapt_mass``)."""
+        return {}
 
     def _sampler_object(self):
         """The configured sampler: ``sampler`` itself when it is an object, or the registered
@@ -328,7 +318,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         diag["n_chains"], diag["n_draws"] = samples.n_chains, len(samples)
         for key in ("n_divergent", "n_divergent_warmup", "n_grad_evals"):
             diag[key] += previous.get(key, 0)
-        if not self.adapt_mass:
+        if not self._run_options().get("adapt_mass", False):
             del diag["inv_mass"]
         n_div = int(run.divergent.sum())
         lp = samples.log_prob.double().numpy()
@@ -429,6 +419,11 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         else:
             required.update(_y_2d=is_bool, y_mean_=is_any, y_scale_=is_any)
         optional_entries = {"feature_names_in_": is_array(ndim=1, kinds="UO")}
+        if self._is_classifier():  # absent from files written before calibration existed
+            optional_entries.update(
+                calibration_temperature_=_check_temperature,
+                calibration_posterior_=_check_temperature_posterior,
+            )
         if not self._is_classifier():  # the learned (or fixed) noise, in y units
             optional_entries.update(_y_var=is_any, noise_precision_=is_any, noise_std_=is_any)
         # S3HMC's sampled precisions
@@ -515,6 +510,14 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         return False
 
 
+def store_params(estimator, arguments: dict) -> None:
+    """The body of a public estimator's ``__init__``: store every argument unchanged under its
+    own name (scikit-learn's convention), from ``locals()``."""
+    for name, value in arguments.items():
+        if name not in ("self", "__class__"):
+            setattr(estimator, name, value)
+
+
 def _check_diagnostics(diag: dict, n_chains: int, dim: int) -> None:
     """``diagnostics_`` of a loaded model: numbers, or arrays with one row per chain (the
     adapted inverse mass: (dim,) or (n_chains, dim)), or dicts of numbers by name (the
@@ -531,6 +534,21 @@ def _check_diagnostics(diag: dict, n_chains: int, dim: int) -> None:
             raise ValueError(f"diagnostics_[{key!r}] must be a number or an array.")
     if diag.get("n_chains", n_chains) != n_chains:
         raise ValueError(f"diagnostics_['n_chains'] is not the {n_chains} chains of samples_.")
+
+
+def _check_temperature(value, field):
+    is_float(value, field)
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{field} must be a positive finite float, got {value!r}.")
+
+
+def _check_temperature_posterior(value, field):
+    """Temperatures (row 0, positive) and weights (row 1, non-negative, summing to one)."""
+    ok = isinstance(value, np.ndarray) and value.ndim == 2 and value.shape[0] == 2
+    ok = ok and value.shape[1] >= 1 and value.dtype.kind == "f" and np.all(np.isfinite(value))
+    if not (ok and np.all(value[0] > 0) and np.all(value[1] >= 0)
+            and abs(value[1].sum() - 1) < 1e-6):
+        raise ValueError(f"{field} must hold positive temperatures and weights summing to 1.")
 
 
 def _not_dtype(field, value):

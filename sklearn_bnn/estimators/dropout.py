@@ -24,35 +24,31 @@ random state alone. Prediction draws its masks from a local generator seeded at 
 
 from __future__ import annotations
 
-import copy
 import math
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.utils import check_random_state
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 from skorch.callbacks import Callback
 from torch import nn
 
-from .._registry import WeightsOnlyMixin, register
-from .._utils import draw_seed, resolve_device, resolve_dtype, seeded_torch, to_numpy
-from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
+from .._registry import register
+from .._seeding import child, torch_seed
+from .._utils import seeded_torch, to_numpy
+from ..nets import build_module, check_hidden_layer_sizes
 from ._skorch import (
-    TRAINING_CONSTRAINTS,
     TensorData,
     history_curves,
-    needs_validation,
-    predict_device,
     standardize_targets,
     train_net,
-    validation_split,
 )
+from ._trained import TrainedEstimator
 
 __all__ = ["MCDropoutClassifier", "MCDropoutRegressor"]
 
@@ -90,17 +86,14 @@ def forward_with_masks(net: nn.Sequential, x: torch.Tensor, masks) -> torch.Tens
     return h
 
 
-class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
+class _MCDropoutBase(TrainedEstimator):
     """Shared fit / predict machinery; subclasses define the likelihood."""
 
     _parameter_constraints: dict = {
-        **TRAINING_CONSTRAINTS,
-        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
-        "activation": [StrOptions(set(ACTIVATIONS))],
+        **TrainedEstimator._parameter_constraints,
         "dropout": [Interval(Real, 0, 1, closed="left")],
         "prior_precision": [Interval(Real, 0, None, closed="neither")],
         "weight_decay": [Interval(Real, 0, None, closed="left"), None],
-        "n_predict_draws": [Interval(Integral, 1, None, closed="left")],
     }
 
     # ------------------------------------------------------------------ hooks
@@ -183,22 +176,12 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         -------
         self
         """
-        self._validate_params()
-        check_hidden_layer_sizes(self.hidden_layer_sizes)
-        X, y = self._validate_xy(X, y)
+        X, y, device, dtype, seeds = self._begin_fit(X, y, **self._validate_kwargs())
         targets = self._prepare_targets(y)
-        device, dtype = resolve_device(self.device), resolve_dtype(self.dtype)
-        rng = check_random_state(self.random_state)
-        seed = draw_seed(rng)
-        with seeded_torch(seed):
+        with seeded_torch(torch_seed(child(seeds, "network"))):
             net = self._build_net(dtype)
-
-        idx_train, idx_val = np.arange(len(X)), None
-        if needs_validation(self):
-            stratify = targets if isinstance(self, ClassifierMixin) else None
-            idx_train, idx_val = validation_split(
-                len(X), self.validation_fraction, rng, stratify=stratify
-            )
+        stratify = targets if isinstance(self, ClassifierMixin) else None
+        idx_train, idx_val = self._split_rows(len(X), seeds, stratify=stratify)
         Xt = torch.tensor(X, dtype=dtype, device=device)
         yt = self._targets_tensor(targets, device, dtype)
         module = self._training_module(net).to(device)
@@ -215,7 +198,7 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
             train,
             valid,
             loss=self._loss,
-            seed=seed,
+            seed=torch_seed(child(seeds, "training")),
             device=device,
             early_stopping=bool(self.early_stopping),
             patience=self.n_iter_no_change,
@@ -228,11 +211,12 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         tracked = self.validation_loss_curve_[self._n_warmup_epochs(self.max_iter) :]
         self.best_validation_loss_ = min(tracked) if self.early_stopping and tracked else None
         self.module_ = self._finish(net_.module_).cpu().eval()
-        self.mc_seed_ = draw_seed(rng)
+        self.mc_seed_ = torch_seed(child(seeds, "predict"))
         return self
 
-    def _validate_xy(self, X, y):
-        return validate_data(self, X, y, dtype=[np.float64, np.float32])
+    def _validate_kwargs(self) -> dict:
+        """Options of ``validate_data`` for ``(X, y)`` at fit (the regressor's: multi-output)."""
+        return {}
 
     # ---------------------------------------------------------------- predict
     def _net_output_samples(self, X, reduce=None) -> torch.Tensor:
@@ -244,10 +228,7 @@ class _MCDropoutBase(WeightsOnlyMixin, BaseEstimator):
         rows' float64 outputs (n_predict_draws, rows, n_out) to (rows, ...) before the chunks are
         joined, so the draws of all rows are never held at once.
         """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        device = predict_device(self.device)
-        net = self.module_ if device.type == "cpu" else copy.deepcopy(self.module_).to(device)
+        X, device, (net,) = self._begin_predict(X, [self.module_])
         dtype = next(net.parameters()).dtype
         generator = torch.Generator(device).manual_seed(self.mc_seed_)
         Xt = torch.tensor(X, dtype=dtype, device=device)
@@ -627,10 +608,8 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         tags.target_tags.multi_output = True
         return tags
 
-    def _validate_xy(self, X, y):
-        return validate_data(
-            self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32]
-        )
+    def _validate_kwargs(self) -> dict:
+        return {"multi_output": True, "y_numeric": True}
 
     def _prepare_targets(self, y):
         y2 = np.asarray(y, dtype=np.float64).reshape(len(y), -1)

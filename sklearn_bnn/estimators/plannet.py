@@ -7,32 +7,28 @@ ensemble of ``M`` networks is combined by the law of total variance (eq. 7.7-7.8
 
 from __future__ import annotations
 
-import copy
 from numbers import Integral, Real
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
 from skorch.callbacks import Callback
 from torch import nn
 
-from .._registry import WeightsOnlyMixin, register
-from .._utils import check_scalar_param, draw_seed, resolve_device, resolve_dtype, seeded_torch
+from .._registry import register
+from .._seeding import child, torch_seed
+from .._utils import check_scalar_param, draw_seed, seeded_torch
 from ..losses import cholesky_factor, cholesky_gaussian_loss
-from ..nets import ACTIVATIONS, PlanNet, check_hidden_layer_sizes
+from ..nets import PlanNet, check_hidden_layer_sizes
 from ._skorch import (
-    TRAINING_CONSTRAINTS,
     TensorData,
     history_curves,
-    needs_validation,
-    predict_device,
     standardize_targets,
     train_net,
-    validation_split,
 )
+from ._trained import TrainedEstimator
 
 __all__ = ["PlanNetRegressor", "combine_gaussians"]
 
@@ -83,7 +79,7 @@ _NOT_FINITE = (
 
 
 @register
-class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
+class PlanNetRegressor(RegressorMixin, TrainedEstimator):
     """Multi-output regression with a full predictive covariance per input: plan-net.
 
     An ensemble of ``n_estimators`` networks, each a stack of concrete-dropout layers
@@ -232,12 +228,9 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         return tags
 
     _parameter_constraints: dict = {
-        **TRAINING_CONSTRAINTS,
-        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
-        "activation": [StrOptions(set(ACTIVATIONS))],
+        **TrainedEstimator._parameter_constraints,
         "covariance": [StrOptions({"full", "diagonal"})],
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
-        "n_predict_draws": [Interval(Integral, 1, None, closed="left")],
         "prediction": [StrOptions({"expectation", "sampling"})],
         "prior_precision": [Interval(Real, 0, None, closed="left")],
         "temperature": [Interval(Real, 0, None, closed="neither")],
@@ -269,12 +262,7 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         -------
         self
         """
-        self._validate_params()
-        check_hidden_layer_sizes(self.hidden_layer_sizes)
-        X, y = validate_data(
-            self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32]
-        )
-        device, dtype = resolve_device(self.device), resolve_dtype(self.dtype)
+        X, y, device, dtype, seeds = self._begin_fit(X, y, multi_output=True, y_numeric=True)
         self.single_target_ = y.ndim == 1
         Y = y.reshape(len(y), -1)
         self.n_outputs_ = Y.shape[1]
@@ -283,32 +271,30 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
         Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=dtype, device=device)
         Ys = torch.as_tensor(standardize_targets(self, Y), dtype=dtype, device=device)
 
-        rng = check_random_state(self.random_state)
-        train, val = np.arange(len(X)), None
-        if needs_validation(self):
-            train, val = validation_split(len(X), self.validation_fraction, rng)
+        train, val = self._split_rows(len(X), seeds)
+        if val is not None:
             train, val = np.sort(train), np.sort(val)
         data = TensorData(Xs[train], Ys[train])
         valid = None if val is None else TensorData(Xs[val], Ys[val])
-        seeds = [draw_seed(rng) for _ in range(self.n_estimators)]
-        self.mc_seeds_ = [draw_seed(rng) for _ in range(self.n_estimators)]
+        members = [child(child(seeds, "members"), m) for m in range(self.n_estimators)]
+        self.mc_seeds_ = [torch_seed(child(member, "predict")) for member in members]
         weight_reg, dropout_reg = self.prior_precision / len(train), 2.0 / len(train)
 
         def penalty(module):
             return module.net.regularizer(weight_reg, dropout_reg)
 
         self.estimators_, n_iter, val_loss = [], [], []
-        for m, seed in enumerate(seeds):
-            with seeded_torch(seed):
+        for m, member in enumerate(members):
+            with seeded_torch(torch_seed(child(member, "network"))):
                 net = self._new_net().to(dtype=dtype)
             trained = train_net(
                 self,
-                _FixedValidationNoise(net, seed + 3),
+                _FixedValidationNoise(net, torch_seed(child(member, "validation_noise"))),
                 data,
                 valid,
                 loss=_plannet_loss,
                 penalty=penalty,
-                seed=seed,
+                seed=torch_seed(child(member, "training")),
                 device=device,
                 early_stopping=bool(self.early_stopping),
                 patience=self.n_iter_no_change,
@@ -327,13 +313,7 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ prediction
     def _prepare(self, X):
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        device = predict_device(self.device)
-        nets = [
-            net if device.type == "cpu" else copy.deepcopy(net).to(device)
-            for net in self.estimators_
-        ]
+        X, device, nets = self._begin_predict(X, self.estimators_)
         dtype = next(self.estimators_[0].parameters()).dtype
         Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=dtype, device=device)
         return nets, Xs
@@ -354,6 +334,8 @@ class PlanNetRegressor(RegressorMixin, WeightsOnlyMixin, BaseEstimator):
             if not all(bool(t.isfinite().all()) for t in (mean, log_diag, off)):
                 raise ValueError(_NOT_FINITE)
             L = cholesky_factor(log_diag, off)
+            if not bool(L.isfinite().all()):  # exp(log_diag) overflowed: far outside the data
+                raise ValueError(_NOT_FINITE)
             yield slice(start, start + len(xb)), mean, L
 
     def _member_moments(self, X):

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 from numbers import Integral
 
-import numpy as np
 import torch
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._registry import register
+from .._seeding import numpy_rng
 from .._state_checks import is_int
-from .._utils import draw_seed, resolve_device
+from .._utils import resolve_device
 from ..priors import GaussianPrior
 from ..targets import SplitTarget
-from .hmc import HMCClassifier, HMCRegressor
+from ._base import BaseSamplingEstimator, store_params
+from ._calibration import CALIBRATION_DOC
+from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
+from .hmc import _TrajectoryParams
 
 __all__ = ["SplitHMCClassifier", "SplitHMCRegressor"]
 
@@ -47,10 +50,11 @@ _SPLIT_PARAMS_DOC = """
 """
 
 
-class _SplitSampling:
-    """The split data path shared by the two split estimators (a mixin before the HMC class)."""
+class _SplitParams(_TrajectoryParams):
+    """The split HMC family: the full-batch samplers' parameters, the data cut into subsets
+    (a :class:`~sklearn_bnn.targets.SplitTarget`) and the split integrator."""
 
-    _split_constraints: dict = {
+    _own_constraints: dict = {
         "n_splits": [Interval(Integral, 1, None, closed="left")],
         "split_size": [Interval(Integral, 1, None, closed="left"), None],
         "integrator": [StrOptions(set(SPLIT_INTEGRATORS))],
@@ -65,9 +69,10 @@ class _SplitSampling:
             except ValueError as exc:
                 raise ValueError(f"data_device: {exc}") from None
 
-    def _make_target(self, network, X, targets) -> SplitTarget:
-        """Shuffled rows cut into subsets, so that sorted data do not give lopsided subsets."""
-        order = np.random.default_rng(draw_seed(self.random_state)).permutation(len(X))
+    def _make_target(self, network, X, targets, seed) -> SplitTarget:
+        """Rows shuffled (from ``seed``, the fit's "data" child) and cut into subsets, so that
+        sorted data do not give lopsided subsets."""
+        order = numpy_rng(seed).permutation(len(X))
         target = SplitTarget(
             network,
             X[order],
@@ -98,11 +103,7 @@ class _SplitSampling:
 
 
 @register
-class SplitHMCClassifier(_SplitSampling, HMCClassifier):
-    _parameter_constraints: dict = {
-        **HMCClassifier._parameter_constraints,
-        **_SplitSampling._split_constraints,
-    }
+class SplitHMCClassifier(SamplingClassifierMixin, _SplitParams, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network classifier sampled by split HMC over data subsets.
 
@@ -111,6 +112,7 @@ class SplitHMCClassifier(_SplitSampling, HMCClassifier):
     uses the full-data energy, so the draws target the exact posterior.
     """
         + _SPLIT_PARAMS_DOC.replace("{base}", "HMCClassifier")
+        + CALIBRATION_DOC
         + """
     Attributes
     ----------
@@ -163,46 +165,14 @@ class SplitHMCClassifier(_SplitSampling, HMCClassifier):
         warm_start=False,
         random_state=None,
         temperature=1.0,
+        calibration="temperature",
+        validation_fraction=0.2,
     ):
-        super().__init__(
-            hidden_layer_sizes=hidden_layer_sizes,
-            activation=activation,
-            module=module,
-            prior_precision=prior_precision,
-            n_draws=n_draws,
-            n_warmup=n_warmup,
-            sampler=sampler,
-            step_size=step_size,
-            n_steps=n_steps,
-            trajectory_length=trajectory_length,
-            max_tree_depth=max_tree_depth,
-            target_accept=target_accept,
-            thin=thin,
-            n_chains=n_chains,
-            chain_method=chain_method,
-            n_jobs=n_jobs,
-            adapt_mass=adapt_mass,
-            init=init,
-            n_init_steps=n_init_steps,
-            device=device,
-            dtype=dtype,
-            verbose=verbose,
-            warm_start=warm_start,
-            random_state=random_state,
-            temperature=temperature,
-        )
-        self.n_splits = n_splits
-        self.split_size = split_size
-        self.integrator = integrator
-        self.data_device = data_device
+        store_params(self, locals())
 
 
 @register
-class SplitHMCRegressor(_SplitSampling, HMCRegressor):
-    _parameter_constraints: dict = {
-        **HMCRegressor._parameter_constraints,
-        **_SplitSampling._split_constraints,
-    }
+class SplitHMCRegressor(SamplingRegressorMixin, _SplitParams, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network regressor sampled by split HMC over data subsets.
 
@@ -266,37 +236,4 @@ class SplitHMCRegressor(_SplitSampling, HMCRegressor):
         random_state=None,
         temperature=1.0,
     ):
-        super().__init__(
-            hidden_layer_sizes=hidden_layer_sizes,
-            activation=activation,
-            module=module,
-            prior_precision=prior_precision,
-            noise_precision=noise_precision,
-            noise_prior=noise_prior,
-            normalize_y=normalize_y,
-            n_draws=n_draws,
-            n_warmup=n_warmup,
-            sampler=sampler,
-            step_size=step_size,
-            n_steps=n_steps,
-            trajectory_length=trajectory_length,
-            max_tree_depth=max_tree_depth,
-            target_accept=target_accept,
-            thin=thin,
-            n_chains=n_chains,
-            chain_method=chain_method,
-            n_jobs=n_jobs,
-            adapt_mass=adapt_mass,
-            init=init,
-            n_init_steps=n_init_steps,
-            device=device,
-            dtype=dtype,
-            verbose=verbose,
-            warm_start=warm_start,
-            random_state=random_state,
-            temperature=temperature,
-        )
-        self.n_splits = n_splits
-        self.split_size = split_size
-        self.integrator = integrator
-        self.data_device = data_device
+        store_params(self, locals())

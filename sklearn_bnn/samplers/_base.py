@@ -140,7 +140,17 @@ class Sampler(BaseEstimator):
 
     Subclasses implement :meth:`build`, and may override :meth:`check_target` to refuse a target
     they cannot sample with a clear message.
+
+    Attributes
+    ----------
+    data_access : {"full", "minibatch"}
+        How the sampler reads the data, which says which estimators can run it: "full" (the
+        default) evaluates the whole data set, or one subset of a split target, per gradient
+        (``HMCClassifier``, ``SplitHMCRegressor``, ...); "minibatch" needs a minibatch target
+        (``batch_value_and_grad``, ``n_data``, ``batch_size``: ``SGMCMCClassifier``, ...).
     """
+
+    data_access = "full"
 
     def build(self, target) -> Kernel:
         """A kernel of this configuration on ``target``."""

@@ -2,7 +2,7 @@
 
 ``chain_method="vectorized"`` runs every chain as one batched computation with one generator.
 ``"sequential"`` and ``"parallel"`` run one job per chain, each with its own generator seeded
-from a :class:`numpy.random.SeedSequence` spawned from the estimator's seed, so the draws do
+from child c of the run's :class:`numpy.random.SeedSequence` (``_seeding.py``), so the draws do
 not depend on where or in which order the jobs run: ``joblib.parallel_config(backend="dask")``
 (or Ray's backend) spreads them over a cluster with identical results.
 """
@@ -17,6 +17,7 @@ import torch
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
+from .._seeding import root_seed, torch_seed
 from ._loop import run_chains
 from ._run import ChainRun, chain_seeds, merge_runs
 from .gibbs import kernel_for
@@ -80,19 +81,22 @@ def run_all_chains(
     """Run every chain by ``chain_method``; merge the results along the chain axis.
 
     ``generator_states`` (from a previous fit) continues the same random streams; otherwise
-    ``seed`` starts them.
+    ``seed`` (the run's ``numpy.random.SeedSequence``, or an int) starts them: the vectorized
+    chains' one generator from ``seed`` itself, chain c's job from its child c.
     """
+    seed = None if seed is None else root_seed(seed)
     C = positions.shape[0]
     if generator_states and len(generator_states) != (1 if chain_method == "vectorized" else C):
         # the chain method changed since the streams were stored (one stream for vectorized
         # chains, one per chain otherwise): start new streams drawn from the stored one
         carried = torch.Generator().set_state(generator_states[0])
-        seed = int(torch.randint(2**62, (1,), generator=carried))
+        seed = root_seed(int(torch.randint(2**62, (1,), generator=carried)))
         generator_states = None
     if chain_method == "vectorized":
         state = generator_states[0] if generator_states else None
+        start = None if seed is None else torch_seed(seed)
         run, gen_state = run_chain_job(
-            kernel, positions, state, seed, n_init_steps, run_kwargs, desc, verbose
+            kernel, positions, state, start, n_init_steps, run_kwargs, desc, verbose
         )
         run.stats.update(kernel.describe(run.draw_stats))
         return run, [gen_state]

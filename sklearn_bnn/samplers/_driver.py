@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._utils import check_scalar_param, draw_seed, resolve_device, resolve_dtype
+from .._seeding import child, root_seed, torch_seed
+from .._utils import check_scalar_param, resolve_device, resolve_dtype
 from ..samples import PosteriorSamples
 from ._chains import CHAIN_METHODS, run_sampler
 from ._registry import resolve_sampler
@@ -132,8 +133,8 @@ def sample(
     target = _as_target(logdensity, dim, device, dtype)
     if getattr(target, "dim", dim) != dim:
         raise ValueError(f"initial_position has {dim} coordinates but the target has {target.dim}.")
-    seed = draw_seed(random_state)
-    positions = _jittered(start, n_chains, init_jitter, seed).to(dtype)
+    seeds = root_seed(random_state)  # one SeedSequence: "jitter" and "sampling" children
+    positions = _jittered(start, n_chains, init_jitter, child(seeds, "jitter")).to(dtype)
     run_kwargs = dict(
         n_warmup=n_warmup,
         n_draws=n_draws,
@@ -150,7 +151,7 @@ def sample(
         positions,
         chain_method=chain_method,
         n_jobs=n_jobs,
-        seed=seed,
+        seed=child(seeds, "sampling"),
         generator_states=None,
         n_init_steps=0,
         run_kwargs=run_kwargs,
@@ -197,12 +198,12 @@ def _start(initial_position, n_chains: int, logdensity, device, dtype):
     return start, resolve_device(device), resolve_dtype(dtype)
 
 
-def _jittered(start: torch.Tensor, n_chains: int, init_jitter: float, seed: int):
+def _jittered(start: torch.Tensor, n_chains: int, init_jitter: float, seed):
     """One start per chain: a single (D,) start plus uniform noise in [-init_jitter,
     init_jitter] from ``seed``, so that the chains start apart; an (n_chains, D) one as it is."""
     if start.ndim == 2:
         return start
-    jitter = torch.Generator().manual_seed(seed)
+    jitter = torch.Generator().manual_seed(torch_seed(seed))
     noise = torch.rand((n_chains, start.shape[-1]), generator=jitter, dtype=torch.float64)
     return start.to(torch.float64) + init_jitter * (2 * noise - 1)
 

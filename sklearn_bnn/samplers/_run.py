@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
+from .._seeding import child, root_seed, torch_seed
 from ._base import State
 
 __all__ = ["ChainRun", "chain_seeds", "merge_runs"]
@@ -40,10 +40,11 @@ class ChainRun:
     moved_coordinates: list = field(default_factory=list)
 
 
-def chain_seeds(seed: int, n_chains: int) -> list[int]:
-    """Independent per-chain seeds spawned from ``seed``."""
-    children = np.random.SeedSequence(seed).spawn(n_chains)
-    return [int(c.generate_state(1, dtype=np.uint64)[0] % (2**63 - 1)) for c in children]
+def chain_seeds(seed, n_chains: int) -> list[int]:
+    """Independent torch seeds of chains 0 .. n_chains - 1 from ``seed`` (an int or the run's
+    ``numpy.random.SeedSequence``): those of its children 0, 1, ... (see ``_seeding.py``)."""
+    seq = root_seed(seed)
+    return [torch_seed(child(seq, c)) for c in range(n_chains)]
 
 
 def merge_runs(runs: list[ChainRun]) -> ChainRun:

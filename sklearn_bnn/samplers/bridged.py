@@ -3,9 +3,9 @@ sampling, each box an independent joblib job (seeds/001 ch. 3; REFERENCE §5).
 
 The boxes are either 2^s boxes made by splitting s coordinates at chosen points, or an explicit
 list. Each box runs one chain of :class:`~.constrained.ConstrainedHMCKernel` (warmup adaptation
-included) in its own joblib job, with a generator seeded from one
-:class:`numpy.random.SeedSequence` (child b for box b), then computes its bridge-sampling terms
-(:func:`.bridge.bridge_terms`). The parent estimates the box masses
+included) in its own joblib job, with a generator seeded from child b of the "boxes" child of
+the run's :class:`numpy.random.SeedSequence` (``_seeding.py``), then computes its
+bridge-sampling terms (:func:`.bridge.bridge_terms`). The parent estimates the box masses
 (:func:`.bridge.bridge_log_masses`) and returns an equal-weight sample: draws resampled
 systematically in proportion to w_j / n_j, shuffled and laid out as the caller's ``n_chains``
 chains.
@@ -26,10 +26,11 @@ import numpy as np
 import torch
 from joblib import Parallel, delayed
 
+from .._seeding import child, root_seed, torch_seed
 from .._utils import check_scalar_param
 from ._base import Sampler, State
 from ._registry import register_sampler
-from ._run import ChainRun, chain_seeds
+from ._run import ChainRun
 from .bridge import bridge_log_masses, bridge_terms, explicit_boxes, split_boxes
 from .constrained import ConstrainedHMCKernel, _where, to_box
 from .gibbs import with_gibbs_blocks
@@ -60,7 +61,7 @@ def run_box(
     ``run_chains``, the sampling loop the driver hands over), then the bridge terms; one joblib
     job. Returns ``(run, ll1, ll2, inside)`` on the CPU."""
     dtype, device = _where(target)
-    generator = torch.Generator(device=device).manual_seed(seed)
+    generator = torch.Generator(device=device).manual_seed(torch_seed(seed))
     kernel = ConstrainedHMCKernel(
         target,
         lower,
@@ -77,7 +78,7 @@ def run_box(
     state = kernel.init(position, generator, n_warmup=run_kwargs.get("n_warmup", 0))
     run = run_chains(kernel, state, generator, verbose=verbose, desc=desc, **run_kwargs)
     run.state = type(run.state)(*(t.detach().cpu() for t in run.state))
-    proposal_gen = torch.Generator().manual_seed(chain_seeds(seed, 1)[0])  # its own stream
+    proposal_gen = torch.Generator().manual_seed(torch_seed(child(seed, "proposal")))
     ll1, ll2, inside = bridge_terms(
         target, run.draws[0], run.log_prob[0], lower, upper, proposal_gen, n_proposal
     )
@@ -227,10 +228,10 @@ class BridgedHMC(Sampler):
         if generator_states:
             raise ValueError("BridgedHMC cannot continue a previous run (warm_start=True).")
         self.check_target(target)
-        seed = 0 if seed is None else seed
-        lower, upper = self.partition(target.dim, seed=[seed, 1])  # its own stream
+        seed = root_seed(0 if seed is None else seed)  # the run's SeedSequence
+        lower, upper = self.partition(target.dim, seed=child(seed, "partition"))
         n_boxes = len(lower)
-        seeds = chain_seeds(seed, n_boxes + 1)
+        boxes = child(seed, "boxes")
         jobs = [
             delayed(run_box)(
                 driver.run_chains,
@@ -238,7 +239,7 @@ class BridgedHMC(Sampler):
                 torch.as_tensor(lower[b]),
                 torch.as_tensor(upper[b]),
                 positions[b % positions.shape[0]],
-                seeds[b],
+                child(boxes, b),
                 self.n_steps,
                 self.step_jitter,
                 self.divergence_threshold,
@@ -256,7 +257,7 @@ class BridgedHMC(Sampler):
             [(ll1, ll2) for _, ll1, ll2, _ in results], tol=self.tol, max_iter=self.max_iter
         )
         self._warn(runs, masses)
-        run = _resample(runs, masses["weight"], positions.shape[0], seeds[-1])
+        run = _resample(runs, masses["weight"], positions.shape[0], child(seed, "resample"))
         n_half = np.array([r.draws.shape[1] - r.draws.shape[1] // 2 for r in runs])
         run.stats.update(
             n_boxes=n_boxes,
@@ -313,7 +314,7 @@ class BridgedHMC(Sampler):
             )
 
 
-def _resample(runs, weight, n_chains: int, seed: int) -> ChainRun:
+def _resample(runs, weight, n_chains: int, seed) -> ChainRun:
     """Systematic resampling of all box draws with probabilities w_j / n_j, shuffled into
     ``n_chains`` equal chains (seeds/001 eq. 3.5: expectations are the w-weighted mixture)."""
     sizes = np.array([r.draws.shape[1] for r in runs])
@@ -324,7 +325,7 @@ def _resample(runs, weight, n_chains: int, seed: int) -> ChainRun:
     if not np.isfinite(probs).all() or probs.sum() <= 0:
         probs = np.full(total, 1.0 / total)
     cum = np.cumsum(probs / probs.sum())
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(torch_seed(seed))
     u0 = float(torch.rand((), generator=gen, dtype=torch.float64))
     index = np.minimum(np.searchsorted(cum, (u0 + np.arange(n_out)) / n_out), total - 1)
     index = index[torch.randperm(n_out, generator=gen).numpy()]

@@ -34,6 +34,7 @@ import math
 import numpy as np
 import torch
 
+from .._seeding import child, root_seed
 from .init import find_mode
 
 __all__ = [
@@ -47,7 +48,7 @@ NOISE_RATIO = 0.1
 MAX_LEARNING_RATE = 3e-4
 
 
-def gradient_noise_variance(target, theta: torch.Tensor, n_batches: int = 16, seed: int = 0):
+def gradient_noise_variance(target, theta: torch.Tensor, n_batches: int = 16, seed=0):
     """Mean over the coordinates of the variance of the minibatch gradient estimate at ``theta``.
 
     Parameters
@@ -57,7 +58,7 @@ def gradient_noise_variance(target, theta: torch.Tensor, n_batches: int = 16, se
     theta : tensor (C, D)
     n_batches : int, default=16
         Disjoint batches of ``target.batch_size`` rows (fewer when the data hold fewer).
-    seed : int, default=0
+    seed : int or numpy.random.SeedSequence, default=0
         Seeds the permutation the batches are cut from.
 
     Returns
@@ -237,7 +238,7 @@ class AutoStepSampler:
     def _langevin(self) -> bool:
         return not hasattr(self.sampler, "momentum")
 
-    def choose_step_size(self, target, positions: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    def choose_step_size(self, target, positions: torch.Tensor, seed=0) -> torch.Tensor:
         """(C,) sampling steps of :func:`gradient_noise_step_size` at ``positions``."""
         v = gradient_noise_variance(target, positions, seed=seed)
         return gradient_noise_step_size(
@@ -263,8 +264,9 @@ class AutoStepSampler:
                 device = getattr(target, "device", positions.device)
                 positions = find_mode(target, positions.to(device, dtype), n_init)
                 kwargs = {**kwargs, "n_init_steps": 0}
-            seed = kwargs.get("seed")
-            eps = self.choose_step_size(target, positions, seed=0 if seed is None else seed)
+            seed = kwargs.get("seed")  # the run's SeedSequence: its "step_size" child
+            seed = 0 if seed is None else child(root_seed(seed), "step_size")
+            eps = self.choose_step_size(target, positions, seed=seed)
             run_kwargs["step_size"] = eps.to(positions.dtype)
             sampler.step_size = float(eps.max())
             if n_init == 0 and sampler.warmup_step_size is None:

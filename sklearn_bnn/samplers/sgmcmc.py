@@ -37,6 +37,7 @@ class _SGSampler(Sampler):
 
     _kernel_cls = None
     needs_exact_log_prob = False
+    data_access = "minibatch"  # estimators: SGMCMCClassifier / SGMCMCRegressor
 
     def _check_common(self) -> None:
         check_scalar_param(self.step_size, "step_size", low=0, low_inclusive=False)

@@ -105,19 +105,20 @@ def test_classifier_on_digits_is_accurate_and_close_to_point_estimate_nll():
 
 def test_pipeline_in_grid_search_and_cross_val_score():
     X, y = load_iris(return_X_y=True)
-    pipe = make_pipeline(StandardScaler(), HMCClassifier(**SMALL))
+    pipe = make_pipeline(StandardScaler(), HMCClassifier(**SMALL, calibration=None))
     search = GridSearchCV(pipe, {"hmcclassifier__prior_precision": [0.1, 1.0]}, cv=3, n_jobs=2)
     search.fit(X, y)
     assert search.best_score_ > 0.85
-    scores = cross_val_score(make_pipeline(StandardScaler(), HMCClassifier(**SMALL)), X, y, cv=3)
+    pipe = make_pipeline(StandardScaler(), HMCClassifier(**SMALL, calibration=None))
+    scores = cross_val_score(pipe, X, y, cv=3)
     assert scores.mean() > 0.85
 
 
 def test_same_seed_same_draws_different_seed_different_draws(iris):
     X, y = iris
-    a = HMCClassifier(**SMALL).fit(X, y)
-    b = HMCClassifier(**SMALL).fit(X, y)
-    c = HMCClassifier(**{**SMALL, "random_state": 1}).fit(X, y)
+    a = HMCClassifier(**SMALL, calibration=None).fit(X, y)
+    b = HMCClassifier(**SMALL, calibration=None).fit(X, y)
+    c = HMCClassifier(calibration=None, **{**SMALL, "random_state": 1}).fit(X, y)
     assert torch.equal(a.samples_.draws, b.samples_.draws)
     assert not torch.equal(a.samples_.draws, c.samples_.draws)
 
@@ -129,13 +130,13 @@ def test_fit_leaves_global_rng_untouched(iris):
     expected_t, expected_n = torch.rand(1), np.random.rand()  # noqa: NPY002
     torch.manual_seed(123)
     np.random.seed(123)  # noqa: NPY002
-    HMCClassifier(**SMALL).fit(X, y)
+    HMCClassifier(**SMALL, calibration=None).fit(X, y)
     assert torch.equal(torch.rand(1), expected_t) and np.random.rand() == expected_n  # noqa: NPY002
 
 
 def test_joblib_and_weights_only_round_trips(tmp_path, iris):
     X, y = iris
-    clf = HMCClassifier(**SMALL).fit(X, y)
+    clf = HMCClassifier(**SMALL, calibration=None).fit(X, y)
     joblib.dump(clf, tmp_path / "m.joblib")
     sklearn_bnn.save(clf, tmp_path / "m.pt")
     for loaded in (joblib.load(tmp_path / "m.joblib"), sklearn_bnn.load(tmp_path / "m.pt")):
@@ -164,7 +165,7 @@ def test_weights_only_round_trip_regressor_with_custom_module(tmp_path):
 
 def test_predict_samples_shapes_and_batched_equals_loop(iris):
     X, y = iris
-    clf = HMCClassifier(**SMALL).fit(X, y)
+    clf = HMCClassifier(**SMALL, calibration=None).fit(X, y)
     ps = clf.predict_samples(X[:7])
     assert ps.shape == (40, 7, 3)
     np.testing.assert_allclose(ps.sum(-1), 1.0, atol=1e-6)
@@ -212,12 +213,12 @@ def test_regressor_normalize_y_handles_units():
 )
 def test_bad_input_gives_clear_errors(X, y, match):
     with pytest.raises(ValueError, match=match):
-        HMCClassifier(**SMALL).fit(X, y)
+        HMCClassifier(**SMALL, calibration=None).fit(X, y)
 
 
 def test_wrong_feature_count_at_predict(iris):
     X, y = iris
-    clf = HMCClassifier(**SMALL).fit(X, y)
+    clf = HMCClassifier(**SMALL, calibration=None).fit(X, y)
     with pytest.raises(ValueError, match="features"):
         clf.predict(X[:, :2])
 
@@ -250,7 +251,7 @@ def test_invalid_parameters_raise_valueerror_naming_them(param, value):
 def test_too_large_step_size_warns_and_never_yields_nan(iris):
     X, y = iris
     with pytest.warns(RuntimeWarning, match="step_size"):
-        clf = HMCClassifier(**{**SMALL, "step_size": 50.0}).fit(X, y)
+        clf = HMCClassifier(calibration=None, **{**SMALL, "step_size": 50.0}).fit(X, y)
     assert clf.diagnostics_["n_divergent"] > 0
     assert torch.isfinite(clf.samples_.draws).all()
     assert np.isfinite(clf.predict_proba(X)).all()
@@ -269,7 +270,7 @@ def test_keyboard_interrupt_keeps_draws(iris, monkeypatch):
 
     monkeypatch.setattr(HMCKernel, "step", interrupting_step)
     with pytest.warns(RuntimeWarning, match="interrupted"):
-        clf = HMCClassifier(**SMALL).fit(X, y)
+        clf = HMCClassifier(**SMALL, calibration=None).fit(X, y)
     assert len(clf.samples_) == 14
     assert clf.diagnostics_["interrupted"]
     assert clf.predict(X).shape == (len(X),)
@@ -277,8 +278,8 @@ def test_keyboard_interrupt_keeps_draws(iris, monkeypatch):
 
 def test_warm_start_continues_the_same_chains(iris):
     X, y = iris
-    once = HMCClassifier(**{**SMALL, "n_draws": 40}).fit(X, y)
-    ws = HMCClassifier(**{**SMALL, "n_draws": 20, "warm_start": True}).fit(X, y)
+    once = HMCClassifier(calibration=None, **{**SMALL, "n_draws": 40}).fit(X, y)
+    ws = HMCClassifier(calibration=None, **{**SMALL, "n_draws": 20, "warm_start": True}).fit(X, y)
     first = ws.samples_.draws.clone()
     ws.fit(X, y)
     assert len(ws.samples_) == 40
@@ -289,7 +290,7 @@ def test_warm_start_continues_the_same_chains(iris):
 
 def test_vectorized_chains_pool_draws(iris):
     X, y = iris
-    clf = HMCClassifier(**{**SMALL, "n_chains": 3}).fit(X, y)
+    clf = HMCClassifier(calibration=None, **{**SMALL, "n_chains": 3}).fit(X, y)
     assert clf.samples_.draws.shape[:2] == (3, 40)
     assert clf.predict_samples(X).shape[0] == 120
     # chains start from different initialisations
@@ -298,7 +299,7 @@ def test_vectorized_chains_pool_draws(iris):
 
 def test_predict_does_not_change_the_estimator(iris):
     X, y = iris
-    clf = HMCClassifier(**SMALL).fit(X, y)
+    clf = HMCClassifier(**SMALL, calibration=None).fit(X, y)
     before = {k: v for k, v in vars(clf).items()}
     clf.predict_proba(X)
     assert vars(clf).keys() == before.keys()

@@ -5,8 +5,8 @@ other blocks of rows)."""
 import numpy as np
 import pytest
 
+import sklearn_bnn.estimators._tasks as tasks_module
 import sklearn_bnn.estimators.dropout as dropout_module
-import sklearn_bnn.estimators.hmc as hmc_module
 from sklearn_bnn import HMCRegressor, MCDropoutRegressor, SplitHMCRegressor
 
 
@@ -34,7 +34,7 @@ def test_hmc_regressors_chunked_predict_equals_the_draws(monkeypatch, make, n_ou
     noise_var = np.reshape(reg.noise_std_, -1) ** 2
     want_std = np.sqrt(draws.var(axis=0) + (noise_var if n_out > 1 else noise_var[0]))
     # 8 bytes x 15 draws x n_out outputs per row: a budget of 3 rows' worth
-    monkeypatch.setattr(hmc_module, "_PREDICT_CHUNK_BYTES", 3 * 8 * 15 * n_out)
+    monkeypatch.setattr(tasks_module, "_PREDICT_CHUNK_BYTES", 3 * 8 * 15 * n_out)
     mean, std = reg.predict(X, return_std=True)
     assert mean.shape == y.shape and std.shape == y.shape
     np.testing.assert_allclose(mean, draws.mean(axis=0), rtol=1e-6, atol=1e-6)

@@ -57,3 +57,24 @@ def test_cyclical_option_and_random_start_fit_iris():
     assert clf.score(X, y) > 0.9
     clf = SGMCMCClassifier(**kw, n_warmup=50, init="random").fit(X, y)
     assert clf.score(X, y) > 0.8
+
+
+def test_the_sampler_s_data_access_decides_which_estimators_take_it():
+    """No estimator names a sampler: a sampler's data_access says which family runs it."""
+    import numpy as np
+
+    from sklearn_bnn import HMCClassifier, SGMCMCRegressor, SplitHMCRegressor
+    from sklearn_bnn.samplers import SAMPLERS, SGHMC
+
+    X, y = np.zeros((4, 2)), np.array([0, 1, 0, 1])
+    with pytest.raises(ValueError, match="sampler must be one of .*'nuts'.* got 'sgld'"):
+        HMCClassifier(sampler="sgld")._check_params()
+    with pytest.raises(ValueError, match="sampler must be one of .*'sghmc'.* got 'nuts'"):
+        SGMCMCClassifier(sampler="nuts").fit(X, y)
+    with pytest.raises(ValueError, match="data_access='minibatch'"):
+        SplitHMCRegressor(sampler=SGHMC()).fit(X, y.astype(float))
+    minibatch = {n for n, c in SAMPLERS.items() if c.data_access == "minibatch"}
+    assert minibatch == {"sgld", "sghmc", "gsghmc", "amagold", "hte"}
+    # the SG estimators take no trajectory parameters, the HMC ones no minibatch parameters
+    assert "n_steps" not in SGMCMCRegressor().get_params()
+    assert "batch_size" not in HMCClassifier().get_params()

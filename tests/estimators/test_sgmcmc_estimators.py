@@ -130,9 +130,9 @@ def test_memory_bounded_by_a_batch_on_a_memory_map(tmp_path, monkeypatch, sample
     recorders = []
     make_target = SGMCMCClassifier._make_target
 
-    def recording_target(self, network, X_, targets):
+    def recording_target(self, network, X_, targets, seed):
         recorders.append(RowRecorder(X_))
-        target = make_target(self, network, recorders[-1], targets)
+        target = make_target(self, network, recorders[-1], targets, seed)
         assert target.X is recorders[-1]  # the target keeps the array, not a tensor of it
         return target
 
@@ -305,9 +305,9 @@ def test_learned_noise_precision_streams_and_starts_from_the_exact_energy(monkey
     make_target = SGMCMCRegressor._make_target
     state_after = MinibatchTarget._state_under_new_noise
 
-    def recording_target(self, network, X_, targets):
+    def recording_target(self, network, X_, targets, seed):
         recorders.append(RowRecorder(X_))
-        return make_target(self, network, recorders[-1], targets)
+        return make_target(self, network, recorders[-1], targets, seed)
 
     def checked_state(target, state, sum_sq, tau):
         # ``target`` is the density given the new precision (the Gibbs block's condition)

@@ -154,8 +154,14 @@ def test_warm_start_continues(iris_sorted):
     assert len(clf.samples_) == 60
 
 
-def test_is_an_hmc_estimator():
-    assert issubclass(SplitHMCClassifier, HMCClassifier)
+def test_is_a_sibling_of_the_hmc_estimator_with_its_parameters_and_the_split_ones():
+    from sklearn_bnn.estimators._base import BaseSamplingEstimator
+
+    assert not issubclass(SplitHMCClassifier, HMCClassifier)
+    assert issubclass(SplitHMCClassifier, BaseSamplingEstimator)
+    hmc, split = set(HMCClassifier().get_params()), set(SplitHMCClassifier().get_params())
+    assert split - hmc == {"n_splits", "split_size", "integrator", "data_device"}
+    assert hmc <= split
 
 
 @pytest.mark.parametrize(

@@ -8,15 +8,16 @@ from sklearn_bnn import HMCClassifier, HMCRegressor
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.estimators.split import SplitHMCClassifier, SplitHMCRegressor
 
-# Draws of these three fits made before `temperature` existed (commit 8431580, float64): T = 1
-# must leave every number of the sampler as it was.
+# Draws of these three fits (float64), first stored before `temperature` existed (commit
+# 8431580) and stored again, unchanged otherwise, when the seeding became one SeedSequence per
+# fit (`_seeding.py`): T = 1 must leave every number of the sampler as it was.
 REFERENCE = {
-    "classifier": [2.1472917325595837, 0.10731808050558579, -1.2998046314995504,
-                   -2.4051350359866337, 0.21562382409104935, -0.9157313063287915],
-    "regressor": [-0.4692277752165263, 0.1308069348311875, -0.2641468882187061,
-                  -1.9142276495638262, 0.26499326080263924, 0.159447748635995],
-    "split": [-1.3498393261771875, -0.3028297614391359, 0.8940318018867751,
-              -1.9974664042747095, 0.9985038683947719, -0.8360609558176526],
+    "classifier": [-0.9161984634832556, -0.0735487147081492, 0.4962046106208063,
+                   0.6891019255949705, -0.2776318014605708, 0.5846262406165774],
+    "regressor": [0.6088295303814639, 0.09725153234037116, 0.5088426169042898,
+                  -0.2099219331985538, 0.4905275275343229, -0.2963336359025366],
+    "split": [0.30143848717223837, -0.21168825412975759, 0.0811656914260702,
+              -0.40277358133003927, 0.357462523045789, -0.07121421364533555],
 }  # fmt: skip
 
 

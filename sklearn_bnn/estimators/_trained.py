@@ -1,0 +1,74 @@
+"""What the gradient-trained estimators share: MC dropout, the loss-calibrated BNN, plan-net.
+
+Their training goes through skorch (``_skorch.py``); this base holds the rest they repeated:
+the shared parameters' constraints, the start of ``fit`` (parameter checks, ``validate_data``,
+device and dtype, the fit's seeds), the validation split and the start of prediction (checked
+input, networks on the prediction device). Seeds follow the package's one scheme
+(``_seeding.py``): one ``SeedSequence`` per fit from ``random_state``, children by purpose
+(``"network"``, ``"training"``, ``"validation"``, ``"predict"``) and by member for ensembles.
+"""
+
+from __future__ import annotations
+
+import copy
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._registry import WeightsOnlyMixin
+from .._seeding import child, root_seed
+from .._utils import resolve_device, resolve_dtype
+from ..nets import ACTIVATIONS, check_hidden_layer_sizes
+from ._skorch import TRAINING_CONSTRAINTS, needs_validation, predict_device, validation_split
+
+__all__ = ["TrainedEstimator"]
+
+
+class TrainedEstimator(WeightsOnlyMixin, BaseEstimator):
+    """Base of the gradient-trained estimators (see the module docstring).
+
+    Subclasses extend ``_parameter_constraints`` with their own parameters and call
+    :meth:`_begin_fit` at the start of ``fit`` and :meth:`_begin_predict` at the start of
+    prediction.
+    """
+
+    _parameter_constraints: dict = {
+        **TRAINING_CONSTRAINTS,
+        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
+        "activation": [StrOptions(set(ACTIVATIONS))],
+        "n_predict_draws": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def _begin_fit(self, X, y, **validate_kwargs):
+        """Check the parameters and the data; return ``(X, y, device, dtype, seeds)``.
+
+        ``seeds`` is the fit's one :class:`numpy.random.SeedSequence` (``_seeding.root_seed``
+        of ``random_state``); ``validate_kwargs`` go to scikit-learn's ``validate_data``.
+        """
+        self._validate_params()
+        check_hidden_layer_sizes(self.hidden_layer_sizes)
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], **validate_kwargs)
+        device, dtype = resolve_device(self.device), resolve_dtype(self.dtype)
+        return X, y, device, dtype, root_seed(self.random_state)
+
+    def _split_rows(self, n: int, seeds, stratify=None):
+        """``(train, valid)`` row indices: a held-out part when early stopping (or a callback)
+        needs one, drawn from the fit's ``"validation"`` child; else every row and None."""
+        if not needs_validation(self):
+            return np.arange(n), None
+        state = child(seeds, "validation").generate_state(1)[0]
+        rng = np.random.RandomState(int(state))  # scikit-learn's splitters take a RandomState
+        return validation_split(n, self.validation_fraction, rng, stratify=stratify)
+
+    def _begin_predict(self, X, modules):
+        """Checked ``X`` and ``modules`` on the prediction device (the fit's device, or the CPU
+        where CUDA is missing; copies, so the fitted modules stay on the CPU)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        device = predict_device(self.device)
+        if device.type != "cpu":
+            modules = [copy.deepcopy(m).to(device) for m in modules]
+        return X, device, modules
