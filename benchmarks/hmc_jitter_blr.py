@@ -72,7 +72,7 @@ def main():
     torch.set_num_threads(1)
     X, y = blr_data()
     print(f"BLR, [w (2), b], 40 rows, 1 chain, {args.n_warmup} + {args.n_draws} transitions")
-    print(f"{'configuration':<22}{'min':>7}{'median':>8}{'max':>7}  per seed (lowest ESS of 5 predictions)")
+    print(f"{'configuration':<22}{'min':>7}{'median':>8}{'max':>7}  per seed (lowest of 5 rows)")
     for name in args.configs:
         start = time.perf_counter()
         figures = [
