@@ -1,0 +1,150 @@
+"""Where the time of vectorized chains goes: one gradient of C chains against one chain.
+
+For an MLP [13, H, 1] on 500 rows (Gaussian likelihood, N(0, 1) prior) this times, per
+leapfrog step (one gradient), for C = 1, 2, 4, 8 chains:
+
+- ``target``: the sampler's gradient, ``Target.value_and_grad`` on (C, D) (one chain: a plain
+  forward/backward of a flat-parameter module; several: ``vmap`` over ``functional_call``);
+- ``step``: a whole HMC transition of 10 leapfrog steps divided by 10 (the kernel's kicks,
+  drifts, momentum draw and acceptance test included);
+- ``floor``: a bare batched torch forward+backward of the same C networks written by hand
+  (``torch.baddbmm`` on (C, ., .) weights; one chain: ``nn.Module`` forward/backward);
+
+then profiles the 8-chain gradient with :mod:`torch.profiler`: self CPU time of matrix products,
+of the other operators, and the rest of the wall time (Python, dispatch). Medians of repeated
+calls; ratios against the one-chain figure of the same column, measured in the same run.
+Run: ``python benchmarks/chains_profile.py [--hidden 50 200 800] [--threads 1]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from functools import partial
+
+import torch
+
+from sklearn_bnn.likelihoods import Gaussian
+from sklearn_bnn.nets import make_mlp
+from sklearn_bnn.priors import GaussianPrior
+from sklearn_bnn.samplers import HMCKernel
+from sklearn_bnn.targets import FunctionalNetwork, Target
+
+N_ROWS, N_IN = 500, 13
+MATMUL = ("mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "dot", "mv")
+
+
+def median_time(fn, repeats):
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def make_target(hidden, X, y):
+    torch.manual_seed(0)
+    network = FunctionalNetwork(make_mlp(N_IN, (hidden,), 1))
+    return Target(network, X, y, Gaussian(10.0), GaussianPrior(1.0))
+
+
+def bare_floor(hidden, C, X, y):
+    """A closure: one forward+backward of C hand-batched networks (the floor)."""
+    if C == 1:
+        net = make_mlp(N_IN, (hidden,), 1)
+
+        def one():
+            net.zero_grad(set_to_none=True)
+            (-5.0 * ((net(X) - y) ** 2).sum()).backward()
+
+        return one
+    w1 = torch.randn(C, N_IN, hidden, requires_grad=True)
+    b1 = torch.randn(C, 1, hidden, requires_grad=True)
+    w2 = torch.randn(C, hidden, 1, requires_grad=True)
+    b2 = torch.randn(C, 1, 1, requires_grad=True)
+    Xc = X.expand(C, -1, -1)
+
+    def batched():
+        h = torch.relu(torch.baddbmm(b1, Xc, w1))
+        out = torch.baddbmm(b2, h, w2)
+        loss = -5.0 * ((out - y) ** 2).sum()
+        torch.autograd.grad(loss, (w1, b1, w2, b2))
+
+    return batched
+
+
+def profile_split(fn, repeats=50):
+    """Per call: (wall, matmul self CPU, other operators' self CPU), in seconds."""
+    fn()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        wall = time.perf_counter() - start
+    matmul = other = 0.0
+    for event in prof.key_averages():
+        name = event.key.removeprefix("aten::")
+        if not event.key.startswith("aten::"):
+            continue
+        if name in MATMUL:
+            matmul += event.self_cpu_time_total
+        else:
+            other += event.self_cpu_time_total
+    return wall / repeats, 1e-6 * matmul / repeats, 1e-6 * other / repeats
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--hidden", type=int, nargs="*", default=[50, 200, 800])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=200)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(N_ROWS, N_IN, generator=g)
+    y = torch.randn(N_ROWS, 1, generator=g)
+    print(f"MLP [13, H, 1], {N_ROWS} rows, float32, {args.threads} thread(s); ms per gradient")
+    print(
+        f"{'H':>5}{'C':>3}{'target':>9}{'step':>9}{'floor':>9}   ratios vs C=1 (target, step, "
+        "floor)   target / floor"
+    )
+    for hidden in args.hidden:
+        target = make_target(hidden, X, y)
+        kernel = HMCKernel(target, step_size=1e-4, n_steps=10)
+        base = None
+        repeats = max(10, args.repeats * 50 // hidden)
+        for C in (1, 2, 4, 8):
+            theta = target.network.initial_position()[None].repeat(C, 1)
+            theta = theta + 0.01 * torch.randn(theta.shape, generator=g)
+            state = kernel.init(theta)
+            t_target = median_time(partial(target.value_and_grad, theta), repeats)
+            t_step = median_time(partial(kernel.step, state, g), max(5, repeats // 10)) / 10
+            t_floor = median_time(bare_floor(hidden, C, X, y), repeats)
+            row = (t_target, t_step, t_floor)
+            base = base or row
+            ratios = ", ".join(f"{a / b:.2f}x" for a, b in zip(row, base, strict=True))
+            print(
+                f"{hidden:>5}{C:>3}"
+                + "".join(f"{1e3 * t:>9.3f}" for t in row)
+                + f"   {ratios:<28}{t_target / t_floor:>6.2f}x",
+                flush=True,
+            )
+        theta8 = target.network.initial_position()[None].repeat(8, 1)
+        for label, fn in (
+            ("target", partial(target.value_and_grad, theta8)),
+            ("floor", bare_floor(hidden, 8, X, y)),
+        ):
+            wall, mm, other = profile_split(fn, max(10, repeats // 4))
+            print(
+                f"      H={hidden}, 8 chains, {label}: wall {1e3 * wall:.3f} ms = matmul "
+                f"{1e3 * mm:.3f} + other ops {1e3 * other:.3f} + Python/dispatch "
+                f"{1e3 * max(0.0, wall - mm - other):.3f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
