@@ -11,8 +11,8 @@ leapfrog step (one gradient), for C = 1, 2, 4, 8 chains:
   (``torch.baddbmm`` on (C, ., .) weights; one chain: ``nn.Module`` forward/backward);
 
 then profiles the 8-chain gradient with :mod:`torch.profiler`: self CPU time of matrix products,
-of the other operators, and the rest of the wall time (Python, dispatch). Medians of repeated
-calls; ratios against the one-chain figure of the same column, measured in the same run.
+of the other operators, and the rest of the wall time (Python, dispatch). The fastest of interleaved
+rounds; ratios against the one-chain figure of the same column, measured in the same run.
 Run: ``python benchmarks/chains_profile.py [--hidden 50 200 800] [--threads 1]``.
 """
 
@@ -31,18 +31,24 @@ from sklearn_bnn.samplers import HMCKernel
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
 N_ROWS, N_IN = 500, 13
+CHAINS = (1, 2, 4, 8)
 MATMUL = ("mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "dot", "mv")
 
 
-def median_time(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+def interleaved_min(fns, rounds, calls):
+    """Seconds per call of each closure: the fastest of ``rounds`` blocks of ``calls`` calls,
+    the closures taking turns in every round (a shared machine slows some blocks, never
+    speeds one up, so the minimum is the figure least disturbed by other processes)."""
+    best = [float("inf")] * len(fns)
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return times[len(times) // 2]
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            best[i] = min(best[i], (time.perf_counter() - start) / calls)
+    return best
 
 
 def make_target(hidden, X, y):
@@ -98,9 +104,10 @@ def profile_split(fn, repeats=50):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--hidden", type=int, nargs="*", default=[50, 200, 800])
+    parser.add_argument("--hidden", type=int, nargs="*", default=[10, 50, 200])
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=200, help="calls per block at H=50")
+    parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     g = torch.Generator().manual_seed(0)
@@ -114,16 +121,22 @@ def main():
     for hidden in args.hidden:
         target = make_target(hidden, X, y)
         kernel = HMCKernel(target, step_size=1e-4, n_steps=10)
-        base = None
-        repeats = max(10, args.repeats * 50 // hidden)
-        for C in (1, 2, 4, 8):
+        calls = max(2, args.repeats * 50 // (hidden * 10))
+        fns = []
+        for C in CHAINS:
             theta = target.network.initial_position()[None].repeat(C, 1)
             theta = theta + 0.01 * torch.randn(theta.shape, generator=g)
             state = kernel.init(theta)
-            t_target = median_time(partial(target.value_and_grad, theta), repeats)
-            t_step = median_time(partial(kernel.step, state, g), max(5, repeats // 10)) / 10
-            t_floor = median_time(bare_floor(hidden, C, X, y), repeats)
-            row = (t_target, t_step, t_floor)
+            fns += [
+                partial(target.value_and_grad, theta),
+                partial(kernel.step, state, g),  # 10 leapfrog steps
+                bare_floor(hidden, C, X, y),
+            ]
+        times = interleaved_min(fns, args.rounds, calls)
+        base = None
+        for k, C in enumerate(CHAINS):
+            t_target, t_step, t_floor = times[3 * k : 3 * k + 3]
+            row = (t_target, t_step / 10, t_floor)
             base = base or row
             ratios = ", ".join(f"{a / b:.2f}x" for a, b in zip(row, base, strict=True))
             print(
@@ -137,7 +150,7 @@ def main():
             ("target", partial(target.value_and_grad, theta8)),
             ("floor", bare_floor(hidden, 8, X, y)),
         ):
-            wall, mm, other = profile_split(fn, max(10, repeats // 4))
+            wall, mm, other = profile_split(fn, max(10, 10 * calls))
             print(
                 f"      H={hidden}, 8 chains, {label}: wall {1e3 * wall:.3f} ms = matmul "
                 f"{1e3 * mm:.3f} + other ops {1e3 * other:.3f} + Python/dispatch "
