@@ -10,8 +10,9 @@ leapfrog step (one gradient), for C = 1, 2, 4, 8 chains:
 - ``floor``: a bare batched torch forward+backward of the same C networks written by hand
   (``torch.baddbmm`` on (C, ., .) weights; one chain: ``nn.Module`` forward/backward);
 
-then profiles the 8-chain gradient with :mod:`torch.profiler`: self CPU time of matrix products,
-of the other operators, and the rest of the wall time (Python, dispatch). The fastest of interleaved
+then the share of matrix products in the operators' time of the 8-chain gradient
+(:mod:`torch.profiler`), and the fixed cost of a gradient (Python, dispatch, ``vmap``) on a
+network too small to compute anything. The fastest of interleaved
 rounds; ratios against the one-chain figure of the same column, measured in the same run.
 Run: ``python benchmarks/chains_profile.py [--hidden 50 200 800] [--threads 1]``.
 """
@@ -37,17 +38,18 @@ MATMUL = ("mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "dot", "mv")
 
 def interleaved_min(fns, rounds, calls):
     """Seconds per call of each closure: the fastest of ``rounds`` blocks of ``calls`` calls,
-    the closures taking turns in every round (a shared machine slows some blocks, never
-    speeds one up, so the minimum is the figure least disturbed by other processes)."""
+    the closures taking turns in every round. Process CPU time, not wall time: on a shared
+    machine a process waiting for a core is not charged, and the minimum is the figure least
+    disturbed by other processes (with one torch thread CPU time is the compute itself)."""
     best = [float("inf")] * len(fns)
     for fn in fns:
         fn()
     for _ in range(rounds):
         for i, fn in enumerate(fns):
-            start = time.perf_counter()
+            start = time.process_time()
             for _ in range(calls):
                 fn()
-            best[i] = min(best[i], (time.perf_counter() - start) / calls)
+            best[i] = min(best[i], (time.process_time() - start) / calls)
     return best
 
 
@@ -82,24 +84,21 @@ def bare_floor(hidden, C, X, y):
     return batched
 
 
-def profile_split(fn, repeats=50):
-    """Per call: (wall, matmul self CPU, other operators' self CPU), in seconds."""
+def matmul_share(fn, repeats=50):
+    """Share of the operators' self CPU time (:mod:`torch.profiler`) spent in matrix
+    products; the rest is elementwise work, reductions, copies and autograd bookkeeping."""
     fn()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        start = time.perf_counter()
         for _ in range(repeats):
             fn()
-        wall = time.perf_counter() - start
     matmul = other = 0.0
     for event in prof.key_averages():
-        name = event.key.removeprefix("aten::")
-        if not event.key.startswith("aten::"):
-            continue
-        if name in MATMUL:
-            matmul += event.self_cpu_time_total
-        else:
-            other += event.self_cpu_time_total
-    return wall / repeats, 1e-6 * matmul / repeats, 1e-6 * other / repeats
+        if event.key.startswith("aten::"):
+            if event.key.removeprefix("aten::") in MATMUL:
+                matmul += event.self_cpu_time_total
+            else:
+                other += event.self_cpu_time_total
+    return matmul / (matmul + other)
 
 
 def main():
@@ -146,17 +145,23 @@ def main():
                 flush=True,
             )
         theta8 = target.network.initial_position()[None].repeat(8, 1)
-        for label, fn in (
-            ("target", partial(target.value_and_grad, theta8)),
-            ("floor", bare_floor(hidden, 8, X, y)),
-        ):
-            wall, mm, other = profile_split(fn, max(10, 10 * calls))
-            print(
-                f"      H={hidden}, 8 chains, {label}: wall {1e3 * wall:.3f} ms = matmul "
-                f"{1e3 * mm:.3f} + other ops {1e3 * other:.3f} + Python/dispatch "
-                f"{1e3 * max(0.0, wall - mm - other):.3f}",
-                flush=True,
-            )
+        shares = [
+            matmul_share(fn, max(10, 10 * calls))
+            for fn in (partial(target.value_and_grad, theta8), bare_floor(hidden, 8, X, y))
+        ]
+        print(
+            f"      H={hidden}, 8 chains: matrix products take {100 * shares[0]:.0f} % of the "
+            f"operators' time in the target, {100 * shares[1]:.0f} % in the floor",
+            flush=True,
+        )
+    tiny = make_target(1, X[:1], y[:1])
+    thetas = [tiny.network.initial_position()[None].repeat(C, 1) for C in CHAINS]
+    fns = [partial(tiny.value_and_grad, theta) for theta in thetas]
+    times = interleaved_min(fns, args.rounds, 200)
+    print(
+        "fixed cost per gradient (MLP [13, 1, 1] on 1 row: no arithmetic to speak of), "
+        + ", ".join(f"C={C} {1e3 * t:.3f} ms" for C, t in zip(CHAINS, times, strict=True))
+    )
 
 
 if __name__ == "__main__":
