@@ -10,7 +10,9 @@ from sklearn_bnn.diagnostics import ess_bulk
 from sklearn_bnn.samplers import HMC, HMCKernel, run_chains
 
 
-@pytest.mark.parametrize("jitter", [{"step_jitter": 0.5}, {"n_steps_jitter": 0.5}])
+@pytest.mark.parametrize(
+    "jitter", [{"step_jitter": 0.5}, {"n_steps_jitter": 0.5, "step_jitter": 0.0}]
+)
 def test_jittered_hmc_leaves_a_correlated_gaussian_invariant(jitter):
     target = correlated_gaussian(6, seed=2)
     kernel = HMC(n_steps=10, **jitter).build(target)
@@ -46,11 +48,13 @@ def test_n_steps_jitter_spreads_the_step_count_and_records_it():
     assert info.extra["n_steps"].shape == (3,)
 
 
-@pytest.mark.parametrize("jitter", [{"step_jitter": 0.3}, {"n_steps_jitter": 0.3}])
+@pytest.mark.parametrize(
+    "jitter", [{"step_jitter": 0.3}, {"n_steps_jitter": 0.3, "step_jitter": 0.0}]
+)
 def test_jittered_draws_are_reproducible_at_a_seed_and_differ_from_unjittered(jitter):
     target = correlated_gaussian(3)
     runs = []
-    for kw in (jitter, jitter, {}):
+    for kw in (jitter, jitter, {"step_jitter": 0.0}):
         kernel = HMC(n_steps=5, **kw).build(target)
         g = torch.Generator().manual_seed(7)
         state = kernel.init(torch.zeros(2, 3, dtype=torch.float64))
