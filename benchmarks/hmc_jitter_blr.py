@@ -26,10 +26,10 @@ from sklearn_bnn.diagnostics import ess_bulk
 from sklearn_bnn.samplers import HMC, run_chains
 
 CONFIGS = {
-    "fixed L=50": {},
+    "fixed L=50": {"step_jitter": 0.0},
     "step_jitter=0.2": {"step_jitter": 0.2},
     "step_jitter=0.5": {"step_jitter": 0.5},
-    "n_steps_jitter=0.5": {"n_steps_jitter": 0.5},
+    "n_steps_jitter=0.5": {"n_steps_jitter": 0.5, "step_jitter": 0.0},
 }
 ALPHA, BETA = 2.0, 4.0
 

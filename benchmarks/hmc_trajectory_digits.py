@@ -26,9 +26,9 @@ from sklearn_bnn.metrics import negative_log_likelihood
 from sklearn_bnn.samplers import HMC, NUTS
 
 CONFIGS = {
-    "fixed L=50": lambda: HMC(n_steps=50),
+    "fixed L=50": lambda: HMC(n_steps=50, step_jitter=0.0),
     "step_jitter=0.5": lambda: HMC(n_steps=50, step_jitter=0.5),
-    "n_steps_jitter=0.5": lambda: HMC(n_steps=50, n_steps_jitter=0.5),
+    "n_steps_jitter=0.5": lambda: HMC(n_steps=50, n_steps_jitter=0.5, step_jitter=0.0),
     "NUTS depth 6": lambda: NUTS(max_tree_depth=6),
     "NUTS depth 7": lambda: NUTS(max_tree_depth=7),
     "NUTS depth 8": lambda: NUTS(max_tree_depth=8),
