@@ -2,7 +2,9 @@
 
 MLP [13, 50, 1] on 500 rows (a regression in 13 features), fixed step size and L. Reports, for
 each chain method, the wall time per draw per chain divided by that of a single chain measured in
-the same run. Run: ``python benchmarks/chains_speed.py [--threads N]``.
+the same run. Run: ``python benchmarks/chains_speed.py [--threads N] [--chains 2 4 8]
+[--methods vectorized]`` (``--threads 0`` keeps torch's default thread count; the fit itself
+then picks its threads, ``sklearn_bnn.fit_threads``).
 """
 
 from __future__ import annotations
@@ -38,9 +40,12 @@ def timed_fit(X, y, **params):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="0: torch's default")
+    parser.add_argument("--chains", type=int, nargs="*", default=[8], help="vectorized counts")
+    parser.add_argument("--methods", nargs="*", default=["vectorized", "sequential", "parallel"])
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(500, 13))
     y = np.sin(X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=500)
@@ -48,10 +53,17 @@ def main():
     timed_fit(X, y, n_chains=1)  # warm-up
     one = min(timed_fit(X, y, n_chains=1) for _ in range(3))
     rows = [("1 chain", 1, one)]
-    for method, n_jobs in (("vectorized", None), ("sequential", None), ("parallel", 2)):
-        t = min(timed_fit(X, y, n_chains=8, chain_method=method, n_jobs=n_jobs) for _ in range(2))
-        rows.append((f"8 chains, {method}" + (f" ({n_jobs} jobs)" if n_jobs else ""), 8, t))
-    print(f"MLP [13, 50, 1], 500 rows, 100 draws per chain, L = 10, {args.threads} thread(s)")
+    for C in args.chains:
+        for method in args.methods:
+            if C == 1:
+                continue
+            n_jobs = 2 if method == "parallel" else None
+            t = min(
+                timed_fit(X, y, n_chains=C, chain_method=method, n_jobs=n_jobs) for _ in range(2)
+            )
+            rows.append((f"{C} chains, {method}" + (f" ({n_jobs} jobs)" if n_jobs else ""), C, t))
+    threads = torch.get_num_threads()
+    print(f"MLP [13, 50, 1], 500 rows, 100 draws per chain, L = 10, {threads} thread(s)")
     print(f"{'':<32}{'wall (s)':>10}{'per draw (ms)':>15}{'vs 1 chain':>12}")
     for name, _, t in rows:
         per_draw = t / 100

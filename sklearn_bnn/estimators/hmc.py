@@ -42,7 +42,10 @@ _PARAMS_DOC = """
     step_size : float or "auto", default="auto"
         Leapfrog step size; "auto" adapts it by dual averaging during warmup.
     n_steps : int, default=50
-        Leapfrog steps per trajectory (when ``trajectory_length`` is None).
+        Leapfrog steps per trajectory (when ``trajectory_length`` is None). With
+        ``sampler="hmc"`` each transition scales the step size by a factor uniform in
+        [0.5, 1.5] per chain (``HMC(step_jitter=0.5)``), so that a fixed step count does not
+        resonate with the posterior; ``sampler=HMC(step_jitter=0)`` turns that off.
     trajectory_length : float, default=None
         HMC only: the integration time of a trajectory instead of a step count. Each transition
         takes ``ceil(u * trajectory_length / step_size)`` steps with u drawn uniformly in

@@ -170,17 +170,9 @@ class ConstrainedHMCKernel(HMCKernel):
             n_steps=n_steps,
             integrator=ReflectingLeapfrog(lower, upper),
             divergence_threshold=divergence_threshold,
+            step_jitter=step_jitter,  # the jitter of HMCKernel.step, one factor per chain
         )
         self.lower, self.upper = lower, upper
-        self.step_jitter = step_jitter
-
-    def step(self, state: State, generator: torch.Generator, step_size=None, inv_mass=None):
-        """One constrained HMC transition for every chain (see :class:`~.hmc.HMCKernel`)."""
-        if self.step_jitter > 0:
-            eps = self._step_size(state, step_size)
-            u = torch.rand(eps.shape, generator=generator, dtype=eps.dtype, device=eps.device)
-            step_size = eps * (1 + self.step_jitter * (2 * u - 1))
-        return super().step(state, generator, step_size=step_size, inv_mass=inv_mass)
 
     def init(self, position: torch.Tensor, generator=None, *, n_warmup: int = 0) -> State:
         if position.ndim == 1:
