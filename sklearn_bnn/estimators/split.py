@@ -16,7 +16,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._registry import register
 from .._state_checks import is_int
 from .._utils import draw_seed, resolve_device
-from ..priors import GaussianPrior
+from ..priors import as_prior
 from ..targets import SplitTarget
 from .hmc import HMCClassifier, HMCRegressor
 
@@ -73,7 +73,7 @@ class _SplitSampling:
             X[order],
             targets[torch.as_tensor(order)],
             self._likelihood(),
-            GaussianPrior(self.prior_precision),
+            as_prior(self.prior_precision),
             n_splits=self.n_splits,
             split_size=self.split_size,
             data_device=None if self.data_device is None else resolve_device(self.data_device),
