@@ -22,8 +22,11 @@ Problems:
   default N(0, 1) prior against ``HierarchicalPrior()``; accuracy, NLL, ECE, mean confidence.
 
 For every sampled precision: posterior mean, bulk ESS of log tau per 1,000 draws (all chains
-together) and per 1,000 gradients (the whole fit's, warmup included, all chains), and split
-R-hat (``sklearn_bnn.diagnostics``). Times are only comparable within one run.
+together) and per 1,000 gradients (the whole fit's, warmup included, summed over chains;
+S3HMC counts two per step), and split
+R-hat (``sklearn_bnn.diagnostics``); and the bulk ESS of log |w_l|^2, the statistic a precision's
+conditional depends on (a precision drawn by Gibbs steps cannot mix faster than it). Times are
+only comparable within one run.
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/hierarchical_schemes.py --problem regression
 [--models gibbs joint] [--n-chains 4] [--n-warmup 500 --n-draws 500 --n-steps 50] [--seed 0]``.
@@ -83,7 +86,8 @@ def panel_data(seed):
 
 
 def make_model(problem, name, args):
-    """``gibbs``, ``joint`` or ``fixed`` (the default N(0, 1) prior) for ``problem``."""
+    """``gibbs`` (``gibbs_mass``: with ``adapt_mass=True``), ``joint`` or ``fixed`` (the
+    default N(0, 1) prior) for ``problem``."""
     budget = dict(
         n_warmup=args.n_warmup,
         n_draws=args.n_draws,
@@ -98,7 +102,8 @@ def make_model(problem, name, args):
         cls = HMCClassifier
     if name == "fixed":
         model = cls(**budget)
-    elif name == "gibbs":
+    elif name in ("gibbs", "gibbs_mass"):
+        budget["adapt_mass"] = name == "gibbs_mass"
         model = cls(prior_precision=HierarchicalPrior(scheme="gibbs"), **budget)
     elif name == "joint":
         model = cls(prior_precision=HierarchicalPrior(scheme="joint"), sampler="s3hmc", **budget)
@@ -131,12 +136,28 @@ def precision_rows(est):
         return []
     tau = est.precisions_.double().numpy()  # (chains, draws, K), fitted units
     grads = float(np.sum(est.diagnostics_["n_grad_evals"]))
+    if est.chain_method == "vectorized":  # counted once per batched step of all chains
+        grads *= est.samples_.n_chains
+    draws = est.samples_.draws.double()
+    sum_sq = {
+        f"precision[{n}]": np.log(w.square().sum(-1).numpy())
+        for n, w in zip(est.samples_.names, draws.split(est.network_.sizes, -1), strict=True)
+    }
     rows = []
     for k, name in enumerate(est.precision_names_):
         log_tau = np.log(tau[..., k])
         e = ess_bulk(log_tau)
+        s = sum_sq.get(name)
+        s_ess = float("nan") if s is None else 1000 * ess_bulk(s) / s.size
         rows.append(
-            (name, tau[..., k].mean(), 1000 * e / log_tau.size, 1000 * e / grads, rhat(log_tau))
+            (
+                name,
+                tau[..., k].mean(),
+                1000 * e / log_tau.size,
+                1000 * e / grads,
+                rhat(log_tau),
+                s_ess,
+            )
         )
     return rows
 
@@ -192,10 +213,15 @@ def main():
             print(f"  ({name}) {w.category.__name__}: {w.message}", flush=True)
         rows = precision_rows(est)
         if rows:
-            print("| precision | mean | bulk ESS / 1,000 draws | ESS / 1,000 gradients | R-hat |")
-            print("|---|---|---|---|---|")
-            for p, m, per_draw, per_grad, r in rows:
-                print(f"| {p} | {m:.3g} | {per_draw:.0f} | {per_grad:.2f} | {r:.3f} |")
+            print(
+                "| precision | mean | bulk ESS / 1,000 draws | ESS / 1,000 gradients | R-hat "
+                "| bulk ESS of log |w_l|^2 / 1,000 draws |"
+            )
+            print("|---|---|---|---|---|---|")
+            for p, m, per_draw, per_grad, r, s_ess in rows:
+                print(
+                    f"| {p} | {m:.3g} | {per_draw:.0f} | {per_grad:.2f} | {r:.3f} | {s_ess:.0f} |"
+                )
         print(flush=True)
 
 
