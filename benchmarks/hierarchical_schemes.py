@@ -132,8 +132,19 @@ def scores(problem, model, X, y):
 
 def precision_rows(est):
     """Per sampled precision: name, mean, ESS per 1,000 draws and gradients, R-hat."""
-    if not hasattr(est, "precisions_"):
-        return []
+    if not hasattr(est, "precisions_"):  # a fixed prior: the weights' statistic alone
+        draws = est.samples_.draws.double()
+        return [
+            (
+                f"(fixed) {n}",
+                float("nan"),
+                float("nan"),
+                float("nan"),
+                float("nan"),
+                1000 * ess_bulk(np.log(w.square().sum(-1).numpy())) / w[..., 0].numel(),
+            )
+            for n, w in zip(est.samples_.names, draws.split(est.network_.sizes, -1), strict=True)
+        ]
     tau = est.precisions_.double().numpy()  # (chains, draws, K), fitted units
     grads = float(np.sum(est.diagnostics_["n_grad_evals"]))
     if est.chain_method == "vectorized":  # counted once per batched step of all chains

