@@ -270,10 +270,12 @@ class Target:
     def split_draws(self, run):
         """``run`` with the names of the precisions its Gibbs blocks drew (kept as per-draw
         statistics) in ``run.gibbs_coordinates``: a hierarchical prior's, then the learned
-        noise's, the names S3HMC gives its sampled precisions."""
+        noise's when there is one output, the names S3HMC gives its sampled precisions."""
         if self._prior_blocks and run.draw_stats:
             names = [n for b in self._prior_blocks for n in b.stat_names]
-            names += ["noise_precision"] if "noise_precision" in run.draw_stats else []
+            noise = run.draw_stats.get("noise_precision")
+            # one output: the noise joins them, as in S3HMC; several stay (C, n, n_out) apart
+            names += ["noise_precision"] if noise is not None and noise.ndim == 2 else []
             run.gibbs_coordinates = [n for n in names if n in run.draw_stats]
         return run
 
