@@ -14,7 +14,7 @@ from sklearn.base import BaseEstimator
 
 from ._registry import register
 
-__all__ = ["BoundGaussianPrior", "GaussianPrior", "HierarchicalPrior", "Prior"]
+__all__ = ["BoundGaussianPrior", "GaussianPrior", "HierarchicalPrior", "Prior", "as_prior"]
 
 
 class Prior:
@@ -30,6 +30,12 @@ class Prior:
     def bind(self, names: Sequence[str], sizes: Sequence[int], *, dtype, device):
         """The prior laid over parameters ``names`` of ``sizes`` (flattened in that order)."""
         raise NotImplementedError
+
+
+def as_prior(value) -> Prior:
+    """``value`` itself when it is a prior object (e.g. a :class:`HierarchicalPrior`), else
+    the :class:`GaussianPrior` of that precision (a float, a sequence or a mapping)."""
+    return value if isinstance(value, Prior) else GaussianPrior(value)
 
 
 class GaussianPrior(Prior):
@@ -103,13 +109,27 @@ class BoundGaussianPrior:
 
     Parameters
     ----------
-    precision : tensor (D,)
-        tau, one precision per flattened parameter.
+    precision : tensor (D,) or (C, D)
+        tau, one precision per flattened parameter, or one row per chain (the per-chain
+        precisions a Gibbs block drew, :meth:`per_chain`); a single position (D,) then takes
+        the first row (one chain evaluated alone).
     """
 
     def __init__(self, precision: torch.Tensor):
         self.precision = precision
         self._weighted = None
+
+    @classmethod
+    def per_chain(cls, precision: torch.Tensor) -> BoundGaussianPrior:
+        """The prior of every chain c at its own precision ``precision[c]`` (C, D)."""
+        if precision.ndim != 2:
+            raise ValueError(f"per-chain precisions must be (C, D), got {tuple(precision.shape)}.")
+        return cls(precision)
+
+    def select_chains(self, idx) -> BoundGaussianPrior:
+        """The prior of the chains ``idx`` only (itself when the precision is shared)."""
+        tau = self.precision
+        return self if tau.ndim == 1 else BoundGaussianPrior(tau[idx])
 
     def weighted_precision(self, weight: float = 1.0) -> torch.Tensor:
         """``weight * tau`` (cached: split integrators ask for 1/M at every subset)."""
@@ -121,22 +141,30 @@ class BoundGaussianPrior:
             self._weighted = (key, tau, weight * tau)
         return self._weighted[2]
 
+    def _tau(self, theta: torch.Tensor, weight: float) -> torch.Tensor:
+        """``weight * tau`` shaped for ``theta``: a per-chain row for one position (D,)."""
+        tau = self.weighted_precision(weight)
+        return tau[0] if tau.ndim == 2 and theta.ndim == 1 else tau
+
     def log_prob(self, theta: torch.Tensor, weight: float = 1.0) -> torch.Tensor:
         """``weight`` times the log density at ``theta`` (C, D) -> (C,) (or (D,) -> scalar)."""
-        return -0.5 * torch.matmul(theta.detach().square(), self.weighted_precision(weight))
+        tau = self._tau(theta, weight)
+        if tau.ndim == 1:
+            return -0.5 * torch.matmul(theta.detach().square(), tau)
+        return -0.5 * (theta.detach().square() * tau).sum(-1)
 
     def grad(self, theta: torch.Tensor, weight: float = 1.0) -> torch.Tensor:
         """``weight`` times the gradient of the log density, -w tau theta."""
-        return -self.weighted_precision(weight) * theta.detach()
+        return -self._tau(theta, weight) * theta.detach()
 
     def add_grad_(self, grad: torch.Tensor, theta: torch.Tensor, weight: float = 1.0):
         """``grad += weight * grad log p(theta)`` in place; returns ``grad``."""
-        return grad.addcmul_(self.weighted_precision(weight), theta.detach(), value=-1.0)
+        return grad.addcmul_(self._tau(theta, weight), theta.detach(), value=-1.0)
 
     def neg_grad_into(self, out: torch.Tensor, theta: torch.Tensor, weight: float = 1.0):
         """``out = -weight * grad log p(theta)`` written into ``out`` (the hot path of one
         chain's gradient, which then accumulates the likelihood's backward pass on top)."""
-        return torch.mul(self.weighted_precision(weight), theta, out=out)
+        return torch.mul(self._tau(theta, weight), theta, out=out)
 
 
 @register
@@ -146,7 +174,7 @@ class HierarchicalPrior(Prior, BaseEstimator):
     w_i | tau ~ N(0, 1/tau_l) for the weights of tensor l (each layer's weights and biases
     separately), tau_l ~ Gamma(alpha, beta), and for regression the output noise precision
     lambda ~ Gamma(noise_alpha, noise_beta) (seeds/002 §2, App. C; seeds/003 §6.2). The
-    precisions are sampled with the weights (``sampler="s3hmc"``); nothing needs guessing.
+    precisions are sampled with the weights; nothing needs guessing.
 
     Parameters
     ----------
@@ -158,24 +186,48 @@ class HierarchicalPrior(Prior, BaseEstimator):
         the default has its mode at 10 on the regressors' standardised targets.
     learn_noise : bool, default=True
         Regression: sample the output noise precision (the estimator's ``noise_precision`` is
-        then only its starting value).
+        then only its starting value). With ``scheme="gibbs"`` and ``learn_noise=False``, the
+        noise is as the estimator's ``noise_precision`` / ``noise_prior`` make it.
+    scheme : {"gibbs", "joint"}, default="gibbs"
+        How the precisions are sampled. ``"gibbs"``: the estimator's sampler (HMC, NUTS, split
+        HMC) moves the weights given the precisions, and each transition ends with exact draws
+        of every precision from its conjugate conditional, tau_l | w ~ Gamma(alpha + n_l/2,
+        beta + |w_l|^2/2), and of the noise precision given the residuals (Neal 1996, §3.2;
+        :class:`~sklearn_bnn.targets.PriorPrecisionGibbs`). ``"joint"``: weights and
+        log-precisions form one position, sampled together by ``sampler="s3hmc"``
+        (seeds/002). ``sampler="s3hmc"`` always samples jointly. See docs/rmhmc.md for the
+        comparison that made ``"gibbs"`` the default.
     """
 
-    def __init__(self, alpha=2.0, beta=1.0, noise_alpha=2.0, noise_beta=0.1, learn_noise=True):
+    def __init__(
+        self,
+        alpha=2.0,
+        beta=1.0,
+        noise_alpha=2.0,
+        noise_beta=0.1,
+        learn_noise=True,
+        scheme="gibbs",
+    ):
         self.alpha = alpha
         self.beta = beta
         self.noise_alpha = noise_alpha
         self.noise_beta = noise_beta
         self.learn_noise = learn_noise
+        self.scheme = scheme
 
     def check(self) -> None:
         for name, low in (("alpha", 0.5), ("beta", 0.0), ("noise_alpha", 1.0), ("noise_beta", 0.0)):
             v = getattr(self, name)
             if not (isinstance(v, numbers.Real) and not isinstance(v, bool) and v > low):
                 raise ValueError(f"HierarchicalPrior {name} must be a number > {low}, got {v!r}.")
+        if self.scheme not in SCHEMES:
+            raise ValueError(
+                f"HierarchicalPrior scheme must be one of {SCHEMES}, got {self.scheme!r}."
+            )
 
     def bind(self, names, sizes, *, dtype, device) -> BoundGaussianPrior:
-        """A Gaussian prior at the hyperprior's mean precision alpha / beta (for a MAP start)."""
+        """A Gaussian prior at the hyperprior's mean precision alpha / beta (the MAP start, and
+        the precision until a Gibbs block draws each chain's own)."""
         return GaussianPrior(self.alpha / self.beta).bind(names, sizes, dtype=dtype, device=device)
 
     def to_state(self) -> dict:
@@ -183,15 +235,25 @@ class HierarchicalPrior(Prior, BaseEstimator):
 
     @classmethod
     def _check_state(cls, state: dict) -> None:
-        """A saved prior holds exactly its parameters, as numbers (checked before building)."""
+        """A saved prior holds exactly its parameters, as numbers (checked before building);
+        files written before ``scheme`` existed were sampled jointly and read so."""
         expected = set(cls().get_params())
+        if isinstance(state, dict) and "scheme" not in state:
+            state["scheme"] = "joint"
         if not isinstance(state, dict) or set(state) != expected:
             raise ValueError(f"a HierarchicalPrior state must hold {sorted(expected)}.")
         for name, value in state.items():
-            if type(value) not in (int, float, bool):
+            if name == "scheme":
+                if value not in SCHEMES:
+                    raise ValueError(f"HierarchicalPrior scheme must be one of {SCHEMES}.")
+            elif type(value) not in (int, float, bool):
                 raise ValueError(f"HierarchicalPrior {name} must be a number, got {value!r}.")
         cls(**state).check()
 
     @classmethod
     def from_state(cls, state: dict):
         return cls(**state)
+
+
+#: How :class:`HierarchicalPrior` samples its precisions.
+SCHEMES = ("gibbs", "joint")

@@ -47,7 +47,7 @@ from .._utils import (
 )
 from ..diagnostics import ess_bulk, ess_tail, format_summary, rhat
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
-from ..priors import GaussianPrior, HierarchicalPrior
+from ..priors import GaussianPrior, HierarchicalPrior, as_prior
 from ..samplers import CHAIN_METHODS, SAMPLERS, resolve_sampler, run_sampler
 from ..samplers._summary import run_summary
 from ..samples import PosteriorSamples
@@ -265,8 +265,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         self._step_size_per_chain = run.step_size
         self._inv_mass = run.inv_mass
         self._record_diagnostics(run, continuing, X)
-        if run.moved_coordinates:
-            record_precisions(self, run.moved_coordinates)
+        if run.moved_coordinates or run.gibbs_coordinates:
+            record_precisions(self, run.moved_coordinates or run.gibbs_coordinates)
         return self
 
     def _check_warm_start(self, n_features: int, n_outputs: int) -> None:
@@ -291,12 +291,14 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
 
     def _make_target(self, network: FunctionalNetwork, X, targets, seed) -> Target:
         """The posterior density to sample (subclasses may split the data, drawing from
-        ``seed``, the fit's "data" ``SeedSequence``). A hierarchical prior gives the joint
-        density of the weights and their log-precisions (seeds/002)."""
-        if isinstance(self.prior_precision, HierarchicalPrior):
+        ``seed``, the fit's "data" ``SeedSequence``). A hierarchical prior sampled jointly gives
+        the density of the weights and their log-precisions (seeds/002); sampled by Gibbs
+        steps, the network target with its Gibbs blocks."""
+        prior = self.prior_precision
+        if isinstance(prior, HierarchicalPrior) and prior.scheme == "joint":
             base = Target(network, X, targets, self._likelihood(), GaussianPrior(1.0))
-            return hierarchical_target(base, self.prior_precision)
-        return Target(network, X, targets, self._likelihood(), GaussianPrior(self.prior_precision))
+            return hierarchical_target(base, prior)
+        return Target(network, X, targets, self._likelihood(), as_prior(prior))
 
     def _sampler_defaults(self) -> dict:
         """The flat parameters that configure a sampler given by name (a family's)."""
@@ -475,7 +477,7 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         )
         check_named_shapes("network_ constants", net_state["constants"], net._constants, what)
         chains, dim = samples.n_chains, samples.dim
-        if state.get("precisions_") is not None:  # the chains also move the log-precisions
+        if state.get("precisions_") is not None:  # sampled precisions (S3HMC or Gibbs)
             names = state.get("precision_names_")
             n_hyper = len(names) if isinstance(names, list | tuple) else -1
             if tuple(state["precisions_"].shape) != (chains, samples.n_draws, n_hyper):
@@ -483,7 +485,9 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
                     f"precisions_ does not have the shape ({chains}, {samples.n_draws}, "
                     "len(precision_names_))."
                 )
-            dim += n_hyper
+            # S3HMC's chains also move the log-precisions; Gibbs blocks keep them aside
+            if state["_last_position"].shape[-1] == dim + n_hyper:
+                dim += n_hyper
         if tuple(state["_last_position"].shape) != (chains, dim):
             raise ValueError(f"_last_position does not have the shape ({chains}, {dim}).")
         if len(state["_step_size_per_chain"]) != chains:

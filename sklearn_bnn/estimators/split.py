@@ -16,7 +16,7 @@ from .._registry import register
 from .._seeding import numpy_rng
 from .._state_checks import is_int
 from .._utils import resolve_device
-from ..priors import GaussianPrior
+from ..priors import as_prior
 from ..targets import SplitTarget
 from ._base import BaseSamplingEstimator, store_params
 from ._calibration import CALIBRATION_DOC
@@ -78,7 +78,7 @@ class _SplitParams(_TrajectoryParams):
             X[order],
             targets[torch.as_tensor(order)],
             self._likelihood(),
-            GaussianPrior(self.prior_precision),
+            as_prior(self.prior_precision),
             n_splits=self.n_splits,
             split_size=self.split_size,
             data_device=None if self.data_device is None else resolve_device(self.data_device),

@@ -28,7 +28,7 @@ from .geometry import (
     SoftAbsMetric,
     as_metric,
 )
-from .gibbs import GibbsKernel, GibbsState
+from .gibbs import BlockSequence, GibbsKernel, GibbsState
 from .hmc import HMC, HMCKernel, metropolis_hastings
 from .integrators import (
     INTEGRATORS,
@@ -61,6 +61,7 @@ __all__ = [
     "DiagonalSoftAbsMetric",
     "EuclideanMetric",
     "FisherMetric",
+    "BlockSequence",
     "GibbsKernel",
     "GibbsState",
     "IdentityMetric",

@@ -38,6 +38,9 @@ class ChainRun:
     # sampled coordinates moved out of ``draws`` into ``draw_stats`` (a hierarchical target's
     # precisions), by name
     moved_coordinates: list = field(default_factory=list)
+    # sampled values drawn by Gibbs blocks (kept in the chain state, not in ``draws``), whose
+    # per-draw statistics the estimators report as sampled hyperparameters, by name
+    gibbs_coordinates: list = field(default_factory=list)
 
 
 def chain_seeds(seed, n_chains: int) -> list[int]:

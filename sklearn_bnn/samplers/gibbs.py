@@ -25,9 +25,11 @@ A **Gibbs block** is an object with
 - ``condition(target, values) -> target``: the density of the position given the values;
 - ``stats(values) -> dict``: per-chain statistics kept beside each draw.
 
-A target declares the blocks its model has with ``gibbs_blocks()`` (the network targets: the
+A target declares the blocks its model has with ``gibbs_blocks()`` (the network targets: a
+hierarchical prior's precisions, :class:`~sklearn_bnn.targets.PriorPrecisionGibbs`, and the
 learned noise precision, :class:`~sklearn_bnn.targets.NoisePrecisionGibbs`); :func:`kernel_for`
-wraps a sampler's kernel in one :class:`GibbsKernel` per block.
+wraps a sampler's kernel in one :class:`GibbsKernel`, whose block is :class:`BlockSequence` when
+there are several.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import torch
 
 from ._base import Info, Kernel, State
 
-__all__ = ["GibbsKernel", "GibbsState", "kernel_for", "with_gibbs_blocks"]
+__all__ = ["BlockSequence", "GibbsKernel", "GibbsState", "kernel_for", "with_gibbs_blocks"]
 
 
 class GibbsState(NamedTuple):
@@ -116,14 +118,66 @@ class GibbsKernel(Kernel):
         return self.inner.progress(info)
 
 
+class BlockSequence:
+    """Several Gibbs blocks as one: each drawn in turn given the others (a systematic-scan
+    Gibbs sweep), their values side by side in the state (C, k_1 + k_2 + ...).
+
+    Block j is drawn from its conditional on the target conditioned on the blocks before it
+    (already drawn this sweep); a block's draw depends on the position only, so the blocks
+    before the last are drawn with their ``draw(target, state, generator)`` when they have one
+    (no re-evaluation), and the last block's ``update`` re-evaluates the state under all the new
+    values. Every draw is exact, so the sweep leaves the joint posterior invariant.
+
+    Parameters
+    ----------
+    blocks : list
+        The Gibbs blocks, in the order they are drawn.
+    """
+
+    def __init__(self, blocks):
+        self.blocks = list(blocks)
+        self.widths = None  # columns of each block's values, known from the first draw
+
+    def update(self, target, state, generator: torch.Generator):
+        parts = []
+        for block in self.blocks[:-1]:
+            draw = getattr(block, "draw", None)
+            if draw is None:
+                values = block.update(target, state, generator)[0]
+            else:
+                values = draw(target, state, generator)
+            target = block.condition(target, values)
+            parts.append(values)
+        values, state = self.blocks[-1].update(target, state, generator)
+        parts.append(values)
+        self.widths = [p.shape[1] for p in parts]
+        return torch.cat(parts, 1), state
+
+    def _split(self, values: torch.Tensor):
+        if self.widths is None:
+            raise RuntimeError("BlockSequence: the values are split after a first update.")
+        return values.split(self.widths, 1)
+
+    def condition(self, target, values: torch.Tensor):
+        for block, part in zip(self.blocks, self._split(values), strict=True):
+            target = block.condition(target, part)
+        return target
+
+    def stats(self, values: torch.Tensor) -> dict:
+        out = {}
+        for block, part in zip(self.blocks, self._split(values), strict=True):
+            out.update(block.stats(part))
+        return out
+
+
 def with_gibbs_blocks(kernel: Kernel, target) -> Kernel:
-    """``kernel`` composed with the Gibbs blocks ``target`` declares (``gibbs_blocks()``),
-    or ``kernel`` itself when it declares none."""
+    """``kernel`` composed with the Gibbs blocks ``target`` declares (``gibbs_blocks()``;
+    several as one :class:`BlockSequence`), or ``kernel`` itself when it declares none."""
     blocks = getattr(target, "gibbs_blocks", None)
     blocks = list(blocks()) if callable(blocks) else []
-    if len(blocks) > 1:
-        raise NotImplementedError("one Gibbs block per target is supported.")
-    return GibbsKernel(kernel, blocks[0]) if blocks else kernel
+    if not blocks:
+        return kernel
+    return GibbsKernel(kernel, blocks[0] if len(blocks) == 1 else BlockSequence(blocks))
 
 
 def kernel_for(sampler, target) -> Kernel:

@@ -235,6 +235,14 @@ class RMHMC(Sampler):
             raise ValueError(f"metric must be a metric object with evaluate(), got {metric!r}.")
         itemsize = torch.finfo(getattr(target, "dtype", torch.float64)).bits // 8
         metric.check(int(target.dim), 1, itemsize)
+        blocks = getattr(target, "gibbs_blocks", None)
+        blocks = blocks() if callable(blocks) else []
+        if any(hasattr(b, "stat_names") for b in blocks):  # HierarchicalPrior(scheme="gibbs")
+            raise ValueError(
+                "RMHMC samples the weights under a fixed prior; a HierarchicalPrior's "
+                "precisions are sampled by S3HMC (sampler=S3HMC()) or, with "
+                "scheme='gibbs', by Gibbs steps beside HMC or NUTS."
+            )
         if getattr(target, "n_hyper", 0):
             raise ValueError(
                 "RMHMC samples the weights under a fixed prior; this target also carries "

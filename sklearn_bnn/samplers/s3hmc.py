@@ -106,11 +106,15 @@ class S3HMC(Sampler):
 
     def prepare_target(self, target):
         """A network target becomes the joint target of its weights and per-tensor
-        log-precisions under the default :class:`~sklearn_bnn.priors.HierarchicalPrior`; a
-        hierarchical target (or any other) is sampled as it is."""
+        log-precisions under its own :class:`~sklearn_bnn.priors.HierarchicalPrior` (whatever
+        its ``scheme``: S3HMC samples jointly) or the default one; a hierarchical target (or
+        any other) is sampled as it is."""
         if isinstance(target, HierarchicalTarget) or not hasattr(target, "network"):
             return target
-        return hierarchical_target(target, HierarchicalPrior())
+        prior = getattr(target, "prior", None)
+        if not isinstance(prior, HierarchicalPrior):
+            prior = HierarchicalPrior()
+        return hierarchical_target(target, prior)
 
     def build(self, target) -> S3HMCKernel:
         self.check_target(target)

@@ -11,12 +11,14 @@ Every target gives ``value_and_grad(theta)`` on a (C, D) batch of positions, wit
 - :class:`FunctionTarget`: any torch function ``theta -> log p``;
 - :class:`HierarchicalTarget`: a network's weights jointly with per-group log-precisions
   (S3HMC's, :func:`hierarchical_target`);
-- :class:`NoisePrecisionGibbs`: the Gibbs block of a learned noise precision, which the network
-  targets declare in ``gibbs_blocks()``.
+- :class:`NoisePrecisionGibbs`, :class:`PriorPrecisionGibbs`: the Gibbs blocks of a learned
+  noise precision and of a hierarchical prior's per-tensor precisions
+  (``HierarchicalPrior(scheme="gibbs")``), which the network targets declare in
+  ``gibbs_blocks()``.
 """
 
 from ._function import FunctionTarget
-from ._gibbs import NoisePrecisionGibbs
+from ._gibbs import NoisePrecisionGibbs, PriorPrecisionGibbs
 from ._hierarchical import HierarchicalTarget, hierarchical_target
 from ._minibatch import MinibatchTarget
 from ._network import FunctionalNetwork, Target
@@ -31,6 +33,7 @@ __all__ = [
     "MinibatchTarget",
     "NetworkTarget",
     "NoisePrecisionGibbs",
+    "PriorPrecisionGibbs",
     "SplitTarget",
     "Target",
     "hierarchical_target",

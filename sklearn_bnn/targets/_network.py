@@ -18,8 +18,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
-from ..priors import GaussianPrior
-from ._gibbs import NoisePrecisionGibbs
+from ..priors import BoundGaussianPrior, GaussianPrior
+from ._gibbs import NoisePrecisionGibbs, hierarchical_blocks, hierarchical_noise
 
 __all__ = ["FunctionalNetwork", "Target"]
 
@@ -172,7 +172,9 @@ class Target:
         With ``log_prob(output, y) -> scalar`` summed over points (see :mod:`.likelihoods`).
     prior : Prior
         The prior over the flattened parameters (:mod:`sklearn_bnn.priors`), bound here to the
-        network's layout as ``prior_density``.
+        network's layout as ``prior_density``. A ``HierarchicalPrior(scheme="gibbs")`` adds
+        the Gibbs block of its precisions (:meth:`gibbs_blocks`) and, with ``learn_noise``,
+        makes a Gaussian likelihood's noise precision learned under its Gamma hyperprior.
 
     Examples
     --------
@@ -193,8 +195,9 @@ class Target:
     def __init__(self, network: FunctionalNetwork, X, y, likelihood, prior: GaussianPrior):
         self.network = network
         self.device, self.dtype, self.dim = network.device, network.dtype, network.dim
-        self.likelihood = likelihood
+        self.likelihood = hierarchical_noise(prior, likelihood)
         self.prior = prior
+        self._prior_blocks = hierarchical_blocks(prior, network)
         self.prior_density = prior.bind(
             network.names, network.sizes, dtype=self.dtype, device=self.device
         )
@@ -238,12 +241,13 @@ class Target:
         """The (tempered) log prior density, ``weight`` times, at ``theta`` (C, D)."""
         return self._tempered(self.prior_density.log_prob(theta, weight))
 
-    # -- Gibbs blocks of the likelihood's own parameters ---------------------------------------
+    # -- Gibbs blocks: the likelihood's noise, a hierarchical prior's precisions ------------
     def gibbs_blocks(self) -> list:
-        """The Gibbs blocks of this model (:mod:`sklearn_bnn.samplers.gibbs`): the noise
-        precision when the likelihood learns it, else none."""
+        """The Gibbs blocks of this model (:mod:`sklearn_bnn.samplers.gibbs`): a hierarchical
+        prior's precisions (``HierarchicalPrior(scheme="gibbs")``), then the noise precision
+        when the likelihood learns it."""
         learns = getattr(self.likelihood, "learns_precision", False)
-        return [NoisePrecisionGibbs()] if learns else []
+        return list(self._prior_blocks) + ([NoisePrecisionGibbs()] if learns else [])
 
     def with_noise_precision(self, tau: torch.Tensor) -> Target:
         """This target with the noise precision of each chain set to its row of ``tau``
@@ -253,6 +257,27 @@ class Target:
         conditioned = copy.copy(self)
         conditioned.likelihood = self.likelihood.with_chain_precision(tau)
         return conditioned
+
+    def with_prior_precision(self, precision: torch.Tensor) -> Target:
+        """This target with the prior precision of each chain set to its row of ``precision``
+        (C, D), one per weight: a shallow copy sharing the network, the data and the
+        likelihood. This target is left unchanged."""
+        self._flat_module()
+        conditioned = copy.copy(self)
+        conditioned.prior_density = BoundGaussianPrior.per_chain(precision)
+        return conditioned
+
+    def split_draws(self, run):
+        """``run`` with the names of the precisions its Gibbs blocks drew (kept as per-draw
+        statistics) in ``run.gibbs_coordinates``: a hierarchical prior's, then the learned
+        noise's when there is one output, the names S3HMC gives its sampled precisions."""
+        if self._prior_blocks and run.draw_stats:
+            names = [n for b in self._prior_blocks for n in b.stat_names]
+            noise = run.draw_stats.get("noise_precision")
+            # one output: the noise joins them, as in S3HMC; several stay (C, n, n_out) apart
+            names += ["noise_precision"] if noise is not None and noise.ndim == 2 else []
+            run.gibbs_coordinates = [n for n in names if n in run.draw_stats]
+        return run
 
     def _residual_sum_of_squares(self, theta: torch.Tensor) -> torch.Tensor:
         """Sum over the data of the squared residuals per chain and output (C, n_out)."""
@@ -273,10 +298,18 @@ class Target:
 
     def select_chains(self, idx: torch.Tensor) -> Target:
         """The density of the chains ``idx`` only: itself, or for a target conditioned on
-        per-chain noise precisions, the one conditioned on theirs (NUTS evaluates the chains
-        still growing their trees)."""
+        per-chain noise or prior precisions, the one conditioned on theirs (NUTS evaluates the
+        chains still growing their trees)."""
+        out = self
         tau = getattr(self.likelihood, "chain_precision", None)
-        return self if tau is None else self.with_noise_precision(tau[idx])
+        if tau is not None:
+            out = out.with_noise_precision(tau[idx])
+        select = getattr(self.prior_density, "select_chains", None)
+        prior = self.prior_density if select is None else select(idx)
+        if prior is not self.prior_density:
+            out = copy.copy(out) if out is self else out
+            out.prior_density = prior
+        return out
 
     def _state_under_new_noise(self, state, sum_sq: torch.Tensor, tau: torch.Tensor):
         """The state's log density and gradient on this target (conditioned on the ``tau`` a

@@ -1,4 +1,5 @@
-"""Estimators with a hierarchical prior (S3HMC) and with RMHMC (seeds/002, seeds/003 ch. 5-6)."""
+"""Estimators with a hierarchical prior (S3HMC, or Gibbs steps beside HMC) and with RMHMC
+(seeds/002, seeds/003 ch. 5-6)."""
 
 import numpy as np
 import pytest
@@ -7,6 +8,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_bnn import HMCClassifier, HMCRegressor
 from sklearn_bnn._persistence import load, save
+from sklearn_bnn.estimators.split import SplitHMCRegressor
 from sklearn_bnn.priors import HierarchicalPrior
 from sklearn_bnn.samplers import RMHMC, S3HMC
 
@@ -24,6 +26,8 @@ FAST = dict(
     [
         HMCClassifier(prior_precision=HierarchicalPrior(), sampler="s3hmc", **FAST),
         HMCRegressor(prior_precision=HierarchicalPrior(), sampler=S3HMC(n_steps=3), **FAST),
+        HMCClassifier(prior_precision=HierarchicalPrior(scheme="gibbs"), **FAST),
+        HMCRegressor(prior_precision=HierarchicalPrior(scheme="gibbs"), sampler="nuts", **FAST),
     ]
 )
 def test_sklearn_contract_with_a_hierarchical_prior(estimator, check):
@@ -94,3 +98,45 @@ def test_rmhmc_on_a_small_network():
     reg.fit(X, y)
     assert reg.samples_.draws.shape == (1, 4, 10)
     assert np.isfinite(reg.predict(X)).all()
+
+
+@pytest.mark.parametrize("scheme", ["gibbs", "joint"])
+def test_both_schemes_report_the_precisions_the_same_way(tmp_path, scheme):
+    X, y = _regression()
+    sampler = "s3hmc" if scheme == "joint" else "hmc"
+    reg = HMCRegressor(
+        prior_precision=HierarchicalPrior(scheme=scheme),
+        sampler=sampler,
+        n_chains=2,
+        warm_start=True,
+        **FAST,
+    ).fit(X, y)
+    names = ["precision[0.weight]", "precision[0.bias]", "precision[2.weight]", "precision[2.bias]"]
+    assert reg.precision_names_ == names + ["noise_precision"]
+    assert reg.precisions_.shape == (2, 10, 5) and (reg.precisions_ > 0).all()
+    assert set(reg.diagnostics_["rhat_precisions"]) == set(names + ["noise_precision"])
+    for k, name in enumerate(names):
+        assert torch.equal(reg.samples_.stats[name], reg.precisions_[..., k])
+    path = tmp_path / "reg.pt"
+    save(reg, path)
+    back = load(path)
+    assert torch.equal(back.precisions_, reg.precisions_)
+    assert back.prior_precision.scheme == scheme
+    np.testing.assert_allclose(back.predict(X), reg.predict(X))
+    reg.fit(X, y)  # warm start: the chains continue, the precisions drawn afresh given them
+    assert reg.precisions_.shape == (2, 20, 5)
+
+
+def test_split_hmc_takes_the_gibbs_scheme_and_refuses_the_joint_one():
+    X, y = _regression()
+    kw = dict(hidden_layer_sizes=(4,), n_draws=5, n_warmup=5, n_steps=3, n_splits=2)
+    reg = SplitHMCRegressor(prior_precision=HierarchicalPrior(), **kw).fit(X, y)
+    assert reg.precisions_.shape == (1, 5, 5)
+    with pytest.raises(ValueError, match="scheme"):
+        SplitHMCRegressor(prior_precision=HierarchicalPrior(scheme="joint"), **kw).fit(X, y)
+
+
+def test_bad_scheme_is_refused_by_name():
+    X, y = _regression()
+    with pytest.raises(ValueError, match="scheme"):
+        HMCRegressor(prior_precision=HierarchicalPrior(scheme="gibs"), **FAST).fit(X, y)
