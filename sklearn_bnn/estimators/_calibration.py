@@ -124,7 +124,8 @@ def calibrated(proba: np.ndarray, posterior: np.ndarray) -> np.ndarray:
     out = np.zeros_like(proba)
     for temperature, weight in posterior.T:
         out += weight * temper(proba, float(temperature))
-    return out
+    # rounding in the weighted sum can leave a certain class at 1 + 2e-16
+    return np.clip(out / out.sum(axis=-1, keepdims=True), 0.0, 1.0)
 
 
 def held_out_rows(y: np.ndarray, fraction: float, seed) -> tuple[np.ndarray, np.ndarray] | None:

@@ -79,6 +79,15 @@ def test_calibrated_averages_the_tempered_predictives():
     np.testing.assert_allclose(mix.sum(1), 1.0)
 
 
+def test_calibrated_probabilities_stay_within_zero_and_one():
+    rng = np.random.default_rng(2)
+    p = _softmax(40 * rng.normal(size=(2000, 7)))  # many rows certain to rounding
+    posterior = np.array([np.exp(np.linspace(-2, 2, 81)), np.full(81, 1 / 81)])
+    out = calibrated(p, posterior)
+    assert out.min() >= 0.0 and out.max() <= 1.0
+    np.testing.assert_allclose(out.sum(1), 1.0, atol=1e-12)
+
+
 def test_held_out_rows_are_a_stratified_partition():
     y = np.repeat([0, 1, 2], [60, 30, 10])
     fit_rows, held = held_out_rows(y, 0.2, seed=3)
