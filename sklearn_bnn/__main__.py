@@ -75,7 +75,7 @@ def load_split(seed: int = 0):
     return X_train, y_train, X_test, y_test, X[~seen]
 
 
-def score_model(y_test, draws_test, draws_ood, labels) -> dict:
+def score_model(y_test, draws_test, draws_ood, labels, proba=None) -> dict:
     """In-distribution scores and OOD detection of a model from its per-draw probabilities.
 
     Parameters
@@ -87,6 +87,10 @@ def score_model(y_test, draws_test, draws_ood, labels) -> dict:
     draws_ood : ndarray of shape (n_draws, n_ood, n_classes)
         The same on the out-of-distribution inputs.
     labels : array-like of shape (n_classes,)
+    proba : pair of ndarrays, optional
+        The model's ``predict_proba`` on the test and the OOD inputs, when it is not the mean
+        of the draws (a calibrated model average); the scores and the entropy are read from
+        it, the mutual information from the draws.
 
     Returns
     -------
@@ -108,19 +112,21 @@ def score_model(y_test, draws_test, draws_ood, labels) -> dict:
         predictive_entropy,
     )
 
-    proba = draws_test.mean(axis=0)
+    proba_test, proba_ood = proba or (draws_test.mean(axis=0), draws_ood.mean(axis=0))
+    proba = proba_test
     is_ood = np.r_[np.zeros(draws_test.shape[1]), np.ones(draws_ood.shape[1])]
     both = np.concatenate([draws_test, draws_ood], axis=1)
+    mean_both = np.concatenate([proba_test, proba_ood])[None]
     row = {
         "accuracy": float(np.mean(np.asarray(labels)[proba.argmax(1)] == y_test)),
         "nll": negative_log_likelihood(y_test, proba, labels=labels),
         "ece": expected_calibration_error(y_test, proba, labels=labels),
         "brier": brier_score(y_test, proba, labels=labels),
-        "auroc_entropy": float(roc_auc_score(is_ood, predictive_entropy(both))),
+        "auroc_entropy": float(roc_auc_score(is_ood, predictive_entropy(mean_both))),
         "auroc_mi": None,
         "mean_confidence": float(proba.max(axis=1).mean()),
-        "mean_entropy_test": float(predictive_entropy(draws_test).mean()),
-        "mean_entropy_ood": float(predictive_entropy(draws_ood).mean()),
+        "mean_entropy_test": float(predictive_entropy(proba_test[None]).mean()),
+        "mean_entropy_ood": float(predictive_entropy(proba_ood[None]).mean()),
     }
     if len(both) > 1:
         row["auroc_mi"] = float(roc_auc_score(is_ood, mutual_information(both)))
@@ -338,10 +344,12 @@ def demo(out_dir: Path, budget: dict, seed: int = 0) -> dict:
             np.stack([m.predict_proba(X) for m in members]) for X in (X_test, X_ood)
         ),
     }
+    # HMC's predict_proba is its calibrated model average (docs/hmc.md, "Calibration")
+    probas = {"HMC": tuple(_float64(hmc.predict_proba(X)) for X in (X_test, X_ood))}
     labels = np.asarray(IN_CLASSES)
     rows = {}
     for name, (d_test, d_ood) in draws.items():
-        rows[name] = score_model(y_test, d_test, d_ood, labels)
+        rows[name] = score_model(y_test, d_test, d_ood, labels, probas.get(name))
         rows[name]["seconds"] = seconds[name]
         rows[name]["ratio"] = seconds[name] / seconds["MLP"]
 
