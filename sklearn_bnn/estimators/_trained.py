@@ -63,10 +63,18 @@ class TrainedEstimator(WeightsOnlyMixin, BaseEstimator):
         rng = np.random.RandomState(int(state))  # scikit-learn's splitters take a RandomState
         return validation_split(n, self.validation_fraction, rng, stratify=stratify)
 
-    def _begin_predict(self, X, modules):
-        """Checked ``X`` and ``modules`` on the prediction device (the fit's device, or the CPU
-        where CUDA is missing; copies, so the fitted modules stay on the CPU)."""
+    def _begin_predict(self, X, attribute: str):
+        """Checked ``X`` and the fitted modules on the prediction device (the fit's device, or
+        the CPU where CUDA is missing; copies, so the fitted modules stay on the CPU).
+
+        ``attribute`` names the fitted attribute holding the modules (one module or a list of
+        them), read only after ``check_is_fitted``: a caller passing ``self.module_`` itself
+        would raise ``AttributeError`` on an unfitted estimator instead of ``NotFittedError``.
+        Returns ``(X, device, modules)`` with ``modules`` a list.
+        """
         check_is_fitted(self)
+        modules = getattr(self, attribute)
+        modules = list(modules) if isinstance(modules, (list, tuple)) else [modules]
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         device = predict_device(self.device)
         if device.type != "cpu":

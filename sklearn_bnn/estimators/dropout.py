@@ -228,7 +228,7 @@ class _MCDropoutBase(TrainedEstimator):
         rows' float64 outputs (n_predict_draws, rows, n_out) to (rows, ...) before the chunks are
         joined, so the draws of all rows are never held at once.
         """
-        X, device, (net,) = self._begin_predict(X, [self.module_])
+        X, device, (net,) = self._begin_predict(X, "module_")
         dtype = next(net.parameters()).dtype
         generator = torch.Generator(device).manual_seed(self.mc_seed_)
         Xt = torch.tensor(X, dtype=dtype, device=device)

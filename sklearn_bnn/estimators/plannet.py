@@ -313,7 +313,7 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
 
     # ------------------------------------------------------------------ prediction
     def _prepare(self, X):
-        X, device, nets = self._begin_predict(X, self.estimators_)
+        X, device, nets = self._begin_predict(X, "estimators_")
         dtype = next(self.estimators_[0].parameters()).dtype
         Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=dtype, device=device)
         return nets, Xs

@@ -69,7 +69,13 @@ MCMC_ESTIMATORS = [
     SplitHMCRegressor(n_splits=2, n_init_steps=100, **FAST),
     HMCRegressor(sampler=NUTS(max_tree_depth=3), **FAST),
     SGMCMCClassifier(**SG_FAST),
-    SGMCMCRegressor(**SG_FAST),
+    # A smaller step for the regressor: at step_size=0.01 (learning rate eps**2 = 1e-4 on the
+    # summed loss, scaled by the learned noise precision, ~6.7 on this data) 5 of random_state
+    # 0-15 diverged in check_regressors_train (R^2 from -1e8 to -1e206; the others 0.56-0.84),
+    # the sign of a step at the momentum update's stability limit, not of too little training.
+    # At 0.005 (a quarter of the learning rate), check_regressors_train run directly over
+    # random_state 0-15 passes 48/48 (its 3 variants), R^2 = 0.878-0.922 against its 0.5.
+    SGMCMCRegressor(**{**SG_FAST, "step_size": 0.005}),
     HMCClassifier(**{**FAST, "sampler": BridgedHMC(n_split_params=1, n_steps=5)}),
 ]
 TRAINED_ESTIMATORS = [
