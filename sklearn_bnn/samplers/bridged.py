@@ -355,6 +355,7 @@ def _resample(runs, weight, n_chains: int, seed) -> ChainRun:
     warmup_div[0] = sum(int(r.warmup_divergent.sum()) for r in runs)
     draw_stats = {k: gather(lambda r, k=k: r.draw_stats[k]) for k in runs[0].draw_stats}
     draw_stats["box"] = torch.as_tensor(box).reshape(n_chains, n_per)
+    draw_stats["box_draw"] = torch.as_tensor(within).reshape(n_chains, n_per)
     return ChainRun(
         draws=draws,
         log_prob=log_prob,

@@ -78,11 +78,12 @@ def test_regressor_reproduces_bayesian_linear_regression_posterior():
 
 
 def test_classifier_on_digits_is_accurate_and_close_to_point_estimate_nll():
-    # The default posterior (T = 1, N(0, 1) prior) reaches >= 0.95 accuracy and converges. Its
-    # predictive is slightly under-confident on this split (ECE 0.046-0.064 against the MLP's
-    # 0.015; NLL 0.119-0.150 over random_state 0-5 against the MLP's 0.112, so one chain's NLL
-    # varies by +-10 % from seed to seed): see docs/hmc.md. These bounds are what the defaults
-    # achieve, not the "beats the MLP on NLL and ECE" goal, which they miss.
+    # The default posterior (T = 1, N(0, 1) prior, one chain of 500 + 500 transitions) with its
+    # default held-out temperature (calibration="temperature", docs/hmc.md "Calibration").
+    # Measured over random_state 0-3 (MLP: NLL 0.112, ECE 0.015): accuracy 0.970-0.983, NLL
+    # 0.069-0.081 (better than the MLP's on every seed), ECE 0.016-0.029: the calibrated HMC
+    # beats the MLP on NLL but not on ECE (the second goal is still missed), so ECE is
+    # bounded at what the default achieves.
     from sklearn.neural_network import MLPClassifier
 
     X, y = load_digits(return_X_y=True)
@@ -94,10 +95,20 @@ def test_classifier_on_digits_is_accurate_and_close_to_point_estimate_nll():
     p_hmc, p_mlp = clf.predict_proba(Xte), mlp.predict_proba(Xte)
     acc = np.mean(clf.classes_[p_hmc.argmax(1)] == yte)
     assert acc >= 0.95, acc
-    assert negative_log_likelihood(yte, p_hmc) < 1.4 * negative_log_likelihood(yte, p_mlp)
-    assert expected_calibration_error(yte, p_hmc) < 0.08
-    # The default trajectory (50 steps) mixes the log density: with 20 steps R-hat was 1.20.
-    assert clf.diagnostics_["rhat_log_prob"] < 1.1, clf.diagnostics_["rhat_log_prob"]
+    nll_hmc, nll_mlp = negative_log_likelihood(yte, p_hmc), negative_log_likelihood(yte, p_mlp)
+    assert nll_hmc <= nll_mlp, (nll_hmc, nll_mlp)
+    assert expected_calibration_error(yte, p_hmc) < 0.04
+    # Convergence. One chain of this 7,000-weight network has a log-density ESS of about 20, and
+    # the split R-hat of a stationary chain that short is noisy: for simulated AR(1) chains of
+    # 500 draws with bulk ESS 23 it exceeded 1.1 in 20 % and 1.2 in 4 % of 400 runs, so
+    # "rhat_log_prob < 1.1" was seed luck (1.01-1.12 over seeds 0-3). What the check guards
+    # against is a chain that does not mix the log density, as with 20 leapfrog steps. Over
+    # random_state 0-3, default (50 steps) against n_steps=20: ESS of the log density 17.8-41.5
+    # against 2.3-17.6; rank-normalised R-hat of the predictions (64 rows x 10 classes)
+    # 1.03-1.10 against 1.12-1.28. The bounds below fail for n_steps=20 on seeds 0, 2 and 3.
+    diag = clf.diagnostics_
+    assert diag["ess_bulk_log_prob"] >= 10, diag["ess_bulk_log_prob"]
+    assert diag["rhat_predictions_max"] < 1.2, diag["rhat_predictions_max"]
 
 
 # -- the scikit-learn workflow ------------------------------------------------------------------
