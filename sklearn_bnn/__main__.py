@@ -243,7 +243,12 @@ def _fit_seconds(model, X, y):
     return time.perf_counter() - start
 
 
-def _write_figures(out_dir, y_test, draws, labels, rows) -> list[Path]:
+def _write_figures(out_dir, y_test, probas, labels, rows) -> list[Path]:
+    """Reliability, risk-coverage and OOD-entropy figures of each model's predictive.
+
+    ``probas[name]`` is the pair (test, OOD) of the probabilities the table scored: the model
+    average for the MLPs, HMC's calibrated ``predict_proba``.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -251,11 +256,11 @@ def _write_figures(out_dir, y_test, draws, labels, rows) -> list[Path]:
 
     from .plotting import plot_accuracy_coverage, plot_entropy_histogram, plot_reliability_diagram
 
-    names = list(draws)
+    names = list(probas)
     paths = []
     fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 4.5))
     for ax, name in zip(axes, names, strict=True):
-        plot_reliability_diagram(y_test, draws[name][0].mean(0), labels=labels, ax=ax, label=name)
+        plot_reliability_diagram(y_test, probas[name][0], labels=labels, ax=ax, label=name)
         ax.set_title(f"{name}: reliability")
     paths.append(out_dir / "reliability.png")
     fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
@@ -263,7 +268,7 @@ def _write_figures(out_dir, y_test, draws, labels, rows) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(6, 4.5))
     for name in names:
-        plot_accuracy_coverage(y_test, draws[name][0], labels=labels, ax=ax, label=name)
+        plot_accuracy_coverage(y_test, probas[name][0], labels=labels, ax=ax, label=name)
     ax.set_title("Digits 0-6 test set: accuracy when the most uncertain are refused")
     paths.append(out_dir / "risk_coverage.png")
     fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
@@ -272,7 +277,7 @@ def _write_figures(out_dir, y_test, draws, labels, rows) -> list[Path]:
     fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.8), sharey=True)
     for ax, name in zip(axes, names, strict=True):
         title = f"{name} (OOD AUROC {rows[name]['auroc_entropy']:.3f})"
-        plot_entropy_histogram(draws[name][0], draws[name][1], ax=ax, title=title)
+        plot_entropy_histogram(probas[name][0], probas[name][1], ax=ax, title=title)
     axes[0].set_ylabel("density (test 0-6 against unseen 7-9)")
     for ax in axes[1:]:
         ax.set_ylabel("")
@@ -345,11 +350,12 @@ def demo(out_dir: Path, budget: dict, seed: int = 0) -> dict:
         ),
     }
     # HMC's predict_proba is its calibrated model average (docs/hmc.md, "Calibration")
-    probas = {"HMC": tuple(_float64(hmc.predict_proba(X)) for X in (X_test, X_ood))}
+    probas = {name: (d[0].mean(0), d[1].mean(0)) for name, d in draws.items()}
+    probas["HMC"] = tuple(_float64(hmc.predict_proba(X)) for X in (X_test, X_ood))
     labels = np.asarray(IN_CLASSES)
     rows = {}
     for name, (d_test, d_ood) in draws.items():
-        rows[name] = score_model(y_test, d_test, d_ood, labels, probas.get(name))
+        rows[name] = score_model(y_test, d_test, d_ood, labels, probas[name])
         rows[name]["seconds"] = seconds[name]
         rows[name]["ratio"] = seconds[name] / seconds["MLP"]
 
@@ -403,7 +409,7 @@ def demo(out_dir: Path, budget: dict, seed: int = 0) -> dict:
     except ImportError:
         print('matplotlib is not installed: no figures (pip install -e ".[plot]")')
     else:
-        for path in _write_figures(out_dir, y_test, draws, labels, rows):
+        for path in _write_figures(out_dir, y_test, probas, labels, rows):
             print(f"figure written to {path}")
     return results
 
