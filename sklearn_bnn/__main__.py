@@ -101,7 +101,7 @@ def demo(out_dir: Path, budget: dict, seed: int = 0) -> dict:
     labels = np.asarray(IN_CLASSES)
     rows = {}
     for name, (d_test, d_ood) in draws.items():
-        rows[name] = score_model(y_test, d_test, d_ood, labels, probas.get(name))
+        rows[name] = score_model(y_test, d_test, d_ood, labels, probas[name])
         rows[name]["seconds"] = seconds[name]
         rows[name]["ratio"] = seconds[name] / seconds["MLP"]
     hmc = models["HMC"]
@@ -115,7 +115,7 @@ def demo(out_dir: Path, budget: dict, seed: int = 0) -> dict:
     except ImportError:
         print('matplotlib is not installed: no figures (pip install -e ".[plot]")')
     else:
-        for path in write_figures(out_dir, y_test, draws, labels, rows):
+        for path in write_figures(out_dir, y_test, probas, labels, rows):
             print(f"figure written to {path}")
     return results
 
@@ -154,8 +154,9 @@ def _fit_models(X_train, y_train, hmc_params: dict, seed: int):
 
 
 def _probabilities(models: dict, X_test, X_ood):
-    """Per-draw probabilities of every model on the test and the OOD inputs, and HMC's
-    ``predict_proba`` (its calibrated model average, docs/hmc.md, "Calibration")."""
+    """Per-draw probabilities of every model on the test and the OOD inputs, and the
+    probabilities the table scores: the model average for the MLPs, HMC's ``predict_proba``
+    (its calibrated model average, docs/hmc.md, "Calibration")."""
     import numpy as np
 
     from .metrics import predict_samples
@@ -173,7 +174,8 @@ def _probabilities(models: dict, X_test, X_ood):
             np.stack([m.predict_proba(X) for m in members]) for X in (X_test, X_ood)
         ),
     }
-    probas = {"HMC": tuple(_float64(hmc.predict_proba(X)) for X in (X_test, X_ood))}
+    probas = {name: (d[0].mean(0), d[1].mean(0)) for name, d in draws.items()}
+    probas["HMC"] = tuple(_float64(hmc.predict_proba(X)) for X in (X_test, X_ood))
     return draws, probas
 
 

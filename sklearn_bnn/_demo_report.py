@@ -186,7 +186,12 @@ def reading(rows: dict, bayes: str, others: tuple[str, ...]) -> list[str]:
     return lines
 
 
-def write_figures(out_dir, y_test, draws, labels, rows) -> list[Path]:
+def write_figures(out_dir, y_test, probas, labels, rows) -> list[Path]:
+    """Reliability, risk-coverage and OOD-entropy figures of each model's predictive.
+
+    ``probas[name]`` is the pair (test, OOD) of the probabilities the table scored: the model
+    average for the MLPs, HMC's calibrated ``predict_proba``.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -194,11 +199,11 @@ def write_figures(out_dir, y_test, draws, labels, rows) -> list[Path]:
 
     from .plotting import plot_accuracy_coverage, plot_entropy_histogram, plot_reliability_diagram
 
-    names = list(draws)
+    names = list(probas)
     paths = []
     fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 4.5))
     for ax, name in zip(axes, names, strict=True):
-        plot_reliability_diagram(y_test, draws[name][0].mean(0), labels=labels, ax=ax, label=name)
+        plot_reliability_diagram(y_test, probas[name][0], labels=labels, ax=ax, label=name)
         ax.set_title(f"{name}: reliability")
     paths.append(out_dir / "reliability.png")
     fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
@@ -206,7 +211,7 @@ def write_figures(out_dir, y_test, draws, labels, rows) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(6, 4.5))
     for name in names:
-        plot_accuracy_coverage(y_test, draws[name][0], labels=labels, ax=ax, label=name)
+        plot_accuracy_coverage(y_test, probas[name][0], labels=labels, ax=ax, label=name)
     ax.set_title("Digits 0-6 test set: accuracy when the most uncertain are refused")
     paths.append(out_dir / "risk_coverage.png")
     fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
@@ -215,7 +220,7 @@ def write_figures(out_dir, y_test, draws, labels, rows) -> list[Path]:
     fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.8), sharey=True)
     for ax, name in zip(axes, names, strict=True):
         title = f"{name} (OOD AUROC {rows[name]['auroc_entropy']:.3f})"
-        plot_entropy_histogram(draws[name][0], draws[name][1], ax=ax, title=title)
+        plot_entropy_histogram(probas[name][0], probas[name][1], ax=ax, title=title)
     axes[0].set_ylabel("density (test 0-6 against unseen 7-9)")
     for ax in axes[1:]:
         ax.set_ylabel("")
