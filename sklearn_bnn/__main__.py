@@ -16,6 +16,8 @@ import time
 import warnings
 from pathlib import Path
 
+from ._demo_report import format_table, reading, score_model, write_figures
+
 IN_CLASSES = (0, 1, 2, 3, 4, 5, 6)
 """Digits the models are trained on; 7, 8 and 9 are the out-of-distribution inputs."""
 
@@ -27,27 +29,6 @@ QUICK_BUDGET = {"n_warmup": 10, "n_draws": 10, "n_steps": 10, "n_init_steps": 50
 
 N_MEMBERS = 5
 """MLPs in the deep ensemble."""
-
-COLUMNS = ("accuracy", "NLL", "ECE", "Brier", "AUROC H", "AUROC MI", "fit (s)", "x MLP")
-"""Columns of the printed table (the test checks them)."""
-
-# Direction of each score: +1 when higher is better, -1 when lower is better.
-_BETTER = {
-    "accuracy": 1,
-    "nll": -1,
-    "ece": -1,
-    "brier": -1,
-    "auroc_entropy": 1,
-    "auroc_mi": 1,
-}
-_NAMES = {
-    "accuracy": "accuracy",
-    "nll": "NLL",
-    "ece": "ECE",
-    "brier": "Brier score",
-    "auroc_entropy": "OOD AUROC (entropy)",
-    "auroc_mi": "OOD AUROC (mutual information)",
-}
 
 
 def load_split(seed: int = 0):
@@ -75,162 +56,6 @@ def load_split(seed: int = 0):
     return X_train, y_train, X_test, y_test, X[~seen]
 
 
-def score_model(y_test, draws_test, draws_ood, labels, proba=None) -> dict:
-    """In-distribution scores and OOD detection of a model from its per-draw probabilities.
-
-    Parameters
-    ----------
-    y_test : ndarray of shape (n_test,)
-    draws_test : ndarray of shape (n_draws, n_test, n_classes)
-        Per-draw (or per-member) probabilities on the in-distribution test set; one draw for a
-        deterministic model.
-    draws_ood : ndarray of shape (n_draws, n_ood, n_classes)
-        The same on the out-of-distribution inputs.
-    labels : array-like of shape (n_classes,)
-    proba : pair of ndarrays, optional
-        The model's ``predict_proba`` on the test and the OOD inputs, when it is not the mean
-        of the draws (a calibrated model average); the scores and the entropy are read from
-        it, the mutual information from the draws.
-
-    Returns
-    -------
-    dict
-        ``accuracy``, ``nll``, ``ece``, ``brier`` on the test set; ``auroc_entropy`` (and
-        ``auroc_mi`` when there is more than one draw, else None): the area under the ROC
-        curve of telling OOD inputs (positives) from test inputs by that uncertainty;
-        ``mean_confidence`` (top-label probability) and the mean predictive entropies
-        ``mean_entropy_test`` and ``mean_entropy_ood``.
-    """
-    import numpy as np
-    from sklearn.metrics import roc_auc_score
-
-    from .metrics import (
-        brier_score,
-        expected_calibration_error,
-        mutual_information,
-        negative_log_likelihood,
-        predictive_entropy,
-    )
-
-    proba_test, proba_ood = proba or (draws_test.mean(axis=0), draws_ood.mean(axis=0))
-    proba = proba_test
-    is_ood = np.r_[np.zeros(draws_test.shape[1]), np.ones(draws_ood.shape[1])]
-    both = np.concatenate([draws_test, draws_ood], axis=1)
-    mean_both = np.concatenate([proba_test, proba_ood])[None]
-    row = {
-        "accuracy": float(np.mean(np.asarray(labels)[proba.argmax(1)] == y_test)),
-        "nll": negative_log_likelihood(y_test, proba, labels=labels),
-        "ece": expected_calibration_error(y_test, proba, labels=labels),
-        "brier": brier_score(y_test, proba, labels=labels),
-        "auroc_entropy": float(roc_auc_score(is_ood, predictive_entropy(mean_both))),
-        "auroc_mi": None,
-        "mean_confidence": float(proba.max(axis=1).mean()),
-        "mean_entropy_test": float(predictive_entropy(proba_test[None]).mean()),
-        "mean_entropy_ood": float(predictive_entropy(proba_ood[None]).mean()),
-    }
-    if len(both) > 1:
-        row["auroc_mi"] = float(roc_auc_score(is_ood, mutual_information(both)))
-    return row
-
-
-def format_table(rows: dict) -> str:
-    """The results as a fixed-width table, one line per model.
-
-    Parameters
-    ----------
-    rows : dict
-        Model name to the dict of :func:`score_model` plus ``seconds`` and ``ratio``.
-
-    Returns
-    -------
-    str
-    """
-    width = max(len(name) for name in rows) + 2
-    lines = [f"{'model':<{width}}" + "".join(f"{c:>10}" for c in COLUMNS)]
-    for name, r in rows.items():
-        mi = "-" if r["auroc_mi"] is None else f"{r['auroc_mi']:.3f}"
-        cells = (
-            f"{r['accuracy']:.3f}",
-            f"{r['nll']:.3f}",
-            f"{r['ece']:.3f}",
-            f"{r['brier']:.3f}",
-            f"{r['auroc_entropy']:.3f}",
-            mi,
-            f"{r['seconds']:.1f}",
-            f"{r['ratio']:.0f}x" if r["ratio"] >= 10 else f"{r['ratio']:.1f}x",
-        )
-        lines.append(f"{name:<{width}}" + "".join(f"{c:>10}" for c in cells))
-    return "\n".join(lines)
-
-
-def _compare(a: dict, b: dict, key: str) -> int:
-    """+1 when ``a`` is better than ``b`` on ``key`` at the printed precision, -1 worse, 0 tie."""
-    x, y = a[key], b[key]
-    if x is None or y is None or round(x, 3) == round(y, 3):
-        return 0
-    return _BETTER[key] if x > y else -_BETTER[key]
-
-
-def reading(rows: dict, bayes: str, others: tuple[str, ...]) -> list[str]:
-    """Plain sentences saying where ``bayes`` beats each of ``others`` and where it does not.
-
-    Every claim is read from ``rows`` (compared at the three decimals printed), never assumed.
-
-    Parameters
-    ----------
-    rows : dict
-        As for :func:`format_table`.
-    bayes : str
-        The model to read about.
-    others : tuple of str
-        The models it is compared with.
-
-    Returns
-    -------
-    list of str
-    """
-    lines = []
-    b = rows[bayes]
-    for other in others:
-        o = rows[other]
-        better, worse, tied = [], [], []
-        for key in _BETTER:
-            if o[key] is None or b[key] is None:
-                continue
-            text = f"{_NAMES[key]} {b[key]:.3f} against {o[key]:.3f}"
-            {1: better, -1: worse, 0: tied}[_compare(b, o, key)].append(text)
-        # OOD by mutual information against a model that has none: compare with its entropy.
-        if b["auroc_mi"] is not None and o["auroc_mi"] is None:
-            mi_vs_h = {**b, "auroc_entropy": b["auroc_mi"]}
-            text = (
-                f"OOD AUROC from its mutual information {b['auroc_mi']:.3f} against "
-                f"{o['auroc_entropy']:.3f} from the {other}'s entropy"
-            )
-            {1: better, -1: worse, 0: tied}[_compare(mi_vs_h, o, "auroc_entropy")].append(text)
-        lines.append(f"Against the {other}:")
-        lines.append("  better: " + ("; ".join(better) if better else "nowhere"))
-        lines.append("  worse:  " + ("; ".join(worse) if worse else "nowhere"))
-        if tied:
-            lines.append("  equal:  " + "; ".join(tied))
-        lines.append(
-            f"  fit time: {b['seconds'] / o['seconds']:.0f} times as long "
-            f"({b['seconds']:.1f} s against {o['seconds']:.1f} s)"
-        )
-    gap = b["mean_confidence"] - b["accuracy"]
-    if round(gap, 3) != 0:
-        side = "over-confident" if gap > 0 else "under-confident"
-        lines.append(
-            f"{bayes}'s mean confidence on the test set is {b['mean_confidence']:.3f} against an "
-            f"accuracy of {b['accuracy']:.3f}: {side} on average."
-        )
-    entropies = ", ".join(
-        f"{name} {r['mean_entropy_ood']:.2f}"
-        for name, r in sorted(rows.items(), key=lambda item: -item[1]["mean_entropy_ood"])
-    )
-    lines.append(f"Mean predictive entropy on the unseen digits 7-9 (nats): {entropies}.")
-    return lines
-
-
 def _fit_seconds(model, X, y):
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -241,50 +66,6 @@ def _fit_seconds(model, X, y):
         warnings.simplefilter("ignore", ConvergenceWarning)
         model.fit(X, y)
     return time.perf_counter() - start
-
-
-def _write_figures(out_dir, y_test, probas, labels, rows) -> list[Path]:
-    """Reliability, risk-coverage and OOD-entropy figures of each model's predictive.
-
-    ``probas[name]`` is the pair (test, OOD) of the probabilities the table scored: the model
-    average for the MLPs, HMC's calibrated ``predict_proba``.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .plotting import plot_accuracy_coverage, plot_entropy_histogram, plot_reliability_diagram
-
-    names = list(probas)
-    paths = []
-    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 4.5))
-    for ax, name in zip(axes, names, strict=True):
-        plot_reliability_diagram(y_test, probas[name][0], labels=labels, ax=ax, label=name)
-        ax.set_title(f"{name}: reliability")
-    paths.append(out_dir / "reliability.png")
-    fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for name in names:
-        plot_accuracy_coverage(y_test, probas[name][0], labels=labels, ax=ax, label=name)
-    ax.set_title("Digits 0-6 test set: accuracy when the most uncertain are refused")
-    paths.append(out_dir / "risk_coverage.png")
-    fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
-    plt.close(fig)
-
-    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.8), sharey=True)
-    for ax, name in zip(axes, names, strict=True):
-        title = f"{name} (OOD AUROC {rows[name]['auroc_entropy']:.3f})"
-        plot_entropy_histogram(probas[name][0], probas[name][1], ax=ax, title=title)
-    axes[0].set_ylabel("density (test 0-6 against unseen 7-9)")
-    for ax in axes[1:]:
-        ax.set_ylabel("")
-    paths.append(out_dir / "entropy_ood.png")
-    fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return paths
 
 
 def demo(out_dir: Path, budget: dict, seed: int = 0) -> dict:
@@ -306,19 +87,43 @@ def demo(out_dir: Path, budget: dict, seed: int = 0) -> dict:
         The contents of ``results.json``.
     """
     import numpy as np
-    from sklearn.neural_network import MLPClassifier
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
 
-    from . import HMCClassifier, save
-    from .metrics import predict_samples
-
-    X_train, y_train, X_test, y_test, X_ood = load_split(seed)
+    split = load_split(seed)
+    X_train, y_train, X_test, y_test, X_ood = split
     print(
         f"digits: trained on 0-6 ({len(X_train)} images), tested on {len(X_test)} unseen "
         f"images of 0-6 and on {len(X_ood)} images of 7-9, digits no model has seen"
     )
+    _print_budget(budget)
     hmc_params = {"random_state": seed, "verbose": True, **budget}
+    models, seconds = _fit_models(X_train, y_train, hmc_params, seed)
+    draws, probas = _probabilities(models, X_test, X_ood)
+    labels = np.asarray(IN_CLASSES)
+    rows = {}
+    for name, (d_test, d_ood) in draws.items():
+        rows[name] = score_model(y_test, d_test, d_ood, labels, probas[name])
+        rows[name]["seconds"] = seconds[name]
+        rows[name]["ratio"] = seconds[name] / seconds["MLP"]
+    hmc = models["HMC"]
+    _print_report(hmc[-1], rows)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    print()
+    results = _write_results(out_dir, split, seed, hmc, hmc_params, rows)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print('matplotlib is not installed: no figures (pip install -e ".[plot]")')
+    else:
+        for path in write_figures(out_dir, y_test, probas, labels, rows):
+            print(f"figure written to {path}")
+    return results
+
+
+def _print_budget(budget: dict) -> None:
+    """Say which of the HMC fit's parameters differ from the estimator's defaults."""
+    from . import HMCClassifier
+
     defaults = HMCClassifier().get_params()
     changed = {k: v for k, v in budget.items() if defaults[k] != v}
     if changed:
@@ -326,6 +131,15 @@ def demo(out_dir: Path, budget: dict, seed: int = 0) -> dict:
         print(f"HMCClassifier at its defaults but for a smaller budget: {shown}")
     else:
         print("HMCClassifier at its defaults")
+
+
+def _fit_models(X_train, y_train, hmc_params: dict, seed: int):
+    """HMC, one MLP and the deep ensemble, each behind a scaler, and their fit times."""
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from . import HMCClassifier
 
     hmc = make_pipeline(StandardScaler(), HMCClassifier(**hmc_params))
     seconds = {"HMC": _fit_seconds(hmc, X_train, y_train)}
@@ -336,12 +150,23 @@ def demo(out_dir: Path, budget: dict, seed: int = 0) -> dict:
         for k in range(N_MEMBERS)
     ]
     seconds[f"{N_MEMBERS} MLPs"] = sum(_fit_seconds(m, X_train, y_train) for m in members)
+    return {"HMC": hmc, "MLP": mlp, f"{N_MEMBERS} MLPs": members}, seconds
+
+
+def _probabilities(models: dict, X_test, X_ood):
+    """Per-draw probabilities of every model on the test and the OOD inputs, and the
+    probabilities the table scores: the model average for the MLPs, HMC's ``predict_proba``
+    (its calibrated model average, docs/hmc.md, "Calibration")."""
+    import numpy as np
+
+    from .metrics import predict_samples
 
     def _float64(p):
         # float32 draws sum to one within 1e-7 only; scikit-learn's Brier check wants 1e-8.
         p = np.asarray(p, dtype=np.float64)
         return p / p.sum(axis=-1, keepdims=True)
 
+    hmc, mlp, members = models["HMC"], models["MLP"], models[f"{N_MEMBERS} MLPs"]
     draws = {
         "HMC": tuple(_float64(predict_samples(hmc, X)) for X in (X_test, X_ood)),
         "MLP": tuple(mlp.predict_proba(X)[None] for X in (X_test, X_ood)),
@@ -349,17 +174,15 @@ def demo(out_dir: Path, budget: dict, seed: int = 0) -> dict:
             np.stack([m.predict_proba(X) for m in members]) for X in (X_test, X_ood)
         ),
     }
-    # HMC's predict_proba is its calibrated model average (docs/hmc.md, "Calibration")
     probas = {name: (d[0].mean(0), d[1].mean(0)) for name, d in draws.items()}
     probas["HMC"] = tuple(_float64(hmc.predict_proba(X)) for X in (X_test, X_ood))
-    labels = np.asarray(IN_CLASSES)
-    rows = {}
-    for name, (d_test, d_ood) in draws.items():
-        rows[name] = score_model(y_test, d_test, d_ood, labels, probas[name])
-        rows[name]["seconds"] = seconds[name]
-        rows[name]["ratio"] = seconds[name] / seconds["MLP"]
+    return draws, probas
 
-    hmc_step = hmc[-1]
+
+def _print_report(hmc_step, rows: dict) -> None:
+    """HMC's diagnostics, the table and its reading."""
+    import numpy as np
+
     d = hmc_step.diagnostics_
     print(
         f"\nHMC: {d['n_divergent']} divergences, acceptance {hmc_step.acceptance_rate_:.2f}, "
@@ -375,14 +198,22 @@ def demo(out_dir: Path, budget: dict, seed: int = 0) -> dict:
     for line in reading(rows, "HMC", ("MLP", f"{N_MEMBERS} MLPs")):
         print(line)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    print()
+
+def _write_results(out_dir: Path, split, seed: int, hmc, hmc_params: dict, rows: dict) -> dict:
+    """Save the HMC model and write ``results.json``; returns its contents."""
+    import numpy as np
+
+    from . import save
+
+    X_train, _, X_test, _, X_ood = split
+    hmc_step = hmc[-1]
     model_path = out_dir / "hmc_digits.pt"
     save(hmc_step, model_path)
     print(
         f"HMC model saved (weights only) to {model_path}: sklearn_bnn.load(path) reloads it; "
         "it takes inputs standardised with the scaler stored in results.json"
     )
+    d = hmc_step.diagnostics_
     results = {
         "data": {
             "train_classes": list(IN_CLASSES),
@@ -404,13 +235,6 @@ def demo(out_dir: Path, budget: dict, seed: int = 0) -> dict:
     results_path = out_dir / "results.json"
     results_path.write_text(json.dumps(results, indent=2) + "\n")
     print(f"results written to {results_path}")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        print('matplotlib is not installed: no figures (pip install -e ".[plot]")')
-    else:
-        for path in _write_figures(out_dir, y_test, probas, labels, rows):
-            print(f"figure written to {path}")
     return results
 
 

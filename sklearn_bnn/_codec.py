@@ -188,10 +188,18 @@ def decode(obj, where: str = "value", _depth: int = 0):
         return [decode(v, f"{where}[{i}]", _depth + 1) for i, v in enumerate(obj)]
     if type(obj) is not dict:
         raise ValueError(f"{where}: a {type(obj).__name__} is not allowed in a weights-only file.")
+    tag = _entry_tag(obj, where)
+    if tag not in _TAGGED:
+        raise ValueError(f"{where}: unrecognised entry {tag!r}.")
+    return _TAGGED[tag](obj, obj[tag], where, _depth)
+
+
+def _entry_tag(obj: dict, where: str) -> str:
+    """The one ``__tag__`` key of a tagged entry, checked with the keys allowed beside it."""
     tags = [k for k in obj if isinstance(k, str) and k.startswith("__") and k.endswith("__")]
     if len(tags) != 1:
         raise ValueError(f"{where}: unrecognised entry with keys {sorted(map(str, obj))[:8]}.")
-    tag, value = tags[0], obj[tags[0]]
+    tag = tags[0]
     extra = set(obj) - {tag}
     allowed_extra = {"__objarray__": {"kind"}, "__object__": {"state"}, "__sampler__": {"params"}}
     allowed_extra = allowed_extra.get(tag, set())
@@ -199,62 +207,92 @@ def decode(obj, where: str = "value", _depth: int = 0):
         tag in ("__objarray__", "__object__", "__sampler__") and extra != allowed_extra
     ):
         raise ValueError(f"{where}: unrecognised entry with keys {sorted(map(str, obj))[:8]}.")
-    if tag == "__ndarray__":
-        if type(value) is not torch.Tensor or value.dtype not in _NDARRAY_DTYPES:
-            raise ValueError(f"{where}: an array must be a numeric tensor, got {describe(value)}.")
-        return _check_plain_tensor(value, where).numpy()
-    if tag == "__objarray__":
-        if obj["kind"] not in ("U", "O") or type(value) is not list:
-            raise ValueError(f"{where}: malformed string array.")
-        for i, v in enumerate(value):
-            if type(v) not in (bool, int, float, str):
-                raise ValueError(f"{where}[{i}]: a string array holds {describe(v)}.")
-        return np.array(value, dtype=object if obj["kind"] == "O" else None)
-    if tag == "__tuple__":
-        if type(value) is not list:
-            raise ValueError(f"{where}: malformed tuple.")
-        return tuple(decode(v, f"{where}[{i}]", _depth + 1) for i, v in enumerate(value))
-    if tag == "__dict__":
-        if type(value) is not dict or not all(type(k) is str for k in value):
-            raise ValueError(f"{where}: a dict must have string keys.")
-        return {k: decode(v, f"{where}[{k!r}]", _depth + 1) for k, v in value.items()}
-    if tag == "__dtype__":
-        if type(value) is not str or value not in _DTYPES:
-            raise ValueError(f"{where}: dtype {describe(value)} is not one of {sorted(_DTYPES)}.")
-        return _DTYPES[value]
-    if tag == "__device__":
-        if type(value) is not str or not _DEVICE_RE.fullmatch(value):
-            raise ValueError(f"{where}: {describe(value)} is not a device name.")
-        return torch.device(value)
-    if tag == "__network__":
-        if type(value) is not str or value not in _NETWORKS:
-            raise ValueError(
-                f"{where}: network factory {describe(value)} is not registered in this "
-                "process (sklearn_bnn._persistence.register_network); pass module=... to load."
-            )
-        return _NETWORKS[value]
-    if tag == "__object__":
-        cls = _REGISTRY.get(value) if type(value) is str else None
-        if cls is None or is_estimator_class(cls) or not hasattr(cls, "_check_state"):
-            raise ValueError(f"{where}: class {describe(value)} is not a registered value class.")
-        state = decode(obj["state"], f"{where}.state", _depth + 1)
-        try:
-            cls._check_state(state)
-        except ValueError as exc:
-            raise ValueError(f"{where}: {exc}") from None
-        return cls.from_state(state)
-    if tag == "__sampler__":
-        return _decode_sampler(obj, where, _depth)
-    if tag == "__estimator__":
-        return _rebuild(value, {}, where, _depth + 1)
-    if tag == "__frozen__":
-        from sklearn.frozen import FrozenEstimator
+    return tag
 
-        inner = decode(value, f"{where}.estimator", _depth + 1)
-        if not is_estimator_class(type(inner)):
-            raise ValueError(f"{where}: a FrozenEstimator must wrap a registered estimator.")
-        return FrozenEstimator(inner)
-    raise ValueError(f"{where}: unrecognised entry {tag!r}.")
+
+# The decoders of tagged entries: (entry, the tag's value, where, depth) -> value.
+def _decode_ndarray(obj, value, where, depth):
+    if type(value) is not torch.Tensor or value.dtype not in _NDARRAY_DTYPES:
+        raise ValueError(f"{where}: an array must be a numeric tensor, got {describe(value)}.")
+    return _check_plain_tensor(value, where).numpy()
+
+
+def _decode_objarray(obj, value, where, depth):
+    if obj["kind"] not in ("U", "O") or type(value) is not list:
+        raise ValueError(f"{where}: malformed string array.")
+    for i, v in enumerate(value):
+        if type(v) not in (bool, int, float, str):
+            raise ValueError(f"{where}[{i}]: a string array holds {describe(v)}.")
+    return np.array(value, dtype=object if obj["kind"] == "O" else None)
+
+
+def _decode_tuple(obj, value, where, depth):
+    if type(value) is not list:
+        raise ValueError(f"{where}: malformed tuple.")
+    return tuple(decode(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value))
+
+
+def _decode_dict(obj, value, where, depth):
+    if type(value) is not dict or not all(type(k) is str for k in value):
+        raise ValueError(f"{where}: a dict must have string keys.")
+    return {k: decode(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}
+
+
+def _decode_dtype(obj, value, where, depth):
+    if type(value) is not str or value not in _DTYPES:
+        raise ValueError(f"{where}: dtype {describe(value)} is not one of {sorted(_DTYPES)}.")
+    return _DTYPES[value]
+
+
+def _decode_device(obj, value, where, depth):
+    if type(value) is not str or not _DEVICE_RE.fullmatch(value):
+        raise ValueError(f"{where}: {describe(value)} is not a device name.")
+    return torch.device(value)
+
+
+def _decode_network(obj, value, where, depth):
+    if type(value) is not str or value not in _NETWORKS:
+        raise ValueError(
+            f"{where}: network factory {describe(value)} is not registered in this "
+            "process (sklearn_bnn._persistence.register_network); pass module=... to load."
+        )
+    return _NETWORKS[value]
+
+
+def _decode_object(obj, value, where, depth):
+    cls = _REGISTRY.get(value) if type(value) is str else None
+    if cls is None or is_estimator_class(cls) or not hasattr(cls, "_check_state"):
+        raise ValueError(f"{where}: class {describe(value)} is not a registered value class.")
+    state = decode(obj["state"], f"{where}.state", depth + 1)
+    try:
+        cls._check_state(state)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    return cls.from_state(state)
+
+
+def _decode_frozen(obj, value, where, depth):
+    from sklearn.frozen import FrozenEstimator
+
+    inner = decode(value, f"{where}.estimator", depth + 1)
+    if not is_estimator_class(type(inner)):
+        raise ValueError(f"{where}: a FrozenEstimator must wrap a registered estimator.")
+    return FrozenEstimator(inner)
+
+
+_TAGGED = {
+    "__ndarray__": _decode_ndarray,
+    "__objarray__": _decode_objarray,
+    "__tuple__": _decode_tuple,
+    "__dict__": _decode_dict,
+    "__dtype__": _decode_dtype,
+    "__device__": _decode_device,
+    "__network__": _decode_network,
+    "__object__": _decode_object,
+    "__sampler__": lambda obj, value, where, depth: _decode_sampler(obj, where, depth),
+    "__estimator__": lambda obj, value, where, depth: _rebuild(value, {}, where, depth + 1),
+    "__frozen__": _decode_frozen,
+}
 
 
 def _check_plain_tensor(t: torch.Tensor, where: str) -> torch.Tensor:

@@ -7,6 +7,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from sklearn_bnn import __main__ as cli
+from sklearn_bnn import _demo_report as report
 from sklearn_bnn import load
 
 
@@ -20,7 +21,7 @@ def test_quick_demo_end_to_end(tmp_path, capsys):
         assert cli.main(["demo", "--quick", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     header = next(line for line in printed.splitlines() if line.startswith("model"))
-    assert header.split()[1:] == " ".join(cli.COLUMNS).split()
+    assert header.split()[1:] == " ".join(report.COLUMNS).split()
     for name in ("HMC", "MLP", "5 MLPs"):
         assert any(line.startswith(name + " ") for line in printed.splitlines())
     assert "Against the MLP:" in printed and "Against the 5 MLPs:" in printed
@@ -44,7 +45,7 @@ def test_quick_demo_end_to_end(tmp_path, capsys):
 
 
 def _row(**scores):
-    row = dict.fromkeys(cli._BETTER, 0.5) | {"auroc_mi": None, "seconds": 1.0}
+    row = dict.fromkeys(report._BETTER, 0.5) | {"auroc_mi": None, "seconds": 1.0}
     return row | {"mean_entropy_ood": 0.5, "mean_confidence": 0.5} | scores
 
 
@@ -53,7 +54,7 @@ def test_reading_follows_the_numbers():
         "HMC": _row(nll=0.10, ece=0.06, auroc_entropy=0.93, auroc_mi=0.95, seconds=40.0),
         "MLP": _row(nll=0.11, ece=0.02, auroc_entropy=0.89),
     }
-    text = "\n".join(cli.reading(rows, "HMC", ("MLP",)))
+    text = "\n".join(report.reading(rows, "HMC", ("MLP",)))
     better = next(line for line in text.splitlines() if "better:" in line)
     worse = next(line for line in text.splitlines() if "worse:" in line)
     assert "NLL 0.100 against 0.110" in better and "OOD AUROC (entropy)" in better
@@ -64,15 +65,15 @@ def test_reading_follows_the_numbers():
     assert "confidence" not in text  # mean confidence equals accuracy: nothing to say
 
     rows["HMC"]["mean_confidence"] = 0.45
-    assert "under-confident" in "\n".join(cli.reading(rows, "HMC", ("MLP",)))
+    assert "under-confident" in "\n".join(report.reading(rows, "HMC", ("MLP",)))
 
     rows["HMC"]["nll"] = 0.12  # now worse: the claim moves with the number
-    text = "\n".join(cli.reading(rows, "HMC", ("MLP",)))
+    text = "\n".join(report.reading(rows, "HMC", ("MLP",)))
     assert "NLL 0.120 against 0.110" in next(line for line in text.splitlines() if "worse:" in line)
 
 
 def test_table_has_the_columns():
     rows = {"HMC": _row(auroc_mi=0.9, ratio=40.0), "MLP": _row(ratio=1.0)}
-    lines = cli.format_table(rows).splitlines()
-    assert lines[0].split()[1:] == " ".join(cli.COLUMNS).split()
+    lines = report.format_table(rows).splitlines()
+    assert lines[0].split()[1:] == " ".join(report.COLUMNS).split()
     assert lines[2].split()[6] == "-"

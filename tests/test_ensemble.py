@@ -11,11 +11,10 @@ from threadpoolctl import threadpool_limits
 import sklearn_bnn
 from sklearn_bnn.ensemble import (
     EnsembleReducer,
-    _prefix_terms,
-    _resampled_metric,
     greedy_member_selection,
     random_order_member_selection,
 )
+from sklearn_bnn.ensemble._selection import _prefix_terms, _resampled_metric
 from sklearn_bnn.metrics import (
     brier_score,
     expected_calibration_error,

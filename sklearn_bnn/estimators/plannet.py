@@ -3,6 +3,10 @@
 Each network maps an input to a Gaussian ``N(mu, (L L^T)^-1)`` over the targets and is trained on
 eq. 7.1 plus the concrete-dropout regularisers; prediction averages ``T`` Monte Carlo passes and an
 ensemble of ``M`` networks is combined by the law of total variance (eq. 7.7-7.8).
+
+The estimator is here; the training of one network (the loss hook, the fixed validation noise)
+is in ``_plannet_training.py``, the predictive (dropout passes, each network's Gaussian, the
+ensemble's mixture and draws) in ``_plannet_predictive.py``.
 """
 
 from __future__ import annotations
@@ -14,68 +18,22 @@ import torch
 from sklearn.base import RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from skorch.callbacks import Callback
-from torch import nn
 
 from .._registry import register
 from .._seeding import child, torch_seed
 from .._utils import check_scalar_param, draw_seed, seeded_torch
-from ..losses import cholesky_factor, cholesky_gaussian_loss
 from ..nets import PlanNet, check_hidden_layer_sizes
-from ._skorch import (
-    TensorData,
-    history_curves,
-    standardize_targets,
-    train_net,
+from ._plannet_predictive import (
+    combine_gaussians,
+    ensemble_gaussian_draws,
+    member_moments,
+    pass_draws,
 )
+from ._plannet_training import train_member
+from ._skorch import TensorData, standardize_targets
 from ._trained import TrainedEstimator
 
 __all__ = ["PlanNetRegressor", "combine_gaussians"]
-
-_ROWS_PER_FORWARD = 16384  # rows x passes evaluated in one forward call at prediction
-
-
-def combine_gaussians(means, covs):
-    """Moments of an equally weighted mixture of Gaussians (law of total variance).
-
-    seeds/003 eq. 7.7-7.8: ``mu = mean_k mu_k`` and
-    ``Sigma = mean_k (mu_k - mu)(mu_k - mu)^T + mean_k Sigma_k``.
-
-    Parameters
-    ----------
-    means : Tensor or ndarray of shape (K, ..., D)
-    covs : Tensor or ndarray of shape (K, ..., D, D)
-
-    Returns
-    -------
-    mean : shape (..., D)
-    cov : shape (..., D, D)
-
-    Examples
-    --------
-    >>> m, c = combine_gaussians(np.array([[0.0], [2.0]]), np.array([[[1.0]], [[3.0]]]))
-    >>> m, c
-    (array([1.]), array([[3.]]))
-    """
-    mean = means.mean(0)
-    dev = means - mean
-    spread = (dev[..., :, None] * dev[..., None, :]).mean(0)
-    return mean, spread + covs.mean(0)
-
-
-def _precision_inverse(precision: torch.Tensor) -> torch.Tensor:
-    """``precision^-1`` through its Cholesky factor (symmetric to rounding)."""
-    factor, info = torch.linalg.cholesky_ex(precision)
-    if bool((info != 0).any()):
-        raise ValueError(_NOT_FINITE)
-    return torch.cholesky_inverse(factor)
-
-
-_NOT_FINITE = (
-    "the networks' predicted precision is not finite and positive definite for some inputs; "
-    "X may lie far outside the range of the training data (e.g. scaled by a huge factor), or "
-    "training diverged (lower learning_rate_init)."
-)
 
 
 @register
@@ -263,14 +221,7 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         self
         """
         X, y, device, dtype, seeds = self._begin_fit(X, y, multi_output=True, y_numeric=True)
-        self.single_target_ = y.ndim == 1
-        Y = y.reshape(len(y), -1)
-        self.n_outputs_ = Y.shape[1]
-        self.x_mean_ = X.mean(0)
-        self.x_scale_ = np.where(X.std(0) > 0, X.std(0), 1.0)
-        Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=dtype, device=device)
-        Ys = torch.as_tensor(standardize_targets(self, Y), dtype=dtype, device=device)
-
+        Xs, Ys = self._standardize_fit_data(X, y, device, dtype)
         train, val = self._split_rows(len(X), seeds)
         if val is not None:
             train, val = np.sort(train), np.sort(val)
@@ -287,29 +238,26 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         for m, member in enumerate(members):
             with seeded_torch(torch_seed(child(member, "network"))):
                 net = self._new_net().to(dtype=dtype)
-            trained = train_net(
-                self,
-                _FixedValidationNoise(net, torch_seed(child(member, "validation_noise"))),
-                data,
-                valid,
-                loss=_plannet_loss,
-                penalty=penalty,
-                seed=torch_seed(child(member, "training")),
-                device=device,
-                early_stopping=bool(self.early_stopping),
-                patience=self.n_iter_no_change,
-                tol=self.tol,
-                desc=f"plan-net {m + 1}/{self.n_estimators}",
-                extra_callbacks=[("validation_noise", _ReseedValidationNoise())],
-            )
-            self.estimators_.append(trained.module_.net.cpu())
-            n_iter.append(len(trained.history))
-            curve = history_curves(trained)[1]
-            val_loss.append(min(curve) if self.early_stopping and curve else np.nan)
+            desc = f"plan-net {m + 1}/{self.n_estimators}"
+            net, epochs, best = train_member(self, net, member, data, valid, penalty, device, desc)
+            self.estimators_.append(net)
+            n_iter.append(epochs)
+            val_loss.append(best)
         self.n_iter_ = np.array(n_iter)
         self.validation_loss_ = np.array(val_loss, dtype=float)
         self.dropout_rates_ = np.array([net.dropout_rates() for net in self.estimators_])
         return self
+
+    def _standardize_fit_data(self, X, y, device, dtype):
+        """Inputs and targets standardised, as tensors; records the shapes and scales."""
+        self.single_target_ = y.ndim == 1
+        Y = y.reshape(len(y), -1)
+        self.n_outputs_ = Y.shape[1]
+        self.x_mean_ = X.mean(0)
+        self.x_scale_ = np.where(X.std(0) > 0, X.std(0), 1.0)
+        Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=dtype, device=device)
+        Ys = torch.as_tensor(standardize_targets(self, Y), dtype=dtype, device=device)
+        return Xs, Ys
 
     # ------------------------------------------------------------------ prediction
     def _prepare(self, X):
@@ -318,44 +266,15 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=dtype, device=device)
         return nets, Xs
 
-    @torch.no_grad()
-    def _passes(self, net, Xs, n_passes: int, seed: int):
-        """Yield ``(rows, mean, L)`` of ``n_passes`` MC passes over row chunks of ``Xs``.
-
-        One dropout mask per pass, shared by all rows (seeded by ``seed``, so every chunk sees
-        the same masks and a row's prediction does not depend on the other rows).
-        """
-        rows = max(1, _ROWS_PER_FORWARD // n_passes)
-        for start in range(0, len(Xs), rows):
-            gen = torch.Generator(device=Xs.device).manual_seed(seed)
-            xb = Xs[start : start + rows]
-            mean, log_diag, off = net(xb.expand(n_passes, *xb.shape), gen, share_mask=True)
-            mean, log_diag, off = mean.double(), log_diag.double(), off.double()
-            if not all(bool(t.isfinite().all()) for t in (mean, log_diag, off)):
-                raise ValueError(_NOT_FINITE)
-            L = cholesky_factor(log_diag, off)
-            if not bool(L.isfinite().all()):  # exp(log_diag) overflowed: far outside the data
-                raise ValueError(_NOT_FINITE)
-            yield slice(start, start + len(xb)), mean, L
-
     def _member_moments(self, X):
         """Per-network predictive mean and covariance, standardised units.
 
         Returns tensors of shape (n_estimators, n, D) and (n_estimators, n, D, D).
         """
         nets, Xs = self._prepare(X)
-        n, d, T = len(Xs), self.n_outputs_, self.n_predict_draws
-        means = torch.empty(len(nets), n, d, dtype=torch.float64, device=Xs.device)
-        covs = torch.empty(len(nets), n, d, d, dtype=torch.float64, device=Xs.device)
-        for m, (net, seed) in enumerate(zip(nets, self.mc_seeds_, strict=True)):
-            for rows, mu, L in self._passes(net, Xs, T, seed):
-                precision = L @ L.transpose(-1, -2)
-                if self.prediction == "expectation":  # eq. 7.4-7.5
-                    moments = mu.mean(0), _precision_inverse(precision.mean(0))
-                else:  # eq. 7.6: the mixture of the T pass Gaussians
-                    moments = combine_gaussians(mu, _precision_inverse(precision))
-                means[m, rows], covs[m, rows] = moments
-        return means, covs
+        return member_moments(
+            nets, self.mc_seeds_, Xs, self.n_outputs_, self.n_predict_draws, self.prediction
+        )
 
     def _to_original_units(self, mean, cov=None):
         """Undo the target standardisation: ndarrays ``mean`` and, if given, ``cov``."""
@@ -422,32 +341,12 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         noise_gen = torch.Generator().manual_seed(draw_seed(rng))
         if self.prediction == "expectation":
             mean, cov = combine_gaussians(*self._member_moments(X))
-            eps = torch.randn(n_draws, *mean.shape, generator=noise_gen, dtype=torch.float64)
-            chol, info = torch.linalg.cholesky_ex(cov)
-            if bool((info != 0).any()):
-                raise ValueError(_NOT_FINITE)
-            chol = chol.cpu()
-            draws = mean.cpu() + (chol @ eps[..., None])[..., 0]
-        else:
-            draws = self._sample_passes(X, n_draws, rng, noise_gen)
+            draws = ensemble_gaussian_draws(mean, cov, n_draws, noise_gen)
+        else:  # eq. 7.6: draw k comes from one dropout pass of network k mod M
+            nets, Xs = self._prepare(X)
+            draws = pass_draws(nets, Xs, self.n_outputs_, n_draws, rng, noise_gen)
         draws = np.moveaxis(self._to_original_units(draws), 0, -1)  # (n, D, n_draws)
         return draws[:, 0] if self.single_target_ else draws
-
-    def _sample_passes(self, X, n_draws, rng, noise_gen):
-        """Eq. 7.6: draw k comes from one dropout pass of network k mod M."""
-        nets, Xs = self._prepare(X)
-        draws = torch.empty(n_draws, len(Xs), self.n_outputs_, dtype=torch.float64)
-        for m, net in enumerate(nets):
-            which = range(m, n_draws, len(nets))
-            if not len(which):
-                continue
-            seed = draw_seed(rng)
-            for rows, mu, L in self._passes(net, Xs, len(which), seed):
-                eps = torch.randn(*mu.shape, 1, generator=noise_gen, dtype=torch.float64)
-                # L^T a = eps gives a with covariance (L L^T)^-1
-                a = torch.linalg.solve_triangular(L.transpose(-1, -2).cpu(), eps, upper=True)
-                draws[list(which), rows] = mu.cpu() + a[..., 0]
-        return draws
 
     # ------------------------------------------------------------------ persistence
     def _get_state(self) -> dict:
@@ -499,36 +398,3 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
             net = self._new_net().to(next(iter(sd.values())).dtype)
             net.load_state_dict(sd)
             self.estimators_.append(net)
-
-
-def _plannet_loss(net, y_pred, y_true, X, training) -> torch.Tensor:
-    """skorch loss hook: eq. 7.1 per point (standardised units)."""
-    return cholesky_gaussian_loss(y_true, *y_pred)
-
-
-class _FixedValidationNoise(nn.Module):
-    """A :class:`PlanNet` whose eval-mode passes (validation) reuse one seed every epoch.
-
-    In training mode the concrete-dropout noise comes from torch's global generator (forked
-    and seeded for the fit); in eval mode from a generator reset to ``seed`` at the start of
-    every epoch, so successive validation losses differ by the training only.
-    """
-
-    def __init__(self, net: PlanNet, seed: int):
-        super().__init__()
-        self.net, self.seed, self.generator = net, seed, None
-
-    def reset(self, device) -> None:
-        self.generator = torch.Generator(device=device).manual_seed(self.seed)
-
-    def forward(self, x):
-        if self.training:
-            return self.net(x)
-        if self.generator is None or self.generator.device != x.device:
-            self.reset(x.device)
-        return self.net(x, self.generator)
-
-
-class _ReseedValidationNoise(Callback):
-    def on_epoch_begin(self, net, **kwargs):
-        net.module_.generator = None

@@ -20,17 +20,23 @@ from ._summary import run_summary
 __all__ = ["sample"]
 
 
-def _as_target(logdensity, dim: int, device, dtype):
+def _checked_target(logdensity, dim: int, device, dtype):
+    """The target of ``logdensity`` (a function is wrapped in a ``FunctionTarget``), checked to
+    have ``dim`` coordinates."""
     if hasattr(logdensity, "value_and_grad"):
-        return logdensity
-    if callable(logdensity):
+        target = logdensity
+    elif callable(logdensity):
         from ..targets import FunctionTarget
 
-        return FunctionTarget(logdensity, dim, device=device, dtype=dtype)
-    raise ValueError(
-        "logdensity must be a callable theta -> log p(theta) or an object with "
-        f"value_and_grad(theta); got {type(logdensity).__name__}."
-    )
+        target = FunctionTarget(logdensity, dim, device=device, dtype=dtype)
+    else:
+        raise ValueError(
+            "logdensity must be a callable theta -> log p(theta) or an object with "
+            f"value_and_grad(theta); got {type(logdensity).__name__}."
+        )
+    if getattr(target, "dim", dim) != dim:
+        raise ValueError(f"initial_position has {dim} coordinates but the target has {target.dim}.")
+    return target
 
 
 def sample(
@@ -125,14 +131,11 @@ def sample(
     >>> result.draws.shape
     torch.Size([2, 200, 2])
     """
-    _check_arguments(n_warmup, n_draws, n_chains, thin, init_jitter, step_size, target_accept)
-    if chain_method not in CHAIN_METHODS:
-        raise ValueError(f"chain_method must be one of {CHAIN_METHODS}, got {chain_method!r}.")
+    _check_arguments(
+        n_warmup, n_draws, n_chains, thin, init_jitter, step_size, target_accept, chain_method
+    )
     start, device, dtype = _start(initial_position, n_chains, logdensity, device, dtype)
-    dim = start.shape[-1]
-    target = _as_target(logdensity, dim, device, dtype)
-    if getattr(target, "dim", dim) != dim:
-        raise ValueError(f"initial_position has {dim} coordinates but the target has {target.dim}.")
+    target = _checked_target(logdensity, start.shape[-1], device, dtype)
     seeds = root_seed(random_state)  # one SeedSequence: "jitter" and "sampling" children
     positions = _jittered(start, n_chains, init_jitter, child(seeds, "jitter")).to(dtype)
     run_kwargs = dict(
@@ -158,10 +161,12 @@ def sample(
         desc=type(sampler).__name__,
         verbose=verbose,
     )
-    return _as_samples(run, names, dim)
+    return _as_samples(run, names, start.shape[-1])
 
 
-def _check_arguments(n_warmup, n_draws, n_chains, thin, init_jitter, step_size, target_accept):
+def _check_arguments(
+    n_warmup, n_draws, n_chains, thin, init_jitter, step_size, target_accept, chain_method
+):
     check_scalar_param(n_warmup, "n_warmup", kind="int", low=0)
     check_scalar_param(n_draws, "n_draws", kind="int", low=1)
     check_scalar_param(n_chains, "n_chains", kind="int", low=1)
@@ -171,6 +176,8 @@ def _check_arguments(n_warmup, n_draws, n_chains, thin, init_jitter, step_size, 
     check_scalar_param(
         target_accept, "target_accept", low=0, high=1, low_inclusive=False, high_inclusive=False
     )
+    if chain_method not in CHAIN_METHODS:
+        raise ValueError(f"chain_method must be one of {CHAIN_METHODS}, got {chain_method!r}.")
 
 
 def _start(initial_position, n_chains: int, logdensity, device, dtype):

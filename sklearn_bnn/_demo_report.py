@@ -1,0 +1,230 @@
+"""The digits demo's scores, their table and plain reading, and its figures.
+
+:mod:`sklearn_bnn.__main__` fits the models and calls these; every sentence of the reading is
+read from the scores, never assumed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+COLUMNS = ("accuracy", "NLL", "ECE", "Brier", "AUROC H", "AUROC MI", "fit (s)", "x MLP")
+"""Columns of the printed table (the test checks them)."""
+
+# Direction of each score: +1 when higher is better, -1 when lower is better.
+_BETTER = {
+    "accuracy": 1,
+    "nll": -1,
+    "ece": -1,
+    "brier": -1,
+    "auroc_entropy": 1,
+    "auroc_mi": 1,
+}
+_NAMES = {
+    "accuracy": "accuracy",
+    "nll": "NLL",
+    "ece": "ECE",
+    "brier": "Brier score",
+    "auroc_entropy": "OOD AUROC (entropy)",
+    "auroc_mi": "OOD AUROC (mutual information)",
+}
+
+
+def score_model(y_test, draws_test, draws_ood, labels, proba=None) -> dict:
+    """In-distribution scores and OOD detection of a model from its per-draw probabilities.
+
+    Parameters
+    ----------
+    y_test : ndarray of shape (n_test,)
+    draws_test : ndarray of shape (n_draws, n_test, n_classes)
+        Per-draw (or per-member) probabilities on the in-distribution test set; one draw for a
+        deterministic model.
+    draws_ood : ndarray of shape (n_draws, n_ood, n_classes)
+        The same on the out-of-distribution inputs.
+    labels : array-like of shape (n_classes,)
+    proba : pair of ndarrays, optional
+        The model's ``predict_proba`` on the test and the OOD inputs, when it is not the mean
+        of the draws (a calibrated model average); the scores and the entropy are read from
+        it, the mutual information from the draws.
+
+    Returns
+    -------
+    dict
+        ``accuracy``, ``nll``, ``ece``, ``brier`` on the test set; ``auroc_entropy`` (and
+        ``auroc_mi`` when there is more than one draw, else None): the area under the ROC
+        curve of telling OOD inputs (positives) from test inputs by that uncertainty;
+        ``mean_confidence`` (top-label probability) and the mean predictive entropies
+        ``mean_entropy_test`` and ``mean_entropy_ood``.
+    """
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    from .metrics import (
+        brier_score,
+        expected_calibration_error,
+        mutual_information,
+        negative_log_likelihood,
+        predictive_entropy,
+    )
+
+    proba_test, proba_ood = proba or (draws_test.mean(axis=0), draws_ood.mean(axis=0))
+    proba = proba_test
+    is_ood = np.r_[np.zeros(draws_test.shape[1]), np.ones(draws_ood.shape[1])]
+    both = np.concatenate([draws_test, draws_ood], axis=1)
+    mean_both = np.concatenate([proba_test, proba_ood])[None]
+    row = {
+        "accuracy": float(np.mean(np.asarray(labels)[proba.argmax(1)] == y_test)),
+        "nll": negative_log_likelihood(y_test, proba, labels=labels),
+        "ece": expected_calibration_error(y_test, proba, labels=labels),
+        "brier": brier_score(y_test, proba, labels=labels),
+        "auroc_entropy": float(roc_auc_score(is_ood, predictive_entropy(mean_both))),
+        "auroc_mi": None,
+        "mean_confidence": float(proba.max(axis=1).mean()),
+        "mean_entropy_test": float(predictive_entropy(proba_test[None]).mean()),
+        "mean_entropy_ood": float(predictive_entropy(proba_ood[None]).mean()),
+    }
+    if len(both) > 1:
+        row["auroc_mi"] = float(roc_auc_score(is_ood, mutual_information(both)))
+    return row
+
+
+def format_table(rows: dict) -> str:
+    """The results as a fixed-width table, one line per model.
+
+    Parameters
+    ----------
+    rows : dict
+        Model name to the dict of :func:`score_model` plus ``seconds`` and ``ratio``.
+
+    Returns
+    -------
+    str
+    """
+    width = max(len(name) for name in rows) + 2
+    lines = [f"{'model':<{width}}" + "".join(f"{c:>10}" for c in COLUMNS)]
+    for name, r in rows.items():
+        mi = "-" if r["auroc_mi"] is None else f"{r['auroc_mi']:.3f}"
+        cells = (
+            f"{r['accuracy']:.3f}",
+            f"{r['nll']:.3f}",
+            f"{r['ece']:.3f}",
+            f"{r['brier']:.3f}",
+            f"{r['auroc_entropy']:.3f}",
+            mi,
+            f"{r['seconds']:.1f}",
+            f"{r['ratio']:.0f}x" if r["ratio"] >= 10 else f"{r['ratio']:.1f}x",
+        )
+        lines.append(f"{name:<{width}}" + "".join(f"{c:>10}" for c in cells))
+    return "\n".join(lines)
+
+
+def _compare(a: dict, b: dict, key: str) -> int:
+    """+1 when ``a`` is better than ``b`` on ``key`` at the printed precision, -1 worse, 0 tie."""
+    x, y = a[key], b[key]
+    if x is None or y is None or round(x, 3) == round(y, 3):
+        return 0
+    return _BETTER[key] if x > y else -_BETTER[key]
+
+
+def reading(rows: dict, bayes: str, others: tuple[str, ...]) -> list[str]:
+    """Plain sentences saying where ``bayes`` beats each of ``others`` and where it does not.
+
+    Every claim is read from ``rows`` (compared at the three decimals printed), never assumed.
+
+    Parameters
+    ----------
+    rows : dict
+        As for :func:`format_table`.
+    bayes : str
+        The model to read about.
+    others : tuple of str
+        The models it is compared with.
+
+    Returns
+    -------
+    list of str
+    """
+    lines = []
+    b = rows[bayes]
+    for other in others:
+        o = rows[other]
+        better, worse, tied = [], [], []
+        for key in _BETTER:
+            if o[key] is None or b[key] is None:
+                continue
+            text = f"{_NAMES[key]} {b[key]:.3f} against {o[key]:.3f}"
+            {1: better, -1: worse, 0: tied}[_compare(b, o, key)].append(text)
+        # OOD by mutual information against a model that has none: compare with its entropy.
+        if b["auroc_mi"] is not None and o["auroc_mi"] is None:
+            mi_vs_h = {**b, "auroc_entropy": b["auroc_mi"]}
+            text = (
+                f"OOD AUROC from its mutual information {b['auroc_mi']:.3f} against "
+                f"{o['auroc_entropy']:.3f} from the {other}'s entropy"
+            )
+            {1: better, -1: worse, 0: tied}[_compare(mi_vs_h, o, "auroc_entropy")].append(text)
+        lines.append(f"Against the {other}:")
+        lines.append("  better: " + ("; ".join(better) if better else "nowhere"))
+        lines.append("  worse:  " + ("; ".join(worse) if worse else "nowhere"))
+        if tied:
+            lines.append("  equal:  " + "; ".join(tied))
+        lines.append(
+            f"  fit time: {b['seconds'] / o['seconds']:.0f} times as long "
+            f"({b['seconds']:.1f} s against {o['seconds']:.1f} s)"
+        )
+    gap = b["mean_confidence"] - b["accuracy"]
+    if round(gap, 3) != 0:
+        side = "over-confident" if gap > 0 else "under-confident"
+        lines.append(
+            f"{bayes}'s mean confidence on the test set is {b['mean_confidence']:.3f} against an "
+            f"accuracy of {b['accuracy']:.3f}: {side} on average."
+        )
+    entropies = ", ".join(
+        f"{name} {r['mean_entropy_ood']:.2f}"
+        for name, r in sorted(rows.items(), key=lambda item: -item[1]["mean_entropy_ood"])
+    )
+    lines.append(f"Mean predictive entropy on the unseen digits 7-9 (nats): {entropies}.")
+    return lines
+
+
+def write_figures(out_dir, y_test, probas, labels, rows) -> list[Path]:
+    """Reliability, risk-coverage and OOD-entropy figures of each model's predictive.
+
+    ``probas[name]`` is the pair (test, OOD) of the probabilities the table scored: the model
+    average for the MLPs, HMC's calibrated ``predict_proba``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .plotting import plot_accuracy_coverage, plot_entropy_histogram, plot_reliability_diagram
+
+    names = list(probas)
+    paths = []
+    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 4.5))
+    for ax, name in zip(axes, names, strict=True):
+        plot_reliability_diagram(y_test, probas[name][0], labels=labels, ax=ax, label=name)
+        ax.set_title(f"{name}: reliability")
+    paths.append(out_dir / "reliability.png")
+    fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for name in names:
+        plot_accuracy_coverage(y_test, probas[name][0], labels=labels, ax=ax, label=name)
+    ax.set_title("Digits 0-6 test set: accuracy when the most uncertain are refused")
+    paths.append(out_dir / "risk_coverage.png")
+    fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.8), sharey=True)
+    for ax, name in zip(axes, names, strict=True):
+        title = f"{name} (OOD AUROC {rows[name]['auroc_entropy']:.3f})"
+        plot_entropy_histogram(probas[name][0], probas[name][1], ax=ax, title=title)
+    axes[0].set_ylabel("density (test 0-6 against unseen 7-9)")
+    for ax in axes[1:]:
+        ax.set_ylabel("")
+    paths.append(out_dir / "entropy_ood.png")
+    fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return paths
