@@ -14,7 +14,10 @@ Every target gives ``value_and_grad(theta)`` on a (C, D) batch of positions, wit
 - :class:`NoisePrecisionGibbs`, :class:`PriorPrecisionGibbs`: the Gibbs blocks of a learned
   noise precision and of a hierarchical prior's per-tensor precisions
   (``HierarchicalPrior(scheme="gibbs")``), which the network targets declare in
-  ``gibbs_blocks()``.
+  ``gibbs_blocks()``;
+- :class:`UnitRescaleGibbs`: the exact rescaling of a positively homogeneous MLP's hidden
+  units along the directions that leave its function unchanged (a Gibbs block that moves the
+  position; ``Target.rescale_moves``).
 """
 
 from ._function import FunctionTarget
@@ -22,6 +25,7 @@ from ._gibbs import NoisePrecisionGibbs, PriorPrecisionGibbs
 from ._hierarchical import HierarchicalTarget, hierarchical_target
 from ._minibatch import MinibatchTarget
 from ._network import FunctionalNetwork, Target
+from ._rescale import UnitRescaleGibbs
 from ._split import SplitTarget, split_bounds
 
 NetworkTarget = Target
@@ -36,6 +40,7 @@ __all__ = [
     "PriorPrecisionGibbs",
     "SplitTarget",
     "Target",
+    "UnitRescaleGibbs",
     "hierarchical_target",
     "split_bounds",
 ]

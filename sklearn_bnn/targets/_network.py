@@ -20,6 +20,7 @@ from torch.func import functional_call, vmap
 
 from ..priors import BoundGaussianPrior, GaussianPrior
 from ._gibbs import NoisePrecisionGibbs, hierarchical_blocks, hierarchical_noise
+from ._rescale import UnitRescaleGibbs
 
 __all__ = ["FunctionalNetwork", "Target"]
 
@@ -192,6 +193,12 @@ class Target:
     #: both tempered (the cold-posterior convention of Wenzel et al. 2020, eq. 1); 1 is Bayes.
     temperature = 1.0
 
+    #: Declare the exact unit-rescaling move (:class:`UnitRescaleGibbs`) among the Gibbs blocks
+    #: when the network is the package's MLP with a positively homogeneous activation (ReLU,
+    #: identity) and the prior is Gaussian; off unless an estimator (``rescale_moves``) or a
+    #: caller sets it.
+    rescale_moves = False
+
     def __init__(self, network: FunctionalNetwork, X, y, likelihood, prior: GaussianPrior):
         self.network = network
         self.device, self.dtype, self.dim = network.device, network.dtype, network.dim
@@ -244,10 +251,24 @@ class Target:
     # -- Gibbs blocks: the likelihood's noise, a hierarchical prior's precisions ------------
     def gibbs_blocks(self) -> list:
         """The Gibbs blocks of this model (:mod:`sklearn_bnn.samplers.gibbs`): a hierarchical
-        prior's precisions (``HierarchicalPrior(scheme="gibbs")``), then the noise precision
-        when the likelihood learns it."""
+        prior's precisions (``HierarchicalPrior(scheme="gibbs")``), then, with
+        :attr:`rescale_moves`, the rescaling of every hidden unit given them (a positively
+        homogeneous MLP under a Gaussian prior only), then the noise precision when the
+        likelihood learns it."""
         learns = getattr(self.likelihood, "learns_precision", False)
-        return list(self._prior_blocks) + ([NoisePrecisionGibbs()] if learns else [])
+        rescale = self._rescale_block()
+        return (
+            list(self._prior_blocks)
+            + ([rescale] if rescale is not None else [])
+            + ([NoisePrecisionGibbs()] if learns else [])
+        )
+
+    def _rescale_block(self):
+        """The :class:`UnitRescaleGibbs` of this network, when :attr:`rescale_moves` is set and
+        the network and the prior admit it; else None."""
+        if not self.rescale_moves or not isinstance(self.prior_density, BoundGaussianPrior):
+            return None
+        return UnitRescaleGibbs.for_network(self.network)
 
     def with_noise_precision(self, tau: torch.Tensor) -> Target:
         """This target with the noise precision of each chain set to its row of ``tau``
