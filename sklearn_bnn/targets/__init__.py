@@ -15,9 +15,10 @@ Every target gives ``value_and_grad(theta)`` on a (C, D) batch of positions, wit
   noise precision and of a hierarchical prior's per-tensor precisions
   (``HierarchicalPrior(scheme="gibbs")``), which the network targets declare in
   ``gibbs_blocks()``;
-- :class:`UnitRescaleGibbs`: the exact rescaling of a positively homogeneous MLP's hidden
-  units along the directions that leave its function unchanged (a Gibbs block that moves the
-  position; ``Target.rescale_moves``).
+- :class:`UnitRescaleGibbs`, :class:`LayerRescaleGibbs`: the exact rescaling of a positively
+  homogeneous MLP's hidden units (each unit given the precisions; each layer with a
+  hierarchical prior's precisions integrated out) along the directions that leave its function
+  unchanged (Gibbs blocks that move the position; ``Target.rescale_moves``).
 """
 
 from ._function import FunctionTarget
@@ -25,7 +26,7 @@ from ._gibbs import NoisePrecisionGibbs, PriorPrecisionGibbs
 from ._hierarchical import HierarchicalTarget, hierarchical_target
 from ._minibatch import MinibatchTarget
 from ._network import FunctionalNetwork, Target
-from ._rescale import UnitRescaleGibbs
+from ._rescale import LayerRescaleGibbs, UnitRescaleGibbs
 from ._split import SplitTarget, split_bounds
 
 NetworkTarget = Target
@@ -34,6 +35,7 @@ __all__ = [
     "FunctionTarget",
     "FunctionalNetwork",
     "HierarchicalTarget",
+    "LayerRescaleGibbs",
     "MinibatchTarget",
     "NetworkTarget",
     "NoisePrecisionGibbs",

@@ -20,7 +20,7 @@ from torch.func import functional_call, vmap
 
 from ..priors import BoundGaussianPrior, GaussianPrior
 from ._gibbs import NoisePrecisionGibbs, hierarchical_blocks, hierarchical_noise
-from ._rescale import UnitRescaleGibbs
+from ._rescale import LayerRescaleGibbs, UnitRescaleGibbs
 
 __all__ = ["FunctionalNetwork", "Target"]
 
@@ -250,25 +250,36 @@ class Target:
 
     # -- Gibbs blocks: the likelihood's noise, a hierarchical prior's precisions ------------
     def gibbs_blocks(self) -> list:
-        """The Gibbs blocks of this model (:mod:`sklearn_bnn.samplers.gibbs`): a hierarchical
-        prior's precisions (``HierarchicalPrior(scheme="gibbs")``), then, with
-        :attr:`rescale_moves`, the rescaling of every hidden unit given them (a positively
-        homogeneous MLP under a Gaussian prior only), then the noise precision when the
-        likelihood learns it."""
+        """The Gibbs blocks of this model (:mod:`sklearn_bnn.samplers.gibbs`), drawn in this
+        order: with :attr:`rescale_moves` and a hierarchical prior, each hidden layer's scale
+        with the precisions integrated out (:class:`LayerRescaleGibbs`); a hierarchical prior's
+        precisions (``HierarchicalPrior(scheme="gibbs")``); with :attr:`rescale_moves`, every
+        hidden unit's scale given them (:class:`UnitRescaleGibbs`; a positively homogeneous MLP
+        under a Gaussian prior only); the noise precision when the likelihood learns it."""
         learns = getattr(self.likelihood, "learns_precision", False)
-        rescale = self._rescale_block()
         return (
-            list(self._prior_blocks)
-            + ([rescale] if rescale is not None else [])
+            self._layer_rescale_blocks()
+            + list(self._prior_blocks)
+            + self._unit_rescale_blocks()
             + ([NoisePrecisionGibbs()] if learns else [])
         )
 
-    def _rescale_block(self):
-        """The :class:`UnitRescaleGibbs` of this network, when :attr:`rescale_moves` is set and
-        the network and the prior admit it; else None."""
+    def _unit_rescale_blocks(self) -> list:
+        """[:class:`UnitRescaleGibbs`] when :attr:`rescale_moves` is set and the network and the
+        prior admit it, else []."""
         if not self.rescale_moves or not isinstance(self.prior_density, BoundGaussianPrior):
-            return None
-        return UnitRescaleGibbs.for_network(self.network)
+            return []
+        block = UnitRescaleGibbs.for_network(self.network)
+        return [] if block is None else [block]
+
+    def _layer_rescale_blocks(self) -> list:
+        """[:class:`LayerRescaleGibbs`], the precisions integrated out, for a hierarchical
+        prior's Gibbs block (directly before it) when the unit rescaling applies, else []."""
+        units = self._unit_rescale_blocks()
+        if not units or not self._prior_blocks:
+            return []
+        precisions = self._prior_blocks[0]
+        return [LayerRescaleGibbs(units[0].layers, precisions.alpha, precisions.beta)]
 
     def with_noise_precision(self, tau: torch.Tensor) -> Target:
         """This target with the noise precision of each chain set to its row of ``tau``

@@ -35,7 +35,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["UnitRescaleGibbs", "homogeneous_layers", "sample_log_gig"]
+__all__ = [
+    "LayerRescaleGibbs",
+    "UnitRescaleGibbs",
+    "homogeneous_layers",
+    "sample_log_concave",
+    "sample_log_gig",
+]
 
 #: Activations with a(c z) = c a(z) for every c > 0.
 HOMOGENEOUS = (nn.ReLU, nn.Identity)
@@ -94,14 +100,8 @@ def sample_log_gig(
     """Exact draws of v = log u, u ~ GIG(p, a, b) (float64, elementwise, broadcast together).
 
     The density of v, exp(h(v)) with h(v) = p v - (a e^v + b e^-v) / 2, is log-concave, and is
-    drawn by rejection from the three-piece envelope of a log-concave density (Devroye 1986,
-    *Non-Uniform Random Variate Generation*, §VII.2; the construction Devroye 2014, *Stat.
-    Comput.* 24:239, uses for the GIG): flat at the mode's height between two points
-    v_- < v* < v_+ where h has dropped by about 1, and the tangent lines of h at v_- and v_+
-    beyond them. Concavity makes it an envelope wherever v_- and v_+ land (a few Newton steps
-    place them), so every accepted draw is exact; its acceptance is about 0.5-0.7. Vectorised:
-    the rounds end when every element is accepted (at most 200 rounds; an element left after
-    them, with probability below 1e-30, stays at v = 0).
+    drawn exactly by :func:`sample_log_concave` at the mode
+    log u* = log((p + sqrt(p^2 + a b)) / a), where -h'' = sqrt(p^2 + a b).
 
     Where the GIG is improper (a = 0 with p >= 0, b = 0 with p <= 0) or a parameter is not
     finite, v is 0: the identity, which any distribution leaves invariant.
@@ -123,8 +123,35 @@ def sample_log_gig(
     mode = torch.where(  # log u*, u* = (p + s) / a = b / (s - p), without cancellation
         p >= 0, torch.log(p + s) - log_a, log_b - torch.log(s - p)
     )
+    return sample_log_concave(h, dh, mode, s, ok, generator)
+
+
+def sample_log_concave(h, dh, mode, curvature, ok, generator: torch.Generator) -> torch.Tensor:
+    """Exact draws from the log-concave densities exp(h(v)), elementwise (float64).
+
+    Rejection from the three-piece envelope of a log-concave density (Devroye 1986,
+    *Non-Uniform Random Variate Generation*, §VII.2; the construction Devroye 2014, *Stat.
+    Comput.* 24:239, uses for the GIG): flat at the mode's height between two points
+    v_- < v* < v_+ where h has dropped by about 1, and the tangent lines of h at v_- and v_+
+    beyond them. Concavity makes it an envelope wherever v_- and v_+ land (a few Newton steps
+    from the quadratic approximation place them), so every accepted draw is exact; acceptance
+    is about 0.5-0.7 a round. The rounds end when every element is accepted (at most 200; an
+    element left after them, with probability below 1e-30, stays at v = 0).
+
+    Parameters
+    ----------
+    h, dh : callable
+        The log density (up to a constant) and its derivative, elementwise on a tensor shaped
+        like ``mode``; h strictly concave with h' > 0 far left and < 0 far right.
+    mode : tensor
+        The maximiser of h.
+    curvature : tensor
+        -h''(mode) > 0.
+    ok : bool tensor
+        Where to draw; elsewhere the result is 0.
+    """
     top = h(mode)
-    half = torch.sqrt(2.0 / s)  # where the quadratic approximation has dropped by 1
+    half = torch.sqrt(2.0 / curvature)  # where the quadratic approximation has dropped by 1
     edges = []
     for sign in (1.0, -1.0):
         v = mode + sign * half
@@ -141,15 +168,15 @@ def sample_log_gig(
     mass_l = torch.exp(h_l) / slope_l
     total = mass_mid + mass_r + mass_l
 
-    out = torch.zeros_like(a)
+    out = torch.zeros_like(mode)
     todo = ok.clone()
-    opts = dict(generator=generator, dtype=a.dtype, device=a.device)
+    opts = dict(generator=generator, dtype=mode.dtype, device=mode.device)
     for _ in range(200):
         if not bool(todo.any()):
             break
-        pick = torch.rand(a.shape, **opts) * total
-        u = torch.rand(a.shape, **opts)
-        e = -torch.log1p(-torch.rand(a.shape, **opts))  # Exp(1)
+        pick = torch.rand(mode.shape, **opts) * total
+        u = torch.rand(mode.shape, **opts)
+        e = -torch.log1p(-torch.rand(mode.shape, **opts))  # Exp(1)
         in_mid = pick < mass_mid
         in_right = ~in_mid & (pick < mass_mid + mass_r)
         v = torch.where(
@@ -162,7 +189,7 @@ def sample_log_gig(
             torch.zeros_like(v),
             torch.where(in_right, h_r + slope_r * (v - right), h_l + slope_l * (v - left)),
         )
-        accept = torch.log(torch.rand(a.shape, **opts)) < h(v) - top - envelope
+        accept = torch.log(torch.rand(mode.shape, **opts)) < h(v) - top - envelope
         take = todo & accept & torch.isfinite(v)
         out = torch.where(take, v, out)
         todo &= ~take
@@ -248,6 +275,119 @@ class UnitRescaleGibbs:
     def update(self, target, state, generator: torch.Generator):
         """Rescale every unit, then the state's log density and gradient at the moved position
         (one gradient)."""
+        values, moved = self.move(target, state, generator)
+        log_prob, grad = target.value_and_grad(moved)
+        return values, type(state)(moved, log_prob, grad)
+
+    def condition(self, target, values: torch.Tensor):
+        """The target itself: the block has no values to condition on."""
+        return target
+
+    def stats(self, values: torch.Tensor) -> dict:
+        """None: the move's outcome is the position itself."""
+        return {}
+
+
+class LayerRescaleGibbs:
+    """Each hidden layer's common scale, with the hierarchical prior's precisions integrated out.
+
+    Under ``HierarchicalPrior`` (one precision tau_t ~ Gamma(alpha, beta) per tensor) the slow
+    direction is joint: every unit of hidden layer l scaled by one c (incoming weights and
+    biases times c, outgoing weights over c) with tau of those tensors divided and multiplied by
+    c^2 leaves the likelihood and every tau_t |w_t|^2 unchanged, and a Gibbs sampler that
+    alternates tau | w with moves of w given tau crosses it by a random walk (Liu & Wu 1999,
+    *JASA* 94:1264, on parameter expansion for such directions). This block draws c from the
+    conditional of the *marginal* density of the weights, tau integrated out, along the orbit
+    (Liu & Sabatti 2000): tempered by T, the marginal prior of tensor t is
+    (beta + |w_t|^2 / 2)^-alpha'_t with alpha'_t = (alpha - 1 + n_t/2) / T + 1 (the Gamma
+    conditional :class:`~sklearn_bnn.targets.PriorPrecisionGibbs` draws from), so v = log c^2
+    has the log-concave density
+
+        h(v) = K v / 2 - sum_up alpha'_t softplus(v + s_t) - sum_down alpha'_t softplus(s_t - v),
+
+    s_t = log(|w_t|^2 / (2 beta)), K = n_up - n_down the coordinates scaled up minus down (the
+    Jacobian c^K and the Haar measure dc / c), drawn exactly (:func:`sample_log_concave`, its
+    mode by bisection on h'). Followed at once by the exact draw of every tau given the moved
+    weights, the pair is a draw of (w, tau) that leaves the joint posterior invariant
+    (partially collapsed Gibbs, van Dyk & Park 2008, *JASA* 103:790): the block must come
+    directly before the precision block and uses no precision itself. Where the orbit's
+    density is improper (h' of one sign: a warm posterior, T > 1, can make it so), the layer
+    stays as it is.
+
+    Parameters
+    ----------
+    layers : list of tuple
+        As :class:`UnitRescaleGibbs`.
+    alpha, beta : float
+        The Gamma hyperprior of every tensor's precision.
+    """
+
+    moves_position = True
+
+    def __init__(self, layers, alpha: float, beta: float):
+        self.layers = [tuple(int(x) for x in layer) for layer in layers]
+        self.alpha, self.beta = float(alpha), float(beta)
+
+    def move(self, target, state, generator: torch.Generator):
+        """The position with every hidden layer's scale drawn in turn, and the empty values."""
+        theta = state.position.detach()
+        C = theta.shape[0]
+        T = float(getattr(target, "temperature", 1.0))
+        x = theta.to(torch.float64).clone()
+        for w0, h, n_in, b0, v0, n_out in self.layers:
+            blocks = [
+                (x[:, w0 : w0 + h * n_in], 1.0),
+                (x[:, b0 : b0 + h], 1.0),
+                (x[:, v0 : v0 + n_out * h], -1.0),
+            ]
+            log_c2 = self._draw(blocks, generator, T)
+            c = torch.exp(0.5 * log_c2)[:, None]
+            blocks[0][0].mul_(c)
+            blocks[1][0].mul_(c)
+            blocks[2][0].div_(c)
+        moved = x.to(theta.dtype)
+        moved = torch.where(torch.isfinite(moved).all(-1, keepdim=True), moved, theta)
+        return theta.new_zeros((C, 0)), moved
+
+    def _draw(self, blocks, generator, T):
+        """log c^2 (C,) for one layer; ``blocks``: (coordinates (C, n_t), +1 up / -1 down)."""
+        signs = torch.tensor([sign for _, sign in blocks], dtype=torch.float64)
+        sizes = torch.tensor([w.shape[1] for w, _ in blocks], dtype=torch.float64)
+        sum_sq = torch.stack([w.square().sum(-1) for w, _ in blocks], -1)  # (C, 3)
+        shift = torch.log(sum_sq / (2 * self.beta))  # -inf for an all-zero tensor: no term
+        power = (self.alpha - 1.0 + 0.5 * sizes) / T + 1.0  # alpha'_t
+        half_k = 0.5 * float((signs * sizes).sum())
+        signs, power = signs.to(shift.device), power.to(shift.device)
+
+        def dh(v):
+            return half_k - (signs * power * torch.sigmoid(signs * v[..., None] + shift)).sum(-1)
+
+        def h(v):
+            z = signs * v[..., None] + shift
+            return half_k * v - (power * torch.nn.functional.softplus(z)).sum(-1)
+
+        # proper only where h' falls from > 0 (far left) to < 0 (far right)
+        up, down = (signs > 0) & torch.isfinite(shift), (signs < 0) & torch.isfinite(shift)
+        far_right = half_k - (power * up).sum(-1)
+        far_left = half_k + (power * down).sum(-1)
+        ok = (far_right < 0) & (far_left > 0) & torch.isfinite(sum_sq).all(-1)
+        lo = torch.full_like(far_right, -80.0)
+        hi = torch.full_like(far_right, 80.0)
+        for _ in range(60):  # bisection on the decreasing h'
+            mid = 0.5 * (lo + hi)
+            rising = dh(mid) > 0
+            lo, hi = torch.where(rising, mid, lo), torch.where(rising, hi, mid)
+        mode = 0.5 * (lo + hi)
+        z = signs * mode[..., None] + shift
+        sig = torch.sigmoid(z)
+        curvature = (power * sig * (1 - sig)).sum(-1)
+        ok &= (curvature > 0) & torch.isfinite(mode) & (mode.abs() < 79.0)
+        mode = torch.where(ok, mode, torch.zeros_like(mode))
+        curvature = torch.where(ok, curvature, torch.ones_like(curvature))
+        return sample_log_concave(h, dh, mode, curvature, ok, generator)
+
+    def update(self, target, state, generator: torch.Generator):
+        """Rescale every layer, then the state's log density and gradient (one gradient)."""
         values, moved = self.move(target, state, generator)
         log_prob, grad = target.value_and_grad(moved)
         return values, type(state)(moved, log_prob, grad)
