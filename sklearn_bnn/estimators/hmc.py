@@ -69,7 +69,7 @@ _PARAMS_DOC = """
         Jobs for ``chain_method="parallel"`` (joblib's convention: None is 1, -1 all cores).
     adapt_mass : bool, default=False
         Adapt a diagonal mass matrix per chain during warmup (Stan's windowed schedule).
-    rescale_moves : bool, default=False
+    rescale_moves : bool, default=True
         After every transition, draw each hidden unit's scale exactly from its conditional
         along the directions that leave the network's function unchanged (the unit's incoming
         weights and bias times c, its outgoing weights divided by c; Liu & Sabatti 2000), which
@@ -192,7 +192,7 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
         chain_method="vectorized",
         n_jobs=None,
         adapt_mass=False,
-        rescale_moves=False,
+        rescale_moves=True,
         init="map",
         n_init_steps=500,
         device="cpu",
@@ -279,7 +279,7 @@ class HMCRegressor(SamplingRegressorMixin, _TrajectoryParams, BaseSamplingEstima
         chain_method="vectorized",
         n_jobs=None,
         adapt_mass=False,
-        rescale_moves=False,
+        rescale_moves=True,
         init="map",
         n_init_steps=500,
         device="cpu",
