@@ -88,8 +88,13 @@ class GibbsKernel(Kernel):
         return GibbsState(state.position, state.log_prob, state.grad, values)
 
     def init(self, position, generator=None, *, n_warmup: int = 0) -> GibbsState:
-        """The inner kernel's start, then a first draw of the block given it."""
+        """The inner kernel's start, then a first draw of the block given it (none for a block
+        without values, ``initial_draw = False``: a move of the position only, which a chain
+        continued by a warm start then takes exactly as the same chain run in one go)."""
         state = self.inner.init(position, generator, n_warmup=n_warmup)
+        if not getattr(self.block, "initial_draw", True):
+            empty = state.position.new_zeros((state.position.shape[0], 0))
+            return GibbsState(state.position, state.log_prob, state.grad, empty)
         return self._draw(state, generator)
 
     def step(self, state: GibbsState, generator, step_size=None, inv_mass=None):

@@ -229,6 +229,8 @@ class UnitRescaleGibbs:
     #: Moves the position: a :class:`~sklearn_bnn.samplers.gibbs.BlockSequence` passes the
     #: moved state on, and kernels confined to a box (constrained and bridged HMC) drop it.
     moves_position = True
+    #: No values to start with: a chain's first transition needs no draw of the block.
+    initial_draw = False
 
     def __init__(self, layers):
         self.layers = [tuple(int(x) for x in layer) for layer in layers]
@@ -323,6 +325,7 @@ class LayerRescaleGibbs:
     """
 
     moves_position = True
+    initial_draw = False
 
     def __init__(self, layers, alpha: float, beta: float):
         self.layers = [tuple(int(x) for x in layer) for layer in layers]
