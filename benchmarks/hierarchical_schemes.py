@@ -28,8 +28,13 @@ R-hat (``sklearn_bnn.diagnostics``); and the bulk ESS of log |w_l|^2, the statis
 conditional depends on (a precision drawn by Gibbs steps cannot mix faster than it). Times are
 only comparable within one run.
 
+Models ``gibbs_rescale`` and ``fixed_rescale``: ``gibbs`` and ``fixed`` with the exact
+unit-rescaling move of a ReLU network (``rescale_moves=True``; ``--activation relu`` for the
+regression, whose network is tanh by default, where the move does not apply).
+
 Run: ``OMP_NUM_THREADS=1 python benchmarks/hierarchical_schemes.py --problem regression
-[--models gibbs joint] [--n-chains 4] [--n-warmup 500 --n-draws 500 --n-steps 50] [--seed 0]``.
+[--models gibbs joint] [--n-chains 4] [--n-warmup 500 --n-draws 500 --n-steps 50] [--seed 0]
+[--activation relu]``.
 """
 
 from __future__ import annotations
@@ -87,7 +92,8 @@ def panel_data(seed):
 
 def make_model(problem, name, args):
     """``gibbs`` (``gibbs_mass``: with ``adapt_mass=True``), ``joint`` or ``fixed`` (the
-    default N(0, 1) prior) for ``problem``."""
+    default N(0, 1) prior) for ``problem``; ``gibbs_rescale`` and ``fixed_rescale`` add the
+    exact unit-rescaling move (``rescale_moves=True``), the others run without it."""
     budget = dict(
         n_warmup=args.n_warmup,
         n_draws=args.n_draws,
@@ -97,9 +103,13 @@ def make_model(problem, name, args):
     )
     if problem == "regression":
         cls = HMCRegressor
-        budget.update(hidden_layer_sizes=(50,), activation="tanh")
+        budget.update(hidden_layer_sizes=(50,), activation=args.activation)
     else:
         cls = HMCClassifier
+    if name.endswith("_rescale"):  # the exact unit-rescaling move (ReLU / identity MLPs)
+        budget["rescale_moves"], name = True, name.removesuffix("_rescale")
+    elif name in ("fixed", "gibbs", "gibbs_mass"):
+        budget["rescale_moves"] = False
     if name == "fixed":
         model = cls(**budget)
     elif name in ("gibbs", "gibbs_mass"):
@@ -182,6 +192,7 @@ def main():
     parser.add_argument("--n-steps", type=int, default=50)
     parser.add_argument("--n-chains", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--activation", default="tanh", help="regression: the hidden activation")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.n_chains is None:

@@ -228,6 +228,8 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
         target = self._make_target(network, X, targets, child(seeds, "data"))
         # p(theta | D)^(1/T); 1 leaves it as it is
         target.temperature = float(self.temperature)
+        for name, value in self._target_options().items():  # e.g. rescale_moves
+            setattr(target, name, value)
         options = self._run_options()
         # a continued chain keeps its adapted mass
         options["adapt_mass"] = options.get("adapt_mass", False) and not continuing
@@ -306,6 +308,10 @@ class BaseSamplingEstimator(WeightsOnlyMixin, BaseEstimator):
 
     def _run_options(self) -> dict:
         """Options of the sampling loop a family sets (``target_accept``, ``adapt_mass``)."""
+        return {}
+
+    def _target_options(self) -> dict:
+        """Attributes a family sets on the target before sampling (``rescale_moves``)."""
         return {}
 
     def _sampler_object(self):

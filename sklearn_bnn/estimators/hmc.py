@@ -69,6 +69,14 @@ _PARAMS_DOC = """
         Jobs for ``chain_method="parallel"`` (joblib's convention: None is 1, -1 all cores).
     adapt_mass : bool, default=False
         Adapt a diagonal mass matrix per chain during warmup (Stan's windowed schedule).
+    rescale_moves : bool, default=True
+        After every transition, draw each hidden unit's scale exactly from its conditional
+        along the directions that leave the network's function unchanged (the unit's incoming
+        weights and bias times c, its outgoing weights divided by c; Liu & Sabatti 2000), which
+        HMC crosses only by a random walk. Applies to the built-in MLP with ``activation``
+        "relu" or "identity" (positively homogeneous) under a Gaussian or hierarchical prior,
+        and is ignored for other networks; exact, one extra gradient per transition
+        (:class:`~sklearn_bnn.targets.UnitRescaleGibbs`; docs/hmc.md).
     init : {"map", "random"}, default="map"
         Where chains start: at a posterior mode found by full-batch Adam from the network's
         random initialisation (each chain its own), or at that random initialisation itself.
@@ -114,6 +122,7 @@ class _TrajectoryParams:
         "max_tree_depth": [Interval(Integral, 1, 30, closed="both")],
         "target_accept": [Interval(Real, 0, 1, closed="neither")],
         "adapt_mass": ["boolean"],
+        "rescale_moves": ["boolean"],
     }
 
     def _sampler_defaults(self) -> dict:
@@ -127,6 +136,9 @@ class _TrajectoryParams:
     def _run_options(self) -> dict:
         options = super()._run_options()
         return {**options, "target_accept": self.target_accept, "adapt_mass": self.adapt_mass}
+
+    def _target_options(self) -> dict:
+        return {**super()._target_options(), "rescale_moves": bool(self.rescale_moves)}
 
 
 @register
@@ -180,6 +192,7 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
         chain_method="vectorized",
         n_jobs=None,
         adapt_mass=False,
+        rescale_moves=True,
         init="map",
         n_init_steps=500,
         device="cpu",
@@ -266,6 +279,7 @@ class HMCRegressor(SamplingRegressorMixin, _TrajectoryParams, BaseSamplingEstima
         chain_method="vectorized",
         n_jobs=None,
         adapt_mass=False,
+        rescale_moves=True,
         init="map",
         n_init_steps=500,
         device="cpu",

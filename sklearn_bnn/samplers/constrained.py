@@ -153,6 +153,9 @@ class ConstrainedHMCKernel(HMCKernel):
         near-periodic trajectories a fixed length can make between walls.
     """
 
+    #: Positions stay in the box: Gibbs blocks that move the position are not composed with it.
+    confined = True
+
     def __init__(
         self,
         target,

@@ -88,8 +88,13 @@ class GibbsKernel(Kernel):
         return GibbsState(state.position, state.log_prob, state.grad, values)
 
     def init(self, position, generator=None, *, n_warmup: int = 0) -> GibbsState:
-        """The inner kernel's start, then a first draw of the block given it."""
+        """The inner kernel's start, then a first draw of the block given it (none for a block
+        without values, ``initial_draw = False``: a move of the position only, which a chain
+        continued by a warm start then takes exactly as the same chain run in one go)."""
         state = self.inner.init(position, generator, n_warmup=n_warmup)
+        if not getattr(self.block, "initial_draw", True):
+            empty = state.position.new_zeros((state.position.shape[0], 0))
+            return GibbsState(state.position, state.log_prob, state.grad, empty)
         return self._draw(state, generator)
 
     def step(self, state: GibbsState, generator, step_size=None, inv_mass=None):
@@ -126,7 +131,11 @@ class BlockSequence:
     (already drawn this sweep); a block's draw depends on the position only, so the blocks
     before the last are drawn with their ``draw(target, state, generator)`` when they have one
     (no re-evaluation), and the last block's ``update`` re-evaluates the state under all the new
-    values. Every draw is exact, so the sweep leaves the joint posterior invariant.
+    values. A block that moves the position (``moves_position``, e.g. the unit rescaling of
+    :class:`~sklearn_bnn.targets.UnitRescaleGibbs`) gives its moved position by ``move(target,
+    state, generator) -> (values, position)``; the blocks after it see that position, and the
+    last block's re-evaluation covers it. Every draw leaves its conditional invariant, so the
+    sweep leaves the joint posterior invariant.
 
     Parameters
     ----------
@@ -142,8 +151,12 @@ class BlockSequence:
         parts = []
         for block in self.blocks[:-1]:
             draw = getattr(block, "draw", None)
-            if draw is None:
-                values = block.update(target, state, generator)[0]
+            if getattr(block, "moves_position", False):
+                # the cached density is stale until the last block's update re-evaluates it
+                values, position = block.move(target, state, generator)
+                state = type(state)(position, state.log_prob, state.grad)
+            elif draw is None:
+                values, state = block.update(target, state, generator)
             else:
                 values = draw(target, state, generator)
             target = block.condition(target, values)
@@ -172,9 +185,15 @@ class BlockSequence:
 
 def with_gibbs_blocks(kernel: Kernel, target) -> Kernel:
     """``kernel`` composed with the Gibbs blocks ``target`` declares (``gibbs_blocks()``;
-    several as one :class:`BlockSequence`), or ``kernel`` itself when it declares none."""
+    several as one :class:`BlockSequence`), or ``kernel`` itself when it declares none.
+
+    A kernel confined to a region (``kernel.confined``: constrained HMC's box, bridged HMC's
+    boxes) drops the blocks that move the position (``moves_position``), which could leave it.
+    """
     blocks = getattr(target, "gibbs_blocks", None)
     blocks = list(blocks()) if callable(blocks) else []
+    if getattr(kernel, "confined", False):
+        blocks = [b for b in blocks if not getattr(b, "moves_position", False)]
     if not blocks:
         return kernel
     return GibbsKernel(kernel, blocks[0] if len(blocks) == 1 else BlockSequence(blocks))

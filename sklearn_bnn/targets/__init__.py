@@ -14,7 +14,11 @@ Every target gives ``value_and_grad(theta)`` on a (C, D) batch of positions, wit
 - :class:`NoisePrecisionGibbs`, :class:`PriorPrecisionGibbs`: the Gibbs blocks of a learned
   noise precision and of a hierarchical prior's per-tensor precisions
   (``HierarchicalPrior(scheme="gibbs")``), which the network targets declare in
-  ``gibbs_blocks()``.
+  ``gibbs_blocks()``;
+- :class:`UnitRescaleGibbs`, :class:`LayerRescaleGibbs`: the exact rescaling of a positively
+  homogeneous MLP's hidden units (each unit given the precisions; each layer with a
+  hierarchical prior's precisions integrated out) along the directions that leave its function
+  unchanged (Gibbs blocks that move the position; ``Target.rescale_moves``).
 """
 
 from ._function import FunctionTarget
@@ -22,6 +26,7 @@ from ._gibbs import NoisePrecisionGibbs, PriorPrecisionGibbs
 from ._hierarchical import HierarchicalTarget, hierarchical_target
 from ._minibatch import MinibatchTarget
 from ._network import FunctionalNetwork, Target
+from ._rescale import LayerRescaleGibbs, UnitRescaleGibbs
 from ._split import SplitTarget, split_bounds
 
 NetworkTarget = Target
@@ -30,12 +35,14 @@ __all__ = [
     "FunctionTarget",
     "FunctionalNetwork",
     "HierarchicalTarget",
+    "LayerRescaleGibbs",
     "MinibatchTarget",
     "NetworkTarget",
     "NoisePrecisionGibbs",
     "PriorPrecisionGibbs",
     "SplitTarget",
     "Target",
+    "UnitRescaleGibbs",
     "hierarchical_target",
     "split_bounds",
 ]

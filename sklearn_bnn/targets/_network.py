@@ -20,6 +20,7 @@ from torch.func import functional_call, vmap
 
 from ..priors import BoundGaussianPrior, GaussianPrior
 from ._gibbs import NoisePrecisionGibbs, hierarchical_blocks, hierarchical_noise
+from ._rescale import LayerRescaleGibbs, UnitRescaleGibbs
 
 __all__ = ["FunctionalNetwork", "Target"]
 
@@ -192,6 +193,12 @@ class Target:
     #: both tempered (the cold-posterior convention of Wenzel et al. 2020, eq. 1); 1 is Bayes.
     temperature = 1.0
 
+    #: Declare the exact unit-rescaling move (:class:`UnitRescaleGibbs`) among the Gibbs blocks
+    #: when the network is the package's MLP with a positively homogeneous activation (ReLU,
+    #: identity) and the prior is Gaussian; off unless an estimator (``rescale_moves``) or a
+    #: caller sets it.
+    rescale_moves = False
+
     def __init__(self, network: FunctionalNetwork, X, y, likelihood, prior: GaussianPrior):
         self.network = network
         self.device, self.dtype, self.dim = network.device, network.dtype, network.dim
@@ -243,11 +250,36 @@ class Target:
 
     # -- Gibbs blocks: the likelihood's noise, a hierarchical prior's precisions ------------
     def gibbs_blocks(self) -> list:
-        """The Gibbs blocks of this model (:mod:`sklearn_bnn.samplers.gibbs`): a hierarchical
-        prior's precisions (``HierarchicalPrior(scheme="gibbs")``), then the noise precision
-        when the likelihood learns it."""
+        """The Gibbs blocks of this model (:mod:`sklearn_bnn.samplers.gibbs`), drawn in this
+        order: with :attr:`rescale_moves` and a hierarchical prior, each hidden layer's scale
+        with the precisions integrated out (:class:`LayerRescaleGibbs`); a hierarchical prior's
+        precisions (``HierarchicalPrior(scheme="gibbs")``); with :attr:`rescale_moves`, every
+        hidden unit's scale given them (:class:`UnitRescaleGibbs`; a positively homogeneous MLP
+        under a Gaussian prior only); the noise precision when the likelihood learns it."""
         learns = getattr(self.likelihood, "learns_precision", False)
-        return list(self._prior_blocks) + ([NoisePrecisionGibbs()] if learns else [])
+        return (
+            self._layer_rescale_blocks()
+            + list(self._prior_blocks)
+            + self._unit_rescale_blocks()
+            + ([NoisePrecisionGibbs()] if learns else [])
+        )
+
+    def _unit_rescale_blocks(self) -> list:
+        """[:class:`UnitRescaleGibbs`] when :attr:`rescale_moves` is set and the network and the
+        prior admit it, else []."""
+        if not self.rescale_moves or not isinstance(self.prior_density, BoundGaussianPrior):
+            return []
+        block = UnitRescaleGibbs.for_network(self.network)
+        return [] if block is None else [block]
+
+    def _layer_rescale_blocks(self) -> list:
+        """[:class:`LayerRescaleGibbs`], the precisions integrated out, for a hierarchical
+        prior's Gibbs block (directly before it) when the unit rescaling applies, else []."""
+        units = self._unit_rescale_blocks()
+        if not units or not self._prior_blocks:
+            return []
+        precisions = self._prior_blocks[0]
+        return [LayerRescaleGibbs(units[0].layers, precisions.alpha, precisions.beta)]
 
     def with_noise_precision(self, tau: torch.Tensor) -> Target:
         """This target with the noise precision of each chain set to its row of ``tau``

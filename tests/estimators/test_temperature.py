@@ -29,11 +29,12 @@ def test_temperature_one_reproduces_the_untempered_draws():
     yr = X[:, 0] + 0.1 * rng.normal(size=30)
     kw = dict(
         hidden_layer_sizes=(4,), n_draws=4, n_warmup=10, n_steps=10, n_init_steps=20,
-        dtype="float64", random_state=0, temperature=1.0,
+        dtype="float64", random_state=0, temperature=1.0, rescale_moves=False,
     )  # fmt: skip
     reg_kw = dict(noise_precision=4.0, normalize_y=False)
     # The reference predates the step-size jitter (HMC's step_jitter=0.5 default since): the
-    # fixed trajectory it drew with, on the split estimator with its own integrator too.
+    # fixed trajectory it drew with, on the split estimator with its own integrator too; and
+    # the rescaling moves (rescale_moves=True default since), which these ReLU nets would take.
     fixed = HMC(n_steps=10, step_jitter=0.0)
     split_fixed = HMC(n_steps=10, step_jitter=0.0, integrator=SplitHMCRegressor().integrator)
     fits = {
