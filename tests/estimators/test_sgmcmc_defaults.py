@@ -36,8 +36,13 @@ def test_step_size_auto_keeps_a_sampler_object_s_own_step():
     from sklearn_bnn.samplers import SGHMC
     from sklearn_bnn.samplers.sg_step_size import AutoStepSampler
 
-    assert not isinstance(SGMCMCClassifier(sampler=SGHMC(0.02))._sampler_object(), AutoStepSampler)
+    # a sampler object is wrapped only for the minibatch MAP start, keeping its own step
+    wrapped = SGMCMCClassifier(sampler=SGHMC(0.02))._sampler_object()
+    assert isinstance(wrapped, AutoStepSampler) and not wrapped.choose_step
+    plain = SGMCMCClassifier(sampler=SGHMC(0.02), init="random")._sampler_object()
+    assert not isinstance(plain, AutoStepSampler)
     assert isinstance(SGMCMCClassifier()._sampler_object(), AutoStepSampler)
+    assert SGMCMCClassifier()._sampler_object().choose_step
     wrapped = SGMCMCClassifier(sampler=SGHMC(0.02), n_cycles=2)._sampler_object()
     assert isinstance(wrapped, AutoStepSampler) and not wrapped.choose_step
 
