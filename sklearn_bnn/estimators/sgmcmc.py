@@ -77,7 +77,8 @@ _SG_PARAMS_DOC = """
         every epoch, and the search ends when the epoch's mean training loss (the per-datum
         negative log posterior) has not improved by 1e-4 for more than 10 epochs (its ``tol``
         and ``n_iter_no_change``) or after ``n_init_steps`` steps; "auto": at most 200 epochs
-        (its ``max_iter``). The search is reported in ``diagnostics_`` (``init_steps``,
+        (its ``max_iter``) or 10,000 steps, whichever is more (on small data an epoch is a
+        few steps). The search is reported in ``diagnostics_`` (``init_steps``,
         ``init_loss``, ``init_converged``). (The HMC estimators take full-data steps here.)
 """
 
