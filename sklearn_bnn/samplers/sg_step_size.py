@@ -33,6 +33,7 @@ import math
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from .._seeding import child, root_seed
 from .init import find_mode_minibatch
@@ -299,12 +300,20 @@ class AutoStepSampler:
         if budget > 0:
             dtype = getattr(target, "dtype", positions.dtype)
             device = getattr(target, "device", positions.device)
-            positions, search = find_mode_minibatch(
-                target,
-                positions.to(device, dtype),
-                budget,
-                seed=0 if seed is None else child(root_seed(seed), "init"),
-            )
+            with tqdm(
+                total=budget,
+                desc=f"{kwargs.get('desc', 'SG-MCMC')} init (MAP)",
+                disable=not kwargs.get("verbose", False),
+                unit="step",
+                dynamic_ncols=True,
+            ) as bar:
+                positions, search = find_mode_minibatch(
+                    target,
+                    positions.to(device, dtype),
+                    budget,
+                    seed=0 if seed is None else child(root_seed(seed), "init"),
+                    progress=bar.update,
+                )
         if isinstance(run_kwargs.get("step_size"), str) and self.choose_step:
             seed = 0 if seed is None else child(root_seed(seed), "step_size")
             eps = self.choose_step_size(target, positions, seed=seed)
