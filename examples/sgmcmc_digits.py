@@ -2,7 +2,7 @@
 
 An MLP (64 -> 100 -> 10) sampled by SGHMC, generalized SGHMC (GSGHMC) and the Hamiltonian
 trajectory ensemble (HTE) with 64-row minibatches (seeds/004), each started at a mode found by
-300 full-data Adam steps (``init="map"``): one draw per epoch after a short burn-in. For each:
+minibatch Adam (``init="map"``): one draw per epoch after a short burn-in. For each:
 held-out accuracy, negative log-likelihood, expected calibration error and the acceptance
 rate. Then :class:`~sklearn_bnn.ensemble.EnsembleReducer` keeps the fewest SGHMC draws that
 preserve validation accuracy, and again for calibration (seeds/004 Fig. 5: accuracy needs under
@@ -45,8 +45,7 @@ for name, sampler in samplers.items():
         hidden_layer_sizes=(100,),
         sampler=sampler,
         batch_size=64,
-        init="map",
-        n_init_steps=300,
+        init="map",  # minibatch Adam to scikit-learn's stopping rule (n_init_steps="auto")
         n_warmup=10,
         n_draws=60,
         random_state=0,

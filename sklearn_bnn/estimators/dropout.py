@@ -54,6 +54,102 @@ __all__ = ["MCDropoutClassifier", "MCDropoutRegressor"]
 
 # Upper bound on the elements of one hidden activation tensor during prediction.
 _PREDICT_CHUNK_ELEMENTS = 2**24
+# dropout="auto": the rate every learned dropout layer starts from, and the temperature of the
+# Concrete relaxation (Gal, Hron & Kendall 2017, who use 0.1)
+INIT_DROPOUT = 0.1
+CONCRETE_TEMPERATURE = 0.1
+
+
+class _LearnedDropout(nn.Module):
+    """Dropout whose rate p is learned: the Concrete relaxation of the Bernoulli mask.
+
+    In training every input gets ``(1 - z) / (1 - p)`` with ``z = sigmoid((logit p + logit u)
+    / t)``, ``u ~ U(0, 1)`` (Gal, Hron & Kendall 2017), so that p gets gradients; in eval mode
+    (skorch's validation) the layer is the identity, dropout's expectation. After training the
+    layer is replaced by ``nn.Dropout(p)``: prediction draws exact Bernoulli masks.
+    """
+
+    def __init__(self, p: float, width: int, temperature: float = CONCRETE_TEMPERATURE):
+        super().__init__()
+        self.p_logit = nn.Parameter(torch.logit(torch.tensor(float(p))))
+        self.width = int(width)
+        self.temperature = float(temperature)
+
+    @property
+    def p(self) -> torch.Tensor:
+        return torch.sigmoid(self.p_logit)
+
+    def forward(self, x):
+        if not self.training:
+            return x
+        tiny = torch.finfo(x.dtype).eps
+        u = torch.rand_like(x).clamp(tiny, 1.0 - tiny)
+        drop = torch.sigmoid((self.p_logit + torch.logit(u)) / self.temperature)
+        return x * (1.0 - drop) / (1.0 - self.p)
+
+
+def _with_learned_dropout(net: nn.Sequential) -> nn.Sequential:
+    """``net`` with each ``nn.Dropout`` replaced by a :class:`_LearnedDropout` starting at its
+    rate (the other layers are shared, not copied)."""
+    layers, width = [], None
+    for layer in net:
+        if isinstance(layer, nn.Linear):
+            width = layer.out_features
+        if isinstance(layer, nn.Dropout):
+            layer = _LearnedDropout(layer.p, width).to(net[0].weight.dtype)
+        layers.append(layer)
+    return nn.Sequential(*layers)
+
+
+def _with_bernoulli_dropout(trained: nn.Sequential, net: nn.Sequential) -> nn.Sequential:
+    """``net`` (the network built for the fit) given the trained layers of ``trained`` (its
+    :func:`_with_learned_dropout` form) and, for each ``nn.Dropout``, the learned rate."""
+    for mine, theirs in zip(net, trained, strict=True):
+        if isinstance(theirs, _LearnedDropout):
+            mine.p = float(theirs.p.detach())
+        else:
+            mine.load_state_dict(theirs.state_dict())
+    return net
+
+
+def dropout_rates(net: nn.Sequential) -> list[float]:
+    """The rate of every dropout layer of ``net``, input side first."""
+    return [float(m.p) for m in net if isinstance(m, nn.Dropout)]
+
+
+class _LearnedDropoutPenalty:
+    """The terms of the KL of eq. 3.21 that depend on a learned rate, per training point.
+
+    For each learned dropout layer feeding a ``Linear`` of weight ``W`` (``K`` inputs):
+    ``lambda ||W||^2 / (2 N (1 - p)) - K H(p) / N``, with ``H(p) = -p log p - (1 - p) log(1 - p)``
+    (Gal, Hron & Kendall 2017, eq. 3; ``W`` the weight applied to the inverted-dropout input
+    ``x z / (1 - p)``, i.e. ``(1 - p)`` times Gal & Ghahramani's ``M``). ``lambda`` is 0 when a
+    fixed ``weight_decay`` replaces the prior (Adam's decay then covers ``W``). The data term
+    pulls p down (the mask's noise costs fit, the more so the more data there are), the entropy
+    up towards 1/2 with a weight 1/N: the learned rate falls as the data grow.
+    """
+
+    def __init__(self, prior_precision: float, n_train: int):
+        self.lam = float(prior_precision)
+        self.n = int(n_train)
+
+    def __call__(self, module) -> torch.Tensor:
+        net = module if isinstance(module, nn.Sequential) else module.net
+        total, pending = 0.0, None
+        for layer in net:
+            if isinstance(layer, _LearnedDropout):
+                pending = layer
+            elif isinstance(layer, nn.Linear) and pending is not None:
+                p = pending.p
+                log_p, log_q = F.logsigmoid(pending.p_logit), F.logsigmoid(-pending.p_logit)
+                entropy = -(p * log_p + (1.0 - p) * log_q)
+                total = total - pending.width * entropy / self.n
+                if self.lam > 0:
+                    total = total + self.lam * layer.weight.square().sum() / (
+                        2 * self.n * (1.0 - p)
+                    )
+                pending = None
+        return total
 
 
 def draw_masks(net: nn.Sequential, prefix: tuple, generator: torch.Generator, like: torch.Tensor):
@@ -91,7 +187,7 @@ class _MCDropoutBase(TrainedEstimator):
 
     _parameter_constraints: dict = {
         **TrainedEstimator._parameter_constraints,
-        "dropout": [Interval(Real, 0, 1, closed="left")],
+        "dropout": [Interval(Real, 0, 1, closed="left"), StrOptions({"auto"})],
         "prior_precision": [Interval(Real, 0, None, closed="neither")],
         "weight_decay": [Interval(Real, 0, None, closed="left"), None],
     }
@@ -142,11 +238,14 @@ class _MCDropoutBase(TrainedEstimator):
                 self._n_net_outputs(),
                 hidden_layer_sizes=self.hidden_layer_sizes,
                 activation=self.activation,
-                dropout=self.dropout,
+                dropout=INIT_DROPOUT if self._learns_dropout() else self.dropout,
             )
             .to(dtype)
             .eval()
         )
+
+    def _learns_dropout(self) -> bool:
+        return isinstance(self.dropout, str)  # "auto"
 
     def _weight_decay_terms(self, net, n_train: int):
         """(parameter, coefficient) pairs of the KL term, eq. 3.21 (see the module docstring)."""
@@ -156,7 +255,8 @@ class _MCDropoutBase(TrainedEstimator):
         terms, keep = [], 1.0
         for layer in net:
             if isinstance(layer, nn.Linear):
-                terms.append((layer.weight, lam * keep / (2 * n_train)))
+                if not (self._learns_dropout() and keep < 1.0):  # else in the penalty
+                    terms.append((layer.weight, lam * keep / (2 * n_train)))
                 terms.append((layer.bias, lam / (2 * n_train)))
                 keep = 1.0
             elif isinstance(layer, nn.Dropout):
@@ -184,8 +284,14 @@ class _MCDropoutBase(TrainedEstimator):
         idx_train, idx_val = self._split_rows(len(X), seeds, stratify=stratify)
         Xt = torch.tensor(X, dtype=dtype, device=device)
         yt = self._targets_tensor(targets, device, dtype)
-        module = self._training_module(net).to(device)
+        learned = self._learns_dropout()
+        module = self._training_module(_with_learned_dropout(net) if learned else net)
+        module = module.to(device)
         decay = self._weight_decay_terms(net, len(idx_train))
+        penalty = None
+        if learned:
+            lam = 0.0 if self.weight_decay is not None else float(self.prior_precision)
+            penalty = _LearnedDropoutPenalty(lam, len(idx_train))
         # c ||p||^2 in the loss has gradient 2 c p: exactly Adam's (coupled, L2) weight decay
         # 2 c, which skips building the penalty into the graph at every step
         names = {id(p): name for name, p in module.named_parameters()}
@@ -198,6 +304,7 @@ class _MCDropoutBase(TrainedEstimator):
             train,
             valid,
             loss=self._loss,
+            penalty=penalty,
             seed=torch_seed(child(seeds, "training")),
             device=device,
             early_stopping=bool(self.early_stopping),
@@ -210,7 +317,11 @@ class _MCDropoutBase(TrainedEstimator):
         self.n_iter_ = len(net_.history)
         tracked = self.validation_loss_curve_[self._n_warmup_epochs(self.max_iter) :]
         self.best_validation_loss_ = min(tracked) if self.early_stopping and tracked else None
-        self.module_ = self._finish(net_.module_).cpu().eval()
+        trained = self._finish(net_.module_)
+        if learned:
+            trained = _with_bernoulli_dropout(trained, net.to(device))
+        self.module_ = trained.cpu().eval()
+        self.dropout_ = dropout_rates(self.module_)
         self.mc_seed_ = torch_seed(child(seeds, "predict"))
         return self
 
@@ -282,7 +393,11 @@ class _MCDropoutBase(TrainedEstimator):
             required.update(
                 n_outputs_=P.is_int(1), y_mean_=vector, y_scale_=vector, noise_precision_=vector
             )
-        P.check_state(state, required, {"feature_names_in_": P.is_array(ndim=1, kinds="UO")})
+        optional = {
+            "feature_names_in_": P.is_array(ndim=1, kinds="UO"),
+            "dropout_": P.list_of(P.is_float),  # absent from files written before "auto"
+        }
+        P.check_state(state, required, optional)
         P.check_feature_names(state)
         self.n_features_in_ = state["n_features_in_"]  # read by _build_net
         if is_classifier(self):
@@ -294,6 +409,11 @@ class _MCDropoutBase(TrainedEstimator):
         expected = P.meta_module(lambda: self._build_net(dtype)).state_dict()
         what = f"the network of n_features_in_={self.n_features_in_} and these parameters"
         P.check_named_shapes("module_", state["module_"], expected, what)
+        if "dropout_" in state:
+            n_layers = len(dropout_rates(P.meta_module(lambda: self._build_net(dtype))))
+            rates = state["dropout_"]
+            if len(rates) != n_layers or not all(0 <= r < 1 for r in rates):
+                raise ValueError(f"dropout_ must hold {n_layers} rates in [0, 1).")
 
     def _set_state(self, state: dict) -> None:
         state = dict(state)
@@ -302,6 +422,10 @@ class _MCDropoutBase(TrainedEstimator):
         with seeded_torch(0):
             net = self._build_net(next(iter(weights.values())).dtype)
         net.load_state_dict(weights)
+        rates = iter(state.get("dropout_", dropout_rates(net)))
+        for layer in net:  # the fitted rates (learned with dropout="auto")
+            if isinstance(layer, nn.Dropout):
+                layer.p = float(next(rates))
         self.module_ = net
 
 
@@ -311,8 +435,12 @@ _COMMON_PARAMS_DOC = """
     activation : str, default="relu"
         One of ``"relu"``, ``"tanh"``, ``"logistic"``, ``"gelu"``, ``"silu"``, ``"elu"``,
         ``"identity"``.
-    dropout : float in [0, 1), default=0.1
-        Dropout probability after every hidden layer, in training and at prediction.
+    dropout : float in [0, 1) or "auto", default=0.1
+        Dropout probability after every hidden layer, in training and at prediction. "auto"
+        learns it, one rate per layer from 0.1, on the same objective (concrete dropout,
+        Gal, Hron & Kendall 2017): the mask's Concrete relaxation in training, the entropy of
+        the rate in the KL term (docs/mc_dropout.md); prediction draws Bernoulli masks at the
+        learned rates, ``dropout_``.
     prior_precision : float > 0, default=1.0
         Precision ``lambda`` of the Gaussian prior ``N(0, lambda^-1 I)`` on the weights (Gal's
         length-scale ``l`` is ``sqrt(lambda)``). It sets the weight decay of each layer as in Gal &

@@ -183,6 +183,8 @@ class LossCalibratedBNN(MCDropoutClassifier):
 
     _parameter_constraints: dict = {
         **MCDropoutClassifier._parameter_constraints,
+        # its penalty draws Bernoulli masks of a fixed rate (no learned rate)
+        "dropout": [Interval(Real, 0, 1, closed="left")],
         "utility": ["array-like", None],
         "utility_bound": [Interval(Real, 0, None, closed="neither")],
         "n_train_draws": [Interval(Integral, 1, None, closed="left")],

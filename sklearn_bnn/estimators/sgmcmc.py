@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._registry import register
 from ..priors import GaussianPrior
@@ -69,12 +69,17 @@ _SG_PARAMS_DOC = """
     n_chains, chain_method, n_jobs, device, dtype, verbose, warm_start, random_state
         As for :class:`{base}`.
     init : {{"map", "random"}}, default="map"
-        Start at a mode found by full-data Adam (``n_init_steps`` full passes over the data,
-        batch by batch), as the HMC estimators do, or at the network's random initialisation
-        (warmup does the rest).
-    n_init_steps : int, default=500
-        Adam steps of the MAP start. Full-data steps: the number a mode needs does not grow
-        with the rows, the cost of each does (one pass).
+        Start at a mode found by minibatch Adam (below), or at the network's random
+        initialisation (warmup does the rest).
+    n_init_steps : int or "auto", default="auto"
+        Adam steps of the MAP start, each on one batch of ``batch_size`` rows, as
+        scikit-learn's ``MLPClassifier`` trains: learning rate 1e-3, the rows in a fresh order
+        every epoch, and the search ends when the epoch's mean training loss (the per-datum
+        negative log posterior) has not improved by 1e-4 for more than 10 epochs (its ``tol``
+        and ``n_iter_no_change``) or after ``n_init_steps`` steps; "auto": at most 200 epochs
+        (its ``max_iter``) or 10,000 steps, whichever is more (on small data an epoch is a
+        few steps). The search is reported in ``diagnostics_`` (``init_steps``,
+        ``init_loss``, ``init_converged``). (The HMC estimators take full-data steps here.)
 """
 
 
@@ -88,6 +93,8 @@ class _MinibatchParams:
         "momentum": [Interval(Real, 0, 1, closed="both")],
         "warmup_step_size": [Interval(Real, 0, None, closed="neither"), None],
         "n_cycles": [Interval(Integral, 1, None, closed="left"), None],
+        # minibatch Adam steps of the MAP start, "auto" for scikit-learn's MLP budget
+        "n_init_steps": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
     }
 
     def _make_target(self, network, X, targets, seed):
@@ -109,12 +116,13 @@ class _MinibatchParams:
         return out
 
     def _sampler_object(self):
-        """The sampler by name or object; a sampler by name at ``step_size="auto"`` (and any,
-        with ``n_cycles``) wrapped to choose its step from the data
-        (:class:`~sklearn_bnn.samplers.sg_step_size.AutoStepSampler`)."""
+        """The sampler by name or object, wrapped in
+        :class:`~sklearn_bnn.samplers.sg_step_size.AutoStepSampler` where it needs the minibatch
+        MAP start (``init="map"``), the step chosen from the data (a sampler by name at
+        ``step_size="auto"``) or a cyclical schedule (``n_cycles``)."""
         sampler = resolve_sampler(self.sampler, **self._sampler_defaults())
         auto = self.step_size == "auto" and isinstance(self.sampler, str)
-        if auto or self.n_cycles:
+        if auto or self.n_cycles or (self.init == "map" and self.n_init_steps != 0):
             return AutoStepSampler(sampler, n_cycles=self.n_cycles, choose_step=auto)
         return sampler
 
@@ -178,7 +186,7 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
         n_jobs=None,
         n_cycles=None,
         init="map",
-        n_init_steps=500,
+        n_init_steps="auto",
         device="cpu",
         dtype="float32",
         verbose=False,
@@ -241,7 +249,7 @@ class SGMCMCRegressor(SamplingRegressorMixin, _MinibatchParams, BaseSamplingEsti
         n_jobs=None,
         n_cycles=None,
         init="map",
-        n_init_steps=500,
+        n_init_steps="auto",
         device="cpu",
         dtype="float32",
         verbose=False,

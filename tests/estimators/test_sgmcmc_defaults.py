@@ -36,8 +36,13 @@ def test_step_size_auto_keeps_a_sampler_object_s_own_step():
     from sklearn_bnn.samplers import SGHMC
     from sklearn_bnn.samplers.sg_step_size import AutoStepSampler
 
-    assert not isinstance(SGMCMCClassifier(sampler=SGHMC(0.02))._sampler_object(), AutoStepSampler)
+    # a sampler object is wrapped only for the minibatch MAP start, keeping its own step
+    wrapped = SGMCMCClassifier(sampler=SGHMC(0.02))._sampler_object()
+    assert isinstance(wrapped, AutoStepSampler) and not wrapped.choose_step
+    plain = SGMCMCClassifier(sampler=SGHMC(0.02), init="random")._sampler_object()
+    assert not isinstance(plain, AutoStepSampler)
     assert isinstance(SGMCMCClassifier()._sampler_object(), AutoStepSampler)
+    assert SGMCMCClassifier()._sampler_object().choose_step
     wrapped = SGMCMCClassifier(sampler=SGHMC(0.02), n_cycles=2)._sampler_object()
     assert isinstance(wrapped, AutoStepSampler) and not wrapped.choose_step
 
@@ -78,3 +83,52 @@ def test_the_sampler_s_data_access_decides_which_estimators_take_it():
     # the SG estimators take no trajectory parameters, the HMC ones no minibatch parameters
     assert "n_steps" not in SGMCMCRegressor().get_params()
     assert "batch_size" not in HMCClassifier().get_params()
+
+
+def _iris():
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    return StandardScaler().fit_transform(X), y
+
+
+def test_map_start_takes_minibatch_steps_within_its_budget():
+    """n_init_steps caps the minibatch Adam steps of the MAP start; "auto" allows 10,000 steps
+    here (more than 200 epochs of 5 batches of 30 iris rows), and the stopping rule ends the
+    search before."""
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from sklearn_bnn import HMCClassifier
+
+    X, y = _iris()
+    kw = dict(hidden_layer_sizes=(16,), batch_size=32, n_warmup=2, n_draws=3, random_state=0)
+    clf = SGMCMCClassifier(**kw, n_init_steps=25, n_chains=2).fit(X, y)
+    assert list(clf.diagnostics_["init_steps"]) == [25, 25]
+    assert clf.diagnostics_["init_converged"] is False
+    auto = SGMCMCClassifier(**kw).fit(X, y)
+    steps = int(auto.diagnostics_["init_steps"][0])
+    assert 25 < steps < 10_000 and auto.diagnostics_["init_converged"]
+    assert auto.diagnostics_["init_loss"][0] < clf.diagnostics_["init_loss"].min()
+    # the same random_state, the same search and draws
+    again = SGMCMCClassifier(**kw).fit(X, y)
+    assert int(again.diagnostics_["init_steps"][0]) == steps
+    torch.testing.assert_close(again.samples_.flat(), auto.samples_.flat(), rtol=0, atol=1e-6)
+    with pytest.raises(InvalidParameterError, match="n_init_steps"):
+        SGMCMCClassifier(n_init_steps="fast").fit(X, y)
+    with pytest.raises(InvalidParameterError, match="n_init_steps"):
+        HMCClassifier(n_init_steps="auto").fit(X, y)
+
+
+def test_a_random_start_runs_no_search():
+    """init="random" starts the chains at the network's initialisation as before: no search
+    is run or reported, and n_init_steps is ignored."""
+    X, y = _iris()
+    kw = dict(hidden_layer_sizes=(16,), batch_size=32, n_warmup=3, n_draws=3, random_state=1)
+    a = SGMCMCClassifier(**kw, init="random").fit(X, y)
+    b = SGMCMCClassifier(**kw, init="random", n_init_steps=7).fit(X, y)
+    assert "init_steps" not in a.diagnostics_
+    torch.testing.assert_close(a.samples_.flat(), b.samples_.flat(), rtol=0, atol=1e-7)
+    # n_init_steps=0 with init="map": no search either, the same start as init="random"
+    c = SGMCMCClassifier(**kw, n_init_steps=0).fit(X, y)
+    assert "init_steps" not in c.diagnostics_
+    torch.testing.assert_close(a.samples_.flat(), c.samples_.flat(), rtol=0, atol=1e-7)

@@ -80,6 +80,7 @@ MCMC_ESTIMATORS = [
 ]
 TRAINED_ESTIMATORS = [
     MCDropoutClassifier(**TRAINED),
+    MCDropoutClassifier(dropout="auto", **TRAINED),
     MCDropoutRegressor(**TRAINED),
     LossCalibratedBNN(n_train_draws=2, **TRAINED),
     PlanNetRegressor(n_estimators=2, device="cpu", **TRAINED),

@@ -113,3 +113,12 @@ def test_amagold_with_a_cyclical_schedule_samples_the_gaussian():
         random_state=0,
     )
     assert_draws_match_gaussian(result.draws.numpy(), mean, np.diag(var))
+
+
+def test_the_map_start_budget_is_200_epochs_or_10000_steps():
+    from sklearn_bnn.samplers.sg_step_size import init_step_budget
+
+    assert init_step_budget("auto", 160_000, 128) == 200 * 1250  # large data: epochs
+    assert init_step_budget("auto", 133, 128) == 10_000  # wine: 2 batches an epoch
+    assert init_step_budget("auto", 50, 128) == 10_000  # one batch holds the data
+    assert init_step_budget(37, 160_000, 128) == 37 and init_step_budget(0, 10, 4) == 0
