@@ -30,7 +30,7 @@ from .._utils import (
 )
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ..priors import GaussianPrior, HierarchicalPrior, as_prior
-from ..samplers import CHAIN_METHODS, SAMPLERS, resolve_sampler, run_sampler
+from ..samplers import CHAIN_METHODS, SAMPLERS, resolve_sampler, run_sampler, setup_sampler
 from ..samples import PosteriorSamples
 from ..targets import FunctionalNetwork, Target, hierarchical_target
 from ._hierarchical import record_precisions
@@ -337,10 +337,18 @@ class BaseSamplingEstimator(
         """Attributes a family sets on the target before sampling (``rescale_moves``)."""
         return {}
 
+    def _sampler_setup(self) -> dict:
+        """Options of the setup that the samplers of this family's data access registered for
+        an estimator's run (``register_setup`` in :mod:`sklearn_bnn.samplers`); none here."""
+        return {}
+
     def _sampler_object(self):
         """The configured sampler: ``sampler`` itself when it is an object, or the registered
-        sampler of that name built with the estimator's flat parameters."""
-        return resolve_sampler(self.sampler, **self._sampler_defaults())
+        sampler of that name built with the estimator's flat parameters; then as the setup
+        registered for this family's data access makes it (``setup_sampler``: the minibatch
+        samplers' MAP start and step choice), or unchanged where there is none."""
+        sampler = resolve_sampler(self.sampler, **self._sampler_defaults())
+        return setup_sampler(sampler, self._data_access, **self._sampler_setup())
 
     # -- prediction ----------------------------------------------------------------
     def _network_outputs(self, X, validate: bool = True, transform=None, mean=False):
