@@ -14,8 +14,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._registry import register
 from ..priors import GaussianPrior
-from ..samplers._registry import resolve_sampler
-from ..samplers.sg_step_size import AutoStepSampler
 from ..targets import MinibatchTarget
 from ._base import BaseSamplingEstimator, store_params
 from ._calibration import CALIBRATION_DOC
@@ -115,16 +113,15 @@ class _MinibatchParams:
             out["step_size"] = self.step_size
         return out
 
-    def _sampler_object(self):
-        """The sampler by name or object, wrapped in
-        :class:`~sklearn_bnn.samplers.sg_step_size.AutoStepSampler` where it needs the minibatch
-        MAP start (``init="map"``), the step chosen from the data (a sampler by name at
-        ``step_size="auto"``) or a cyclical schedule (``n_cycles``)."""
-        sampler = resolve_sampler(self.sampler, **self._sampler_defaults())
-        auto = self.step_size == "auto" and isinstance(self.sampler, str)
-        if auto or self.n_cycles or (self.init == "map" and self.n_init_steps != 0):
-            return AutoStepSampler(sampler, n_cycles=self.n_cycles, choose_step=auto)
-        return sampler
+    def _sampler_setup(self) -> dict:
+        """What the minibatch samplers' setup (``samplers/sg_step_size.py``) adds to the run:
+        the minibatch MAP start (``init="map"``), the step chosen from the data (a sampler by
+        name at ``step_size="auto"``) and a cyclical schedule (``n_cycles``)."""
+        return {
+            "choose_step": self.step_size == "auto" and isinstance(self.sampler, str),
+            "n_cycles": self.n_cycles,
+            "map_start": self.init == "map" and self.n_init_steps != 0,
+        }
 
 
 # SG-MCMC's model average was calibrated out of the box on the panel (docs/sgmcmc.md), and the

@@ -12,7 +12,13 @@ from ._base import Info, Kernel, Sampler, State, kinetic_energy, sample_momentum
 from ._chains import CHAIN_METHODS, run_all_chains, run_sampler
 from ._driver import sample
 from ._loop import run_chains
-from ._registry import SAMPLERS, register_sampler, resolve_sampler
+from ._registry import (
+    SAMPLERS,
+    register_sampler,
+    register_setup,
+    resolve_sampler,
+    setup_sampler,
+)
 from ._run import ChainRun, chain_seeds
 from .adaptation import DualAveraging, find_reasonable_step_size
 from .bridged import BridgedHMC
@@ -96,6 +102,7 @@ __all__ = [
     "naive_split",
     "randomised_split",
     "register_sampler",
+    "register_setup",
     "resolve_integrator",
     "resolve_sampler",
     "run_all_chains",
@@ -103,5 +110,6 @@ __all__ = [
     "run_sampler",
     "sample",
     "sample_momentum",
+    "setup_sampler",
     "symmetric_split",
 ]

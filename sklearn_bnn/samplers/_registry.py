@@ -7,13 +7,23 @@ A new sampler is one module defining a :class:`~._base.Sampler` subclass, regist
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 
 from .._persistence import register_sampler_class
 from ._base import Sampler
 
-__all__ = ["SAMPLERS", "register_sampler", "resolve_sampler"]
+__all__ = [
+    "SAMPLERS",
+    "SETUPS",
+    "register_sampler",
+    "register_setup",
+    "resolve_sampler",
+    "setup_sampler",
+]
 
 SAMPLERS: dict[str, type] = {}
+# data access -> how an estimator prepares a sampler of that access for its run (register_setup)
+SETUPS: dict[str, Callable] = {}
 
 
 def register_sampler(name: str):
@@ -55,3 +65,24 @@ def resolve_sampler(spec, **defaults) -> Sampler:
         f"sampler must be one of {sorted(SAMPLERS)} or a sampler object with a build(target) "
         f"method, got {spec!r}."
     )
+
+
+def register_setup(data_access: str):
+    """Decorator: ``setup(sampler, **options)`` prepares the samplers whose ``data_access`` is
+    ``data_access`` for an estimator's run (the minibatch samplers: the MAP start by minibatch
+    Adam and the step chosen from the data, :func:`.sg_step_size.estimator_setup`). The
+    estimators call it through :func:`setup_sampler` and so never name a sampler class."""
+
+    def decorate(setup):
+        SETUPS[data_access] = setup
+        return setup
+
+    return decorate
+
+
+def setup_sampler(sampler, data_access: str, **options):
+    """``sampler`` as an estimator of the given ``data_access`` runs it: what the setup
+    registered for that access (:func:`register_setup`) makes of it with the estimator's
+    ``options``, or ``sampler`` itself where none is registered (the full-data samplers)."""
+    setup = SETUPS.get(data_access)
+    return sampler if setup is None else setup(sampler, **options)

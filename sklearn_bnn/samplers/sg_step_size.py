@@ -23,7 +23,10 @@ Three pieces, used by :class:`~sklearn_bnn.SGMCMCClassifier` and
 * :class:`AutoStepSampler`, the sampler the estimators run: the MAP start (minibatch Adam
   with scikit-learn's stopping rule, :func:`~sklearn_bnn.samplers.init.find_mode_minibatch`),
   then the noise-rule step measured there, then the wrapped sampler with that step (and the
-  schedule, if any). Nothing is adapted during the sampling phase.
+  schedule, if any). Nothing is adapted during the sampling phase. :func:`estimator_setup`
+  wraps a sampler in it where an estimator's parameters ask for it; :mod:`.sgmcmc` registers
+  it as the setup of the "minibatch" samplers (:func:`~._registry.register_setup`), which is
+  how the estimators reach it without naming it.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from .init import find_mode_minibatch
 __all__ = [
     "AutoStepSampler",
     "CyclicalSchedule",
+    "estimator_setup",
     "gradient_noise_step_size",
     "gradient_noise_variance",
     "init_step_budget",
@@ -335,3 +339,22 @@ class AutoStepSampler:
                 init_converged=bool(search.converged.all()),
             )
         return run, states
+
+
+def estimator_setup(sampler, *, choose_step=False, n_cycles=None, map_start=False):
+    """A minibatch sampler as the SG-MCMC estimators run it: wrapped in
+    :class:`AutoStepSampler` where it needs the minibatch MAP start (``map_start``), the step
+    chosen from the data (``choose_step``: a sampler given by name at ``step_size="auto"``) or
+    a cyclical schedule (``n_cycles``); else unchanged.
+
+    Examples
+    --------
+    >>> from sklearn_bnn.samplers import SGHMC
+    >>> type(estimator_setup(SGHMC(), map_start=True)).__name__
+    'AutoStepSampler'
+    >>> type(estimator_setup(SGHMC())).__name__
+    'SGHMC'
+    """
+    if choose_step or n_cycles or map_start:
+        return AutoStepSampler(sampler, n_cycles=n_cycles, choose_step=choose_step)
+    return sampler

@@ -25,11 +25,16 @@ from __future__ import annotations
 
 from .._utils import check_scalar_param
 from ._base import Kernel, Sampler
-from ._registry import register_sampler
+from ._registry import register_sampler, register_setup
 from .sg_adjusted import AMAGOLDKernel, GSGHMCKernel, HTEKernel, amagold_trajectory
 from .sg_kernels import SGHMCKernel, SGLDKernel
+from .sg_step_size import estimator_setup
 
 __all__ = ["AMAGOLD", "GSGHMC", "HTE", "SGHMC", "SGLD", "amagold_trajectory"]
+
+# an estimator runs a minibatch sampler (any object with data_access="minibatch") from the MAP
+# start of minibatch Adam, at a step chosen from the data where asked (sg_step_size.py)
+register_setup("minibatch")(estimator_setup)
 
 
 class _SGSampler(Sampler):

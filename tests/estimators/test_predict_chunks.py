@@ -5,8 +5,8 @@ other blocks of rows)."""
 import numpy as np
 import pytest
 
+import sklearn_bnn.estimators._dropout_masks as masks_module
 import sklearn_bnn.estimators._tasks as tasks_module
-import sklearn_bnn.estimators.dropout as dropout_module
 from sklearn_bnn import HMCRegressor, MCDropoutRegressor, SplitHMCRegressor
 
 
@@ -48,7 +48,7 @@ def test_dropout_regressor_chunked_predict_equals_the_draws(monkeypatch, n_out):
         hidden_layer_sizes=(8,), max_iter=3, n_predict_draws=12, random_state=0
     ).fit(X, y)
     draws = reg.predict_samples(X)
-    monkeypatch.setattr(dropout_module, "_PREDICT_CHUNK_ELEMENTS", 12 * 8 * 4)  # 4 rows a chunk
+    monkeypatch.setattr(masks_module, "_PREDICT_CHUNK_ELEMENTS", 12 * 8 * 4)  # 4 rows a chunk
     mean, std = reg.predict(X, return_std=True)
     noise_var = 1.0 / np.asarray(reg.noise_precision_, dtype=np.float64)
     want_std = np.sqrt(draws.var(axis=0) + (noise_var if n_out > 1 else noise_var[0]))

@@ -1,0 +1,285 @@
+"""The fit / predict / persistence machinery that MC dropout's estimators share.
+
+:class:`_MCDropoutBase` trains the network through skorch on the objective of
+:mod:`sklearn_bnn.estimators.dropout` (the data term and the weight decay of Gal & Ghahramani's
+eq. 3.21, and with ``dropout="auto"`` the learned rates' terms of
+:mod:`._concrete_dropout`), predicts with dropout masks drawn from a generator seeded at fit
+(:mod:`._dropout_masks`), and saves and checks its fitted state. The subclasses
+(:class:`~sklearn_bnn.MCDropoutClassifier`, :class:`~sklearn_bnn.MCDropoutRegressor`,
+:class:`~sklearn_bnn.LossCalibratedBNN`) give the likelihood.
+"""
+
+from __future__ import annotations
+
+from numbers import Real
+
+import numpy as np
+import torch
+from sklearn.base import ClassifierMixin
+from sklearn.utils._param_validation import Interval, StrOptions
+from torch import nn
+
+from .._seeding import child, torch_seed
+from .._utils import seeded_torch
+from ..nets import build_module, check_hidden_layer_sizes
+from ._concrete_dropout import (
+    INIT_DROPOUT,
+    LearnedDropoutPenalty,
+    dropout_rates,
+    with_bernoulli_dropout,
+    with_learned_dropout,
+)
+from ._dropout_masks import masked_output_samples
+from ._skorch import TensorData, history_curves, train_net
+from ._trained import TrainedEstimator
+
+
+class _MCDropoutBase(TrainedEstimator):
+    """Shared fit / predict machinery; subclasses define the likelihood."""
+
+    _parameter_constraints: dict = {
+        **TrainedEstimator._parameter_constraints,
+        "dropout": [Interval(Real, 0, 1, closed="left"), StrOptions({"auto"})],
+        "prior_precision": [Interval(Real, 0, None, closed="neither")],
+        "weight_decay": [Interval(Real, 0, None, closed="left"), None],
+    }
+
+    # ------------------------------------------------------------------ hooks
+    def _prepare_targets(self, y) -> np.ndarray:
+        raise NotImplementedError
+
+    def _targets_tensor(self, targets, device, dtype) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _n_net_outputs(self) -> int:
+        raise NotImplementedError
+
+    def _training_module(self, net: nn.Sequential) -> nn.Module:
+        """The module skorch trains (the network, or the network with extra parameters)."""
+        return net
+
+    def _nll(self, out, yb, log_tau) -> torch.Tensor:
+        """Per-point negative log-likelihood of the targets ``yb`` given network outputs."""
+        raise NotImplementedError
+
+    def _n_warmup_epochs(self, max_iter: int) -> int:
+        """Leading epochs during which early stopping does not track the validation loss."""
+        return 0
+
+    def _extra_callbacks(self) -> list:
+        return []
+
+    def _loss(self, net, y_pred, y_true, X, training) -> torch.Tensor:
+        """skorch loss hook: the mean data term of a batch (eq. 3.20).
+
+        In training the module's ``nn.Dropout`` layers draw one fresh mask per point; in
+        validation skorch puts the module in eval mode, replacing dropout by its expectation.
+        """
+        return self._nll(y_pred, y_true, None).mean()
+
+    def _finish(self, module) -> nn.Sequential:
+        """Keep fitted values of extra parameters as attributes; return the bare network."""
+        return module
+
+    # ------------------------------------------------------------- parameters
+    def _build_net(self, dtype) -> nn.Sequential:
+        return (
+            build_module(
+                None,
+                self.n_features_in_,
+                self._n_net_outputs(),
+                hidden_layer_sizes=self.hidden_layer_sizes,
+                activation=self.activation,
+                dropout=INIT_DROPOUT if self._learns_dropout() else self.dropout,
+            )
+            .to(dtype)
+            .eval()
+        )
+
+    def _learns_dropout(self) -> bool:
+        return isinstance(self.dropout, str)  # "auto"
+
+    def _weight_decay_terms(self, net, n_train: int):
+        """(parameter, coefficient) pairs of the KL term, eq. 3.21 (see
+        :mod:`sklearn_bnn.estimators.dropout`)."""
+        if self.weight_decay is not None:
+            return [(p, float(self.weight_decay)) for p in net.parameters()]
+        lam = float(self.prior_precision)
+        terms, keep = [], 1.0
+        for layer in net:
+            if isinstance(layer, nn.Linear):
+                if not (self._learns_dropout() and keep < 1.0):  # else in the penalty
+                    # W applies to the inverted-dropout input x z / keep: W = keep M, so the
+                    # KL's (lambda keep / 2N) ||M||^2 is (lambda / (2 N keep)) ||W||^2
+                    terms.append((layer.weight, lam / (2 * n_train * keep)))
+                terms.append((layer.bias, lam / (2 * n_train)))
+                keep = 1.0
+            elif isinstance(layer, nn.Dropout):
+                keep = 1.0 - layer.p
+        return terms
+
+    # -------------------------------------------------------------------- fit
+    def fit(self, X, y):
+        """Train the dropout network on ``(X, y)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+
+        Returns
+        -------
+        self
+        """
+        X, y, device, dtype, seeds = self._begin_fit(X, y, **self._validate_kwargs())
+        targets = self._prepare_targets(y)
+        with seeded_torch(torch_seed(child(seeds, "network"))):
+            net = self._build_net(dtype)
+        stratify = targets if isinstance(self, ClassifierMixin) else None
+        idx_train, idx_val = self._split_rows(len(X), seeds, stratify=stratify)
+        Xt = torch.tensor(X, dtype=dtype, device=device)
+        yt = self._targets_tensor(targets, device, dtype)
+        module, groups, penalty = self._training_setup(net, device, len(idx_train))
+        train = TensorData(Xt[idx_train], yt[idx_train])
+        valid = None if idx_val is None else TensorData(Xt[idx_val], yt[idx_val])
+        net_ = train_net(
+            self,
+            module,
+            train,
+            valid,
+            loss=self._loss,
+            penalty=penalty,
+            seed=torch_seed(child(seeds, "training")),
+            device=device,
+            early_stopping=bool(self.early_stopping),
+            patience=self.n_iter_no_change,
+            warmup=self._n_warmup_epochs(self.max_iter),
+            extra_callbacks=self._extra_callbacks(),
+            optimizer_params={"param_groups": groups},
+        )
+        self._store_training(net_, net, device)
+        self.mc_seed_ = torch_seed(child(seeds, "predict"))
+        return self
+
+    def _training_setup(self, net, device, n_train: int):
+        """The module skorch trains (with learned dropout layers under ``dropout="auto"``), the
+        optimiser's weight-decay groups and the learned rates' penalty (or None)."""
+        learned = self._learns_dropout()
+        module = self._training_module(with_learned_dropout(net) if learned else net)
+        module = module.to(device)
+        decay = self._weight_decay_terms(net, n_train)
+        penalty = None
+        if learned:
+            lam = 0.0 if self.weight_decay is not None else float(self.prior_precision)
+            penalty = LearnedDropoutPenalty(lam, n_train)
+        # c ||p||^2 in the loss has gradient 2 c p: exactly Adam's (coupled, L2) weight decay
+        # 2 c, which skips building the penalty into the graph at every step
+        names = {id(p): name for name, p in module.named_parameters()}
+        groups = [(names[id(p)], {"weight_decay": 2.0 * c}) for p, c in decay if c > 0]
+        return module, groups, penalty
+
+    def _store_training(self, net_, net, device) -> None:
+        """The fitted attributes from the trained skorch net ``net_``: the curves, the trained
+        network on the CPU (``net``, the network built for the fit, given the trained weights
+        and learned rates under ``dropout="auto"``) and its rates, ``dropout_``."""
+        self.loss_curve_, self.validation_loss_curve_ = history_curves(net_)
+        self.n_iter_ = len(net_.history)
+        tracked = self.validation_loss_curve_[self._n_warmup_epochs(self.max_iter) :]
+        self.best_validation_loss_ = min(tracked) if self.early_stopping and tracked else None
+        trained = self._finish(net_.module_)
+        if self._learns_dropout():
+            trained = with_bernoulli_dropout(trained, net.to(device))
+        self.module_ = trained.cpu().eval()
+        self.dropout_ = dropout_rates(self.module_)
+
+    def _validate_kwargs(self) -> dict:
+        """Options of ``validate_data`` for ``(X, y)`` at fit (the regressor's: multi-output)."""
+        return {}
+
+    # ---------------------------------------------------------------- predict
+    def _net_output_samples(self, X, reduce=None) -> torch.Tensor:
+        """Network outputs for ``n_predict_draws`` dropout draws: shape (n_predict_draws, n, n_out).
+
+        Every draw uses one mask for all points (a draw of the weights ``M diag(z)`` from
+        ``q(w)``), from a generator seeded at fit, so predictions are reproducible and do not
+        depend on how ``X`` is ordered or split into batches. ``reduce`` maps each chunk of
+        rows' float64 outputs (n_predict_draws, rows, n_out) to (rows, ...) before the chunks are
+        joined, so the draws of all rows are never held at once.
+        """
+        X, device, (net,) = self._begin_predict(X, "module_")
+        Xt = torch.tensor(X, dtype=next(net.parameters()).dtype, device=device)
+        sizes = check_hidden_layer_sizes(self.hidden_layer_sizes)
+        width = max([self.n_features_in_, self._n_net_outputs(), *sizes])
+        return masked_output_samples(net, Xt, self.n_predict_draws, self.mc_seed_, width, reduce)
+
+    # ----------------------------------------------------------- persistence
+    def _get_state(self) -> dict:
+        state = super()._get_state()
+        state["module_"] = dict(self.module_.state_dict())
+        return state
+
+    def _extra_loaded_spec(self, state: dict) -> dict:
+        """Checks of subclass-specific fitted attributes (see :meth:`_check_loaded_state`)."""
+        return {}
+
+    def _check_loaded_state(self, state: dict) -> None:
+        """Types of the fitted attributes, and the weights' shapes against the network these
+        parameters build (on the ``meta`` device: no size in the file allocates memory)."""
+        from sklearn.base import is_classifier
+
+        from .. import _state_checks as P
+
+        self._validate_params()
+        required = {
+            "n_features_in_": P.is_int(1),
+            "loss_curve_": P.list_of(P.is_float),
+            "validation_loss_curve_": P.list_of(P.is_float),
+            "n_iter_": P.is_int(0),
+            "best_validation_loss_": P.optional(P.is_float),
+            "module_": P.dict_of(P.is_tensor(floating=True)),
+            "mc_seed_": P.is_seed,
+            **self._extra_loaded_spec(state),
+        }
+        if is_classifier(self):
+            n_out = len(state.get("classes_", ()))
+            required.update(classes_=P.check_classes, class_weight_=P.is_array(shape=(n_out,)))
+        else:
+            n_out = state.get("n_outputs_")
+            vector = P.is_array(kinds="f", shape=(n_out,))
+            required.update(
+                n_outputs_=P.is_int(1), y_mean_=vector, y_scale_=vector, noise_precision_=vector
+            )
+        optional = {
+            "feature_names_in_": P.is_array(ndim=1, kinds="UO"),
+            "dropout_": P.list_of(P.is_float),  # absent from files written before "auto"
+        }
+        P.check_state(state, required, optional)
+        P.check_feature_names(state)
+        self.n_features_in_ = state["n_features_in_"]  # read by _build_net
+        if is_classifier(self):
+            self.classes_ = state["classes_"]
+        else:
+            self.n_outputs_ = n_out
+        P.check_depth(self.hidden_layer_sizes, len(state["module_"]), "module_")
+        dtype = next(iter(state["module_"].values()), torch.zeros(())).dtype
+        expected = P.meta_module(lambda: self._build_net(dtype)).state_dict()
+        what = f"the network of n_features_in_={self.n_features_in_} and these parameters"
+        P.check_named_shapes("module_", state["module_"], expected, what)
+        if "dropout_" in state:
+            n_layers = len(dropout_rates(P.meta_module(lambda: self._build_net(dtype))))
+            rates = state["dropout_"]
+            if len(rates) != n_layers or not all(0 <= r < 1 for r in rates):
+                raise ValueError(f"dropout_ must hold {n_layers} rates in [0, 1).")
+
+    def _set_state(self, state: dict) -> None:
+        state = dict(state)
+        weights = state.pop("module_")
+        super()._set_state(state)
+        with seeded_torch(0):
+            net = self._build_net(next(iter(weights.values())).dtype)
+        net.load_state_dict(weights)
+        rates = iter(state.get("dropout_", dropout_rates(net)))
+        for layer in net:  # the fitted rates (learned with dropout="auto")
+            if isinstance(layer, nn.Dropout):
+                layer.p = float(next(rates))
+        self.module_ = net
