@@ -196,7 +196,37 @@ def sample_log_concave(h, dh, mode, curvature, ok, generator: torch.Generator) -
     return out
 
 
-class UnitRescaleGibbs:
+class _RescaleBlock:
+    """What the two rescaling blocks share: a Gibbs block that moves the position and has no
+    values of its own (width 0). A subclass draws the move in ``move(target, state, generator)
+    -> (empty values (C, 0), moved position (C, D))``."""
+
+    #: Moves the position: a :class:`~sklearn_bnn.samplers.gibbs.BlockSequence` passes the
+    #: moved state on, and kernels confined to a box (constrained and bridged HMC) drop it.
+    moves_position = True
+    #: No values to start with: a chain's first transition needs no draw of the block.
+    initial_draw = False
+
+    def __init__(self, layers):
+        self.layers = [tuple(int(x) for x in layer) for layer in layers]
+
+    def update(self, target, state, generator: torch.Generator):
+        """The move, then the state's log density and gradient at the moved position (one
+        gradient)."""
+        values, moved = self.move(target, state, generator)
+        log_prob, grad = target.value_and_grad(moved)
+        return values, type(state)(moved, log_prob, grad)
+
+    def condition(self, target, values: torch.Tensor):
+        """The target itself: the block has no values to condition on."""
+        return target
+
+    def stats(self, values: torch.Tensor) -> dict:
+        """None: the move's outcome is the position itself."""
+        return {}
+
+
+class UnitRescaleGibbs(_RescaleBlock):
     """Each hidden unit's scale drawn from its conditional along the function-preserving orbit.
 
     A Gibbs block (:mod:`sklearn_bnn.samplers.gibbs`) that moves the position and has no values
@@ -225,15 +255,6 @@ class UnitRescaleGibbs:
     [(0, 4, 3, 12, 16, 2)]
     >>> UnitRescaleGibbs.for_network(FunctionalNetwork(MLP(3, (4,), 2, activation="tanh")))
     """
-
-    #: Moves the position: a :class:`~sklearn_bnn.samplers.gibbs.BlockSequence` passes the
-    #: moved state on, and kernels confined to a box (constrained and bridged HMC) drop it.
-    moves_position = True
-    #: No values to start with: a chain's first transition needs no draw of the block.
-    initial_draw = False
-
-    def __init__(self, layers):
-        self.layers = [tuple(int(x) for x in layer) for layer in layers]
 
     @classmethod
     def for_network(cls, network) -> UnitRescaleGibbs | None:
@@ -274,23 +295,8 @@ class UnitRescaleGibbs:
         moved = torch.where(finite, moved, theta)
         return theta.new_zeros((C, 0)), moved
 
-    def update(self, target, state, generator: torch.Generator):
-        """Rescale every unit, then the state's log density and gradient at the moved position
-        (one gradient)."""
-        values, moved = self.move(target, state, generator)
-        log_prob, grad = target.value_and_grad(moved)
-        return values, type(state)(moved, log_prob, grad)
 
-    def condition(self, target, values: torch.Tensor):
-        """The target itself: the block has no values to condition on."""
-        return target
-
-    def stats(self, values: torch.Tensor) -> dict:
-        """None: the move's outcome is the position itself."""
-        return {}
-
-
-class LayerRescaleGibbs:
+class LayerRescaleGibbs(_RescaleBlock):
     """Each hidden layer's common scale, with the hierarchical prior's precisions integrated out.
 
     Under ``HierarchicalPrior`` (one precision tau_t ~ Gamma(alpha, beta) per tensor) the slow
@@ -324,11 +330,8 @@ class LayerRescaleGibbs:
         The Gamma hyperprior of every tensor's precision.
     """
 
-    moves_position = True
-    initial_draw = False
-
     def __init__(self, layers, alpha: float, beta: float):
-        self.layers = [tuple(int(x) for x in layer) for layer in layers]
+        super().__init__(layers)
         self.alpha, self.beta = float(alpha), float(beta)
 
     def move(self, target, state, generator: torch.Generator):
@@ -388,17 +391,3 @@ class LayerRescaleGibbs:
         mode = torch.where(ok, mode, torch.zeros_like(mode))
         curvature = torch.where(ok, curvature, torch.ones_like(curvature))
         return sample_log_concave(h, dh, mode, curvature, ok, generator)
-
-    def update(self, target, state, generator: torch.Generator):
-        """Rescale every layer, then the state's log density and gradient (one gradient)."""
-        values, moved = self.move(target, state, generator)
-        log_prob, grad = target.value_and_grad(moved)
-        return values, type(state)(moved, log_prob, grad)
-
-    def condition(self, target, values: torch.Tensor):
-        """The target itself: the block has no values to condition on."""
-        return target
-
-    def stats(self, values: torch.Tensor) -> dict:
-        """None: the move's outcome is the position itself."""
-        return {}
