@@ -197,6 +197,13 @@ class HierarchicalPrior(Prior, BaseEstimator):
         log-precisions form one position, sampled together by ``sampler="s3hmc"``
         (seeds/002). ``sampler="s3hmc"`` always samples jointly. See docs/rmhmc.md for the
         comparison that made ``"gibbs"`` the default.
+    interweave : int, default=0
+        With ``scheme="gibbs"``: after each draw of the precisions, this many rounds of a
+        Metropolis move per tensor of its precision and weights together at fixed
+        non-centred weights w_l sqrt(tau_l) (the interweaving of Yu & Meng 2011, *JCGS*
+        20:531; one forward pass per tensor and round, the step adapted in warmup;
+        :class:`~sklearn_bnn.targets.InterweavedPrecisionGibbs`). 0 leaves it out; ignored by
+        ``scheme="joint"``. See docs/rmhmc.md, "Interweaving moves".
     """
 
     def __init__(
@@ -207,6 +214,7 @@ class HierarchicalPrior(Prior, BaseEstimator):
         noise_beta=0.1,
         learn_noise=True,
         scheme="gibbs",
+        interweave=0,
     ):
         self.alpha = alpha
         self.beta = beta
@@ -214,6 +222,7 @@ class HierarchicalPrior(Prior, BaseEstimator):
         self.noise_beta = noise_beta
         self.learn_noise = learn_noise
         self.scheme = scheme
+        self.interweave = interweave
 
     def check(self) -> None:
         for name, low in (("alpha", 0.5), ("beta", 0.0), ("noise_alpha", 1.0), ("noise_beta", 0.0)):
@@ -223,6 +232,11 @@ class HierarchicalPrior(Prior, BaseEstimator):
         if self.scheme not in SCHEMES:
             raise ValueError(
                 f"HierarchicalPrior scheme must be one of {SCHEMES}, got {self.scheme!r}."
+            )
+        v = self.interweave
+        if not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and 0 <= v <= 100):
+            raise ValueError(
+                f"HierarchicalPrior interweave must be an integer in [0, 100], got {v!r}."
             )
 
     def bind(self, names, sizes, *, dtype, device) -> BoundGaussianPrior:
@@ -236,16 +250,22 @@ class HierarchicalPrior(Prior, BaseEstimator):
     @classmethod
     def _check_state(cls, state: dict) -> None:
         """A saved prior holds exactly its parameters, as numbers (checked before building);
-        files written before ``scheme`` existed were sampled jointly and read so."""
+        files written before ``scheme`` existed were sampled jointly and read so, and those
+        written before ``interweave`` without the interweaving move."""
         expected = set(cls().get_params())
         if isinstance(state, dict) and "scheme" not in state:
             state["scheme"] = "joint"
+        if isinstance(state, dict) and "interweave" not in state:
+            state["interweave"] = 0
         if not isinstance(state, dict) or set(state) != expected:
             raise ValueError(f"a HierarchicalPrior state must hold {sorted(expected)}.")
         for name, value in state.items():
             if name == "scheme":
                 if value not in SCHEMES:
                     raise ValueError(f"HierarchicalPrior scheme must be one of {SCHEMES}.")
+            elif name == "interweave":
+                if type(value) is not int:
+                    raise ValueError(f"HierarchicalPrior interweave must be an int, got {value!r}.")
             elif type(value) not in (int, float, bool):
                 raise ValueError(f"HierarchicalPrior {name} must be a number, got {value!r}.")
         cls(**state).check()

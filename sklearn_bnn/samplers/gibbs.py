@@ -83,14 +83,24 @@ class GibbsKernel(Kernel):
         """The inner kernel on the conditional density given ``values``."""
         return self.inner.with_target(self.block.condition(self.target, values))
 
-    def _draw(self, state, generator: torch.Generator) -> GibbsState:
-        values, state = self.block.update(self.target, self._inner_state(state), generator)
+    def _draw(self, state, generator: torch.Generator, previous=None) -> GibbsState:
+        """The block's update; with the values of the chain's previous draw (``previous``),
+        from the target conditioned on them (a block that reads the likelihood, as the
+        interweaving move, then sees the chain's own noise precision), and handed to a block
+        that reads its own (``takes_previous``: the interweaving move's adapted scales)."""
+        target = self.target if previous is None else self.block.condition(self.target, previous)
+        kwargs = {"previous": previous} if getattr(self.block, "takes_previous", False) else {}
+        values, state = self.block.update(target, self._inner_state(state), generator, **kwargs)
         return GibbsState(state.position, state.log_prob, state.grad, values)
 
     def init(self, position, generator=None, *, n_warmup: int = 0) -> GibbsState:
         """The inner kernel's start, then a first draw of the block given it (none for a block
         without values, ``initial_draw = False``: a move of the position only, which a chain
-        continued by a warm start then takes exactly as the same chain run in one go)."""
+        continued by a warm start then takes exactly as the same chain run in one go). A block
+        with a ``prepare(n_warmup)`` is told the warmup length (to adapt in it only)."""
+        prepare = getattr(self.block, "prepare", None)
+        if prepare is not None:
+            prepare(n_warmup)
         state = self.inner.init(position, generator, n_warmup=n_warmup)
         if not getattr(self.block, "initial_draw", True):
             empty = state.position.new_zeros((state.position.shape[0], 0))
@@ -106,7 +116,7 @@ class GibbsKernel(Kernel):
         moved, info = self._on_values(state.values).step(
             self._inner_state(state), generator, step_size=step_size, inv_mass=inv_mass
         )
-        new = self._draw(moved, generator)
+        new = self._draw(moved, generator, state.values)
         extra = {**(info.extra or {}), **self.block.stats(new.values)}
         return new, info._replace(n_grad=info.n_grad + 1, extra=extra)
 
@@ -146,14 +156,23 @@ class BlockSequence:
     def __init__(self, blocks):
         self.blocks = list(blocks)
         self.widths = None  # columns of each block's values, known from the first draw
+        self.takes_previous = any(getattr(b, "takes_previous", False) for b in self.blocks)
 
-    def update(self, target, state, generator: torch.Generator):
+    def prepare(self, n_warmup: int) -> None:
+        """Tell the blocks that adapt in warmup its length."""
+        for block in self.blocks:
+            if hasattr(block, "prepare"):
+                block.prepare(n_warmup)
+
+    def update(self, target, state, generator: torch.Generator, previous=None):
         parts = []
-        for block in self.blocks[:-1]:
+        olds = [None] * len(self.blocks) if previous is None else self._split(previous)
+        for block, old in zip(self.blocks[:-1], olds[:-1], strict=True):
             draw = getattr(block, "draw", None)
+            kwargs = {"previous": old} if getattr(block, "takes_previous", False) else {}
             if getattr(block, "moves_position", False):
                 # the cached density is stale until the last block's update re-evaluates it
-                values, position = block.move(target, state, generator)
+                values, position = block.move(target, state, generator, **kwargs)
                 state = type(state)(position, state.log_prob, state.grad)
             elif draw is None:
                 values, state = block.update(target, state, generator)
@@ -161,7 +180,9 @@ class BlockSequence:
                 values = draw(target, state, generator)
             target = block.condition(target, values)
             parts.append(values)
-        values, state = self.blocks[-1].update(target, state, generator)
+        last = self.blocks[-1]
+        kwargs = {"previous": olds[-1]} if getattr(last, "takes_previous", False) else {}
+        values, state = last.update(target, state, generator, **kwargs)
         parts.append(values)
         self.widths = [p.shape[1] for p in parts]
         return torch.cat(parts, 1), state
@@ -188,12 +209,17 @@ def with_gibbs_blocks(kernel: Kernel, target) -> Kernel:
     several as one :class:`BlockSequence`), or ``kernel`` itself when it declares none.
 
     A kernel confined to a region (``kernel.confined``: constrained HMC's box, bridged HMC's
-    boxes) drops the blocks that move the position (``moves_position``), which could leave it.
+    boxes) drops the blocks that move the position (``moves_position``), which could leave it,
+    or takes their ``without_move()`` where they have one (the precisions' plain draw).
     """
     blocks = getattr(target, "gibbs_blocks", None)
     blocks = list(blocks()) if callable(blocks) else []
     if getattr(kernel, "confined", False):
-        blocks = [b for b in blocks if not getattr(b, "moves_position", False)]
+        blocks = [
+            b.without_move() if hasattr(b, "without_move") else b
+            for b in blocks
+            if hasattr(b, "without_move") or not getattr(b, "moves_position", False)
+        ]
     if not blocks:
         return kernel
     return GibbsKernel(kernel, blocks[0] if len(blocks) == 1 else BlockSequence(blocks))

@@ -14,7 +14,8 @@ Every target gives ``value_and_grad(theta)`` on a (C, D) batch of positions, wit
 - :class:`NoisePrecisionGibbs`, :class:`PriorPrecisionGibbs`: the Gibbs blocks of a learned
   noise precision and of a hierarchical prior's per-tensor precisions
   (``HierarchicalPrior(scheme="gibbs")``), which the network targets declare in
-  ``gibbs_blocks()``;
+  ``gibbs_blocks()``; :class:`InterweavedPrecisionGibbs`, the precisions' draw followed by a
+  non-centred Metropolis move of each tensor's scale (``HierarchicalPrior(interweave=...)``);
 - :class:`UnitRescaleGibbs`, :class:`LayerRescaleGibbs`: the exact rescaling of a positively
   homogeneous MLP's hidden units (each unit given the precisions; each layer with a
   hierarchical prior's precisions integrated out) along the directions that leave its function
@@ -22,7 +23,7 @@ Every target gives ``value_and_grad(theta)`` on a (C, D) batch of positions, wit
 """
 
 from ._function import FunctionTarget
-from ._gibbs import NoisePrecisionGibbs, PriorPrecisionGibbs
+from ._gibbs import InterweavedPrecisionGibbs, NoisePrecisionGibbs, PriorPrecisionGibbs
 from ._hierarchical import HierarchicalTarget, hierarchical_target
 from ._minibatch import MinibatchTarget
 from ._network import FunctionalNetwork, Target
@@ -35,6 +36,7 @@ __all__ = [
     "FunctionTarget",
     "FunctionalNetwork",
     "HierarchicalTarget",
+    "InterweavedPrecisionGibbs",
     "LayerRescaleGibbs",
     "MinibatchTarget",
     "NetworkTarget",

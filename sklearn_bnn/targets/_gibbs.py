@@ -13,12 +13,15 @@ per-tensor precisions of a hierarchical Gaussian prior (:class:`PriorPrecisionGi
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..likelihoods import Gaussian, sample_gamma
 from ..priors import HierarchicalPrior
 
 __all__ = [
+    "InterweavedPrecisionGibbs",
     "NoisePrecisionGibbs",
     "PriorPrecisionGibbs",
     "hierarchical_blocks",
@@ -127,7 +130,8 @@ class PriorPrecisionGibbs:
 
 def hierarchical_blocks(prior, network) -> list:
     """The Gibbs block of ``prior`` over ``network``'s tensors: a
-    :class:`PriorPrecisionGibbs` for ``HierarchicalPrior(scheme="gibbs")``, else none."""
+    :class:`PriorPrecisionGibbs` for ``HierarchicalPrior(scheme="gibbs")`` (an
+    :class:`InterweavedPrecisionGibbs` with its ``interweave`` rounds), else none."""
     if not isinstance(prior, HierarchicalPrior):
         return []
     prior.check()
@@ -137,7 +141,10 @@ def hierarchical_blocks(prior, network) -> list:
             "with sampler='s3hmc' on HMCClassifier / HMCRegressor; use scheme='gibbs' to draw "
             "the precisions by Gibbs steps with this estimator or sampler."
         )
-    return [PriorPrecisionGibbs(network.names, network.sizes, prior.alpha, prior.beta)]
+    args = (network.names, network.sizes, prior.alpha, prior.beta)
+    if prior.interweave:
+        return [InterweavedPrecisionGibbs(*args, rounds=prior.interweave)]
+    return [PriorPrecisionGibbs(*args)]
 
 
 def hierarchical_noise(prior, likelihood):
@@ -148,3 +155,143 @@ def hierarchical_noise(prior, likelihood):
     if not (learn and isinstance(likelihood, Gaussian)):
         return likelihood
     return Gaussian(likelihood.precision, prior=(float(prior.noise_alpha), float(prior.noise_beta)))
+
+
+class InterweavedPrecisionGibbs(PriorPrecisionGibbs):
+    """The precisions' Gibbs draw, then a non-centred Metropolis move of each tensor's scale.
+
+    The centred draw tau_l | w (:class:`PriorPrecisionGibbs`) and HMC's moves of w given tau
+    random-walk along the directions where w_l and tau_l change together (the funnel of a
+    hierarchical prior, Papaspiliopoulos, Roberts & Sköld 2007, *Statist. Sci.* 22:59). After
+    the draw, this block holds the non-centred weights z_l = w_l sqrt(tau_l) fixed and moves
+    log tau_l by a Metropolis step (the ancillarity-sufficiency interweaving of Yu & Meng 2011,
+    "To center or not to center", *JCGS* 20:531, with a Metropolis update of the non-centred
+    conditional): delta ~ N(0, s_l^2), log tau_l' = log tau_l + delta, w_l' = w_l exp(-delta/2).
+
+    The acceptance, for the tempered joint [L(w) N(w | 0, 1/tau) Gamma(tau | alpha, beta)]^(1/T)
+    that the sampler targets (density in (w, tau); the move is a map of (w, log tau) with
+    Jacobian exp(-n_l delta / 2) for w and 1 for log tau, and d tau = tau d log tau): with
+    tau' |w'|^2 = tau |w|^2 the Gaussian's exponent cancels, and
+
+        log r = (l(w') - l(w)) / T + ((alpha - 1) / T + 1) delta - beta (tau' - tau) / T
+                + (n_l / 2) delta (1 / T - 1),
+
+    the last term the Gaussian's normaliser tau^(n_l / 2T) against the Jacobian (zero at T = 1,
+    where the ratio is the likelihood's times the Gamma prior's in log tau). One proposal per
+    tensor and round costs one forward pass of the likelihood for all chains
+    (``target.log_likelihood``), no gradient.
+
+    s_l is per chain and tensor, adapted during warmup only (the block's first ``n_warmup + 1``
+    updates: the chain's first draw and its warmup transitions) by a Robbins-Monro step on
+    log s_l towards an acceptance of 0.4 (Andrieu & Thoms 2008, *Stat. Comput.* 18:343), then
+    fixed: the sampling phase is a Markov chain with a fixed kernel. The scales, the update
+    count and the last acceptance travel beside the precisions in the chain's values
+    (C, 2K + 2); :meth:`condition` and :meth:`stats` read the precisions.
+
+    Parameters
+    ----------
+    names, sizes, alpha, beta
+        As :class:`PriorPrecisionGibbs`.
+    rounds : int, default=1
+        Proposals per tensor in one update (each round visits every tensor in turn).
+    initial_scale : float, default=0.5
+        s_l before adaptation.
+    """
+
+    #: The block moves the position; a :class:`~sklearn_bnn.samplers.gibbs.BlockSequence`
+    #: passes it on, and a kernel confined to a box takes :meth:`without_move` instead.
+    moves_position = True
+    #: The block reads its own previous values (the adapted scales).
+    takes_previous = True
+    target_accept = 0.4
+
+    def __init__(self, names, sizes, alpha, beta, rounds: int = 1, initial_scale: float = 0.5):
+        super().__init__(names, sizes, alpha, beta)
+        self.rounds, self.initial_scale = int(rounds), float(initial_scale)
+        self.n_warmup = 0
+
+    def prepare(self, n_warmup: int) -> None:
+        """The number of warmup transitions, during which the scales adapt."""
+        self.n_warmup = int(n_warmup)
+
+    def without_move(self) -> PriorPrecisionGibbs:
+        """The plain conjugate draw (for kernels confined to a box)."""
+        return PriorPrecisionGibbs(self.names, self.sizes, self.alpha, self.beta)
+
+    def move(self, target, state, generator: torch.Generator, previous=None):
+        """tau | w, then the interweaving moves: the values (C, 2K + 2) and the moved position
+        (the state's cached density is not re-evaluated)."""
+        tau = self.draw(target, state, generator)
+        C, K = tau.shape
+        if previous is None or previous.shape[1] != 2 * K + 2:
+            log_s = torch.full((C, K), math.log(self.initial_scale), dtype=torch.float64)
+            count = torch.zeros(C, dtype=torch.float64)
+        else:
+            log_s, count = previous[:, K : 2 * K].double(), previous[:, 2 * K].double()
+        log_s, count = log_s.to(tau.device), count.to(tau.device)
+        position, tau, accept = self.interweave(target, state.position, tau, log_s, generator)
+        adapting = (count <= self.n_warmup)[:, None]
+        rate = (count + 1.0)[:, None] ** -0.6
+        log_s = torch.where(adapting, log_s + rate * (accept - self.target_accept), log_s)
+        log_s = log_s.clamp(-10.0, 3.0)
+        extra = torch.cat([log_s, (count + 1)[:, None], accept.mean(-1, keepdim=True)], 1)
+        return torch.cat([tau, extra.to(tau.dtype)], 1), position
+
+    def interweave(self, target, theta, tau, log_s, generator: torch.Generator):
+        """The Metropolis moves of (w_l, tau_l) at fixed z_l, ``rounds`` per tensor.
+
+        Returns the position (C, D), the precisions (C, K) and each tensor's mean acceptance
+        probability (C, K), float64.
+        """
+        T = float(getattr(target, "temperature", 1.0))
+        x = theta.detach().clone()
+        log_tau = tau.double().log()
+        log_lik = target.log_likelihood(x).double()
+        accept = torch.zeros_like(log_tau)
+        starts = [0]
+        for n in self.sizes[:-1]:
+            starts.append(starts[-1] + n)
+        opts = dict(generator=generator, dtype=torch.float64, device=log_tau.device)
+        for _ in range(self.rounds):
+            for k, (start, n) in enumerate(zip(starts, self.sizes, strict=True)):
+                delta = torch.randn(x.shape[0], **opts) * log_s[:, k].exp()
+                proposal = x.clone()
+                proposal[:, start : start + n] *= torch.exp(-0.5 * delta).to(x.dtype)[:, None]
+                new_lik = target.log_likelihood(proposal).double()
+                log_r = self.log_ratio(new_lik - log_lik, log_tau[:, k], delta, n, T)
+                u = torch.rand(x.shape[0], **opts)
+                take = torch.log(u) < log_r  # False where log_r is NaN
+                x = torch.where(take[:, None], proposal, x)
+                log_tau[:, k] = torch.where(take, log_tau[:, k] + delta, log_tau[:, k])
+                log_lik = torch.where(take, new_lik, log_lik)
+                prob = torch.exp(torch.clamp(torch.nan_to_num(log_r, nan=-math.inf), max=0.0))
+                accept[:, k] += prob / self.rounds
+        return x, log_tau.exp().to(tau.dtype), accept
+
+    def log_ratio(self, d_log_lik, log_tau, delta, n: int, temperature: float = 1.0):
+        """log r of the move log tau -> log tau + delta, w -> w exp(-delta / 2) (class
+        docstring), given the log-likelihood's change ``d_log_lik``."""
+        T, a, b = temperature, self.alpha, self.beta
+        d_tau = torch.exp(log_tau) * torch.expm1(delta)
+        return (
+            d_log_lik / T
+            + ((a - 1.0) / T + 1.0) * delta
+            - b * d_tau / T
+            + 0.5 * n * delta * (1.0 / T - 1.0)
+        )
+
+    def update(self, target, state, generator: torch.Generator, previous=None):
+        """The draw and the moves, and the state re-evaluated under them (one gradient)."""
+        values, position = self.move(target, state, generator, previous)
+        log_prob, grad = self.condition(target, values).value_and_grad(position)
+        return values, type(state)(position, log_prob, grad)
+
+    def condition(self, target, values: torch.Tensor):
+        """The target with every chain's prior precisions set to its precisions (C, K)."""
+        return super().condition(target, values[:, : len(self.sizes)])
+
+    def stats(self, values: torch.Tensor) -> dict:
+        """The precisions, and ``interweave_accept`` (C,): the last update's mean acceptance
+        probability over tensors and rounds."""
+        K = len(self.sizes)
+        return {**super().stats(values[:, :K]), "interweave_accept": values[:, 2 * K + 1]}

@@ -148,13 +148,11 @@ class MinibatchTarget(Target):
         return value + self.prior_density.log_prob(theta, prior_weight), grad
 
     # -- Gibbs step of a learned noise precision, batch by batch --------------------------------
-    def _residual_sum_of_squares(self, theta: torch.Tensor) -> torch.Tensor:
-        """Sum of squared residuals per chain and output (C, n_out), one batch at a time: one
-        forward pass over the data, never more than a batch on the device."""
+    def _data_pieces(self):
+        """The data batch by batch (the residuals of the noise's Gibbs step: one forward pass
+        over the data, never more than a batch on the device)."""
         starts = range(0, self.n_data, self.batch_size)
-        return self._sum_of_squares_over(
-            theta, (self.batch(slice(s, s + self.batch_size)) for s in starts)
-        )
+        return (self.batch(slice(s, s + self.batch_size)) for s in starts)
 
     def _state_under_new_noise(self, state, sum_sq: torch.Tensor, tau: torch.Tensor):
         """After the Gibbs step: the exact full-data log density in closed form from the

@@ -311,9 +311,23 @@ class Target:
             run.gibbs_coordinates = [n for n in names if n in run.draw_stats]
         return run
 
+    def _data_pieces(self):
+        """The data as ``(X, y)`` pieces on the device, one at a time: whole here; a split
+        target's subsets, a minibatch target's batches."""
+        return [(self.X, self.y)]
+
     def _residual_sum_of_squares(self, theta: torch.Tensor) -> torch.Tensor:
         """Sum over the data of the squared residuals per chain and output (C, n_out)."""
-        return self._sum_of_squares_over(theta, [(self.X, self.y)])
+        return self._sum_of_squares_over(theta, self._data_pieces())
+
+    def log_likelihood(self, theta: torch.Tensor) -> torch.Tensor:
+        """The full-data log-likelihood of every chain (C,) at ``theta`` (C, D), untempered:
+        forward passes only (no gradient), chains batched, piece by piece of the data (what a
+        Metropolis move of the weights needs, :class:`InterweavedPrecisionGibbs`)."""
+        with torch.no_grad():
+            return sum(
+                self._chain_log_likelihoods(theta.detach(), X, y) for X, y in self._data_pieces()
+            )
 
     def _sum_of_squares_over(self, theta: torch.Tensor, pieces) -> torch.Tensor:
         """Squared residuals per chain and output (C, n_out), summed over ``(X, y)`` pieces of

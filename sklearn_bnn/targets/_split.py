@@ -132,9 +132,10 @@ class SplitTarget(Target):
             value, grad = value + v, grad + g
         return value + self._log_prior(theta), grad
 
-    def _residual_sum_of_squares(self, theta: torch.Tensor) -> torch.Tensor:
-        """As :meth:`Target._residual_sum_of_squares`, one subset at a time."""
-        return self._sum_of_squares_over(theta, (self.subset(m) for m in range(self.n_splits)))
+    def _data_pieces(self):
+        """The subsets, one at a time on the compute device (the residuals and the
+        log-likelihood of the Gibbs blocks are summed over them)."""
+        return (self.subset(m) for m in range(self.n_splits))
 
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
         """Full-data log density and gradient, summed over the subsets (one graph at a time).
