@@ -32,6 +32,11 @@ Models ``gibbs_rescale`` and ``fixed_rescale``: ``gibbs`` and ``fixed`` with the
 unit-rescaling move of a ReLU network (``rescale_moves=True``; ``--activation relu`` for the
 regression, whose network is tanh by default, where the move does not apply).
 
+A suffix ``_iw<k>`` (``gibbs_iw1``, ``gibbs_rescale_iw2``) adds the interweaving move of the
+precisions, ``HierarchicalPrior(interweave=k)``: k Metropolis proposals per tensor and
+transition of (w_l, tau_l) at fixed w_l sqrt(tau_l), one forward pass each (printed as
+``forwards``; not in the gradient count).
+
 Run: ``OMP_NUM_THREADS=1 python benchmarks/hierarchical_schemes.py --problem regression
 [--models gibbs joint] [--n-chains 4] [--n-warmup 500 --n-draws 500 --n-steps 50] [--seed 0]
 [--activation relu]``.
@@ -40,6 +45,7 @@ Run: ``OMP_NUM_THREADS=1 python benchmarks/hierarchical_schemes.py --problem reg
 from __future__ import annotations
 
 import argparse
+import re
 import time
 import warnings
 
@@ -106,6 +112,10 @@ def make_model(problem, name, args):
         budget.update(hidden_layer_sizes=(50,), activation=args.activation)
     else:
         cls = HMCClassifier
+    interweave = 0
+    match = re.fullmatch(r"(.+)_iw(\d+)", name)
+    if match:  # the interweaving move, that many rounds: "gibbs_iw1", "gibbs_rescale_iw2"
+        name, interweave = match[1], int(match[2])
     if name.endswith("_rescale"):  # the exact unit-rescaling move (ReLU / identity MLPs)
         budget["rescale_moves"], name = True, name.removesuffix("_rescale")
     elif name in ("fixed", "gibbs", "gibbs_mass"):
@@ -114,7 +124,8 @@ def make_model(problem, name, args):
         model = cls(**budget)
     elif name in ("gibbs", "gibbs_mass"):
         budget["adapt_mass"] = name == "gibbs_mass"
-        model = cls(prior_precision=HierarchicalPrior(scheme="gibbs"), **budget)
+        prior = HierarchicalPrior(scheme="gibbs", interweave=interweave)
+        model = cls(prior_precision=prior, **budget)
     elif name == "joint":
         model = cls(prior_precision=HierarchicalPrior(scheme="joint"), sampler="s3hmc", **budget)
     else:
@@ -183,6 +194,21 @@ def precision_rows(est):
     return rows
 
 
+def interweave_figures(est):
+    """The interweaving move's mean acceptance and its forward passes, or nothing."""
+    accept = est.samples_.stats.get("interweave_accept")
+    prior = est.prior_precision
+    rounds = getattr(prior, "interweave", 0)
+    if accept is None or not rounds:
+        return ""
+    K = len(est.network_.sizes)
+    transitions = est.n_chains * (est.n_warmup + est.n_draws + 1)
+    return (
+        f"interweave accept {float(np.mean(np.asarray(accept))):.2f}, "
+        f"forwards {transitions * (rounds * K + 1)}; "
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problem", choices=PROBLEMS, default="regression")
@@ -228,6 +254,7 @@ def main():
             + f"; log density ESS {ess_bulk(lp):.0f} R-hat {rhat(lp):.3f}; accept "
             f"{np.mean(d['acceptance_rate']):.2f}; step {np.mean(d['step_size']):.3g}; "
             f"divergent {d['n_divergent']}; gradients {np.sum(d['n_grad_evals']):.0f}; "
+            f"{interweave_figures(est)}"
             f"fit {seconds:.0f} s",
             flush=True,
         )

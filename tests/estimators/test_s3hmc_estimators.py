@@ -28,6 +28,7 @@ FAST = dict(
         HMCRegressor(prior_precision=HierarchicalPrior(), sampler=S3HMC(n_steps=3), **FAST),
         HMCClassifier(prior_precision=HierarchicalPrior(scheme="gibbs"), **FAST),
         HMCRegressor(prior_precision=HierarchicalPrior(scheme="gibbs"), sampler="nuts", **FAST),
+        HMCRegressor(prior_precision=HierarchicalPrior(interweave=2), **FAST),
     ]
 )
 def test_sklearn_contract_with_a_hierarchical_prior(estimator, check):
@@ -140,3 +141,46 @@ def test_bad_scheme_is_refused_by_name():
     X, y = _regression()
     with pytest.raises(ValueError, match="scheme"):
         HMCRegressor(prior_precision=HierarchicalPrior(scheme="gibs"), **FAST).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda p: HMCRegressor(prior_precision=p, n_chains=2, warm_start=True, **FAST),
+        lambda p: HMCClassifier(prior_precision=p, sampler="nuts", **FAST),
+        lambda p: SplitHMCRegressor(
+            prior_precision=p, n_splits=2, hidden_layer_sizes=(4,), n_draws=5, n_warmup=5
+        ),
+    ],
+    ids=["hmc-warm-start", "nuts-classifier", "split-hmc"],
+)
+def test_fit_predict_and_persistence_with_the_interweaving_move(make, tmp_path):
+    X, y = _regression()
+    est = make(HierarchicalPrior(interweave=2))
+    if isinstance(est, HMCClassifier):
+        y = (y > 0).astype(int)
+    est.fit(X, y)
+    accept = est.samples_.stats["interweave_accept"]
+    assert ((accept >= 0) & (accept <= 1)).all() and accept.mean() > 0
+    assert (est.precisions_ > 0).all() and np.isfinite(est.samples_.draws).all()
+    predict = est.predict_proba if isinstance(est, HMCClassifier) else est.predict
+    path = tmp_path / "est.pt"
+    save(est, path)
+    back = load(path)
+    assert back.prior_precision.interweave == 2
+    assert torch.equal(back.precisions_, est.precisions_)
+    np.testing.assert_allclose(
+        (back.predict_proba if isinstance(est, HMCClassifier) else back.predict)(X), predict(X)
+    )
+    plain = make(HierarchicalPrior()).fit(X, y)  # the move changes the chain, same seed
+    assert not np.array_equal(plain.samples_.draws, est.samples_.draws)
+    if est.warm_start:
+        est.fit(X, y)  # the chains continue, the scales start afresh in the new warmup
+        assert est.precisions_.shape[1] == 2 * FAST["n_draws"]
+
+
+def test_a_prior_saved_before_interweave_loads_without_it():
+    state = HierarchicalPrior().get_params()
+    del state["interweave"]
+    HierarchicalPrior._check_state(state)
+    assert HierarchicalPrior.from_state(state).interweave == 0
