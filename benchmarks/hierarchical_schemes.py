@@ -202,7 +202,9 @@ def interweave_figures(est):
     if accept is None or not rounds:
         return ""
     K = len(est.network_.sizes)
-    transitions = est.n_chains * (est.n_warmup + est.n_draws + 1)
+    transitions = est.n_warmup + est.n_draws + 1  # the chains' first draw included
+    if est.chain_method != "vectorized":  # counted as the gradients are: once per batched pass
+        transitions *= est.n_chains
     return (
         f"interweave accept {float(np.mean(np.asarray(accept))):.2f}, "
         f"forwards {transitions * (rounds * K + 1)}; "
