@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
-from sklearn.utils._param_validation import Interval
+from sklearn.base import clone
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._registry import register
 from ._base import BaseSamplingEstimator, store_params
@@ -46,12 +47,15 @@ _PARAMS_DOC = """
         ``sampler="hmc"`` each transition scales the step size by a factor uniform in
         [0.5, 1.5] per chain (``HMC(step_jitter=0.5)``), so that a fixed step count does not
         resonate with the posterior; ``sampler=HMC(step_jitter=0)`` turns that off.
-    trajectory_length : float, default=None
+    trajectory_length : float or "auto", default=None
         HMC only: the integration time of a trajectory instead of a step count. Each transition
         takes ``ceil(u * trajectory_length / step_size)`` steps with u drawn uniformly in
         [0.5, 1.5] from the sampler's generator (Neal 2011, §5.4.2.2, on jittering), the step
         size being the adapted one: a trajectory moves the same distance whatever step size
-        the adaptation settles on.
+        the adaptation settles on. ``"auto"`` adapts it during warmup across the chains
+        (ChEES, Hoffman, Radul & Sountsov 2021), starting from ``n_steps`` steps, each
+        transition integrating for a uniform fraction of it (no step-size jitter then); it
+        needs ``n_chains >= 2`` with ``chain_method="vectorized"`` (docs/hmc.md, "ChEES").
     max_tree_depth : int, default=10
         NUTS only: at most 2**max_tree_depth - 1 leapfrog steps per transition.
     target_accept : float, default=0.8
@@ -118,7 +122,11 @@ class _TrajectoryParams:
 
     _own_constraints: dict = {
         "n_steps": [Interval(Integral, 1, None, closed="left")],
-        "trajectory_length": [Interval(Real, 0, None, closed="neither"), None],
+        "trajectory_length": [
+            Interval(Real, 0, None, closed="neither"),
+            StrOptions({"auto"}),
+            None,
+        ],
         "max_tree_depth": [Interval(Integral, 1, 30, closed="both")],
         "target_accept": [Interval(Real, 0, 1, closed="neither")],
         "adapt_mass": ["boolean"],
@@ -132,6 +140,15 @@ class _TrajectoryParams:
             "trajectory_length": self.trajectory_length,
             "max_tree_depth": self.max_tree_depth,
         }
+
+    def _sampler_object(self):
+        """The configured sampler; a warm start of a ChEES fit (``trajectory_length="auto"``)
+        goes on with the integration time its previous fit adapted."""
+        sampler = super()._sampler_object()
+        times = getattr(getattr(self, "samples_", None), "stats", {}).get("trajectory_time")
+        if times is None or not self._continuing() or "initial_time" not in sampler.get_params():
+            return sampler
+        return clone(sampler).set_params(initial_time=float(times[0, -1]))
 
     def _run_options(self) -> dict:
         options = super()._run_options()

@@ -13,6 +13,7 @@ import torch
 from .._utils import check_scalar_param
 from ._base import Info, Kernel, Sampler, State, kinetic_energy, sample_momentum
 from ._registry import register_sampler
+from .chees import ChEESTrajectory
 from .geometry.euclidean import EuclideanMetric, as_metric, check_n_chains
 from .integrators import leapfrog, resolve_integrator
 
@@ -65,13 +66,17 @@ class HMC(Sampler):
     ----------
     n_steps : int, default=50
         Integration steps per trajectory L (when ``trajectory_length`` is None).
-    trajectory_length : float, default=None
+    trajectory_length : float or "auto", default=None
         Integration time tau of a trajectory instead of a step count: each transition takes
         L = ceil(u tau / eps) steps of the current step size eps (the adapted one, the mean
         over chains, which share L), u uniform in [0.5, 1.5] drawn from the sampler's
         generator: jittering the integration time avoids the near-periodic trajectories of a
         fixed one (Neal 2011, "MCMC using Hamiltonian dynamics", §5.4.2.2). At most
-        ``max_steps`` steps.
+        ``max_steps`` steps. ``"auto"``: tau is adapted during warmup across the vectorized
+        chains by ChEES (Hoffman, Radul & Sountsov 2021; :mod:`.chees`), starting from
+        ``n_steps`` steps of the first step size, and each transition integrates for h tau, h
+        uniform in (0, 1) from the generator; needs at least 2 chains run together.
+        The adapted tau is kept beside each draw (``trajectory_time``).
     max_steps : int, default=1024
         Cap on the steps of one trajectory set by ``trajectory_length`` (early warmup may try
         tiny step sizes).
@@ -98,7 +103,14 @@ class HMC(Sampler):
         1,289 with 0.5 (``benchmarks/hmc_jitter_blr.py``, docs/hmc.md). The factor is drawn
         independently of the state, so each transition is a mixture of valid HMC kernels and
         leaves the posterior invariant. Dual averaging adapts the mean step. 0 turns it off
-        (the behaviour of 0.1.0; :class:`HMCKernel` itself defaults to 0).
+        (the behaviour of 0.1.0; :class:`HMCKernel` itself defaults to 0). Ignored with
+        ``trajectory_length="auto"``, whose jitter of the time replaces it: a per-chain step
+        jitter on top flattens ChEES's criterion (on N(0, 4 I) the adapted time landed at
+        3.2-7.3 sigma instead of the criterion's maximum 2.25 sigma; docs/hmc.md, "ChEES").
+    initial_time : float, default=None
+        With ``trajectory_length="auto"``: the integration time ChEES starts from, instead of
+        ``n_steps`` steps of the first step size (a warm-started estimator passes the time its
+        previous fit adapted, which a run without warmup then keeps).
     n_steps_jitter : float in [0, 1), default=0
         Each transition takes ``max(1, round(u * n_steps))`` steps, u uniform in
         ``[1 - n_steps_jitter, 1 + n_steps_jitter]`` (one u for all chains, which integrate
@@ -125,6 +137,7 @@ class HMC(Sampler):
         metric=None,
         step_jitter=0.5,
         n_steps_jitter=0.0,
+        initial_time=None,
     ):
         self.n_steps = n_steps
         self.integrator = integrator
@@ -134,17 +147,20 @@ class HMC(Sampler):
         self.metric = metric
         self.step_jitter = step_jitter
         self.n_steps_jitter = n_steps_jitter
+        self.initial_time = initial_time
 
     def _check_params(self) -> None:
         check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
         check_scalar_param(self.max_steps, "max_steps", kind="int", low=1)
-        if self.trajectory_length is not None:
+        if self.trajectory_length is not None and not _is_auto(self.trajectory_length):
             check_scalar_param(
                 self.trajectory_length, "trajectory_length", low=0, low_inclusive=False
             )
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         check_jitter(self.step_jitter, "step_jitter")
         check_jitter(self.n_steps_jitter, "n_steps_jitter")
+        if self.initial_time is not None:
+            check_scalar_param(self.initial_time, "initial_time", low=0, low_inclusive=False)
         resolve_integrator(self.integrator)
         check_metric(self.metric)
 
@@ -169,7 +185,12 @@ class HMC(Sampler):
             metric=self.metric,
             step_jitter=self.step_jitter,
             n_steps_jitter=self.n_steps_jitter,
+            initial_time=self.initial_time,
         )
+
+
+def _is_auto(value) -> bool:
+    return isinstance(value, str) and value == "auto"
 
 
 def check_jitter(value, name: str) -> None:
@@ -204,9 +225,10 @@ class HMCKernel(Kernel):
         See :mod:`.integrators`; :func:`leapfrog` by default.
     divergence_threshold : float
         Energy error above which a trajectory counts as divergent (1000, as Stan).
-    trajectory_length : float, optional
+    trajectory_length : float or "auto", optional
         Integration time; sets the number of steps per transition from the step size, jittered
-        (see :class:`HMC`). None uses ``n_steps``.
+        (see :class:`HMC`). None uses ``n_steps``; ``"auto"`` adapts it by ChEES in the
+        ``n_warmup`` transitions :meth:`init` is told of.
     max_steps : int
         Cap on the steps a ``trajectory_length`` asks for.
     metric : EuclideanMetric, optional
@@ -215,6 +237,8 @@ class HMCKernel(Kernel):
     step_jitter, n_steps_jitter : float in [0, 1)
         Per-transition jitter of each chain's step size and of the shared step count (see
         :class:`HMC`); 0 draws no random number for them.
+    initial_time : float, optional
+        ChEES's starting integration time (see :class:`HMC`).
 
     Examples
     --------
@@ -236,6 +260,7 @@ class HMCKernel(Kernel):
         metric=None,
         step_jitter: float = 0.0,
         n_steps_jitter: float = 0.0,
+        initial_time: float | None = None,
     ):
         check_metric(metric)
         check_jitter(step_jitter, "step_jitter")
@@ -251,6 +276,22 @@ class HMCKernel(Kernel):
         self.inv_mass = inv_mass
         self.integrator = integrator
         self.divergence_threshold = divergence_threshold
+        self.initial_time = initial_time
+        self.chees = None
+
+    def init(self, position, generator=None, *, n_warmup: int = 0) -> State:
+        """The state at ``position``; with ``trajectory_length="auto"``, a fresh ChEES
+        adaptation over the next ``n_warmup`` transitions (shared by this kernel's copies)."""
+        state = super().init(position, generator, n_warmup=n_warmup)
+        if _is_auto(self.trajectory_length):
+            if state.position.shape[0] < 2:
+                raise ValueError(
+                    "trajectory_length='auto' adapts the integration time across chains "
+                    "(ChEES) and needs at least 2 chains run together: set n_chains >= 2 "
+                    "with chain_method='vectorized'."
+                )
+            self.chees = ChEESTrajectory(n_warmup, self.initial_time, self.max_steps)
+        return state
 
     def _metric(self, state: State, inv_mass):
         """The metric of this step: the fixed ``metric`` (on the state's device and dtype,
@@ -273,10 +314,22 @@ class HMCKernel(Kernel):
             )
         return as_metric(inv_mass)
 
+    def progress(self, info: Info) -> str:
+        """With an adapted integration time: the time and this trajectory's steps."""
+        extra = info.extra or {}
+        if "trajectory_time" not in extra:
+            return ""
+        return f"T={float(extra['trajectory_time'][0]):.3g} L={int(extra['n_steps'][0])}"
+
     def trajectory_steps(self, eps: torch.Tensor, generator: torch.Generator) -> int:
         """Leapfrog steps of the next trajectory: ``n_steps`` (jittered by
         ``n_steps_jitter``), or the jittered integration time over the mean step size (one
         uniform from ``generator`` either way; none for a fixed ``n_steps``)."""
+        if self.chees is not None:
+            mean_eps = float(eps.double().mean())
+            if self.chees.log_time is None:
+                self.chees.start(self.n_steps * mean_eps)
+            return self.chees.n_steps(mean_eps, generator)
         if self.trajectory_length is None:
             if not self.n_steps_jitter:
                 return self.n_steps
@@ -323,7 +376,8 @@ class HMCKernel(Kernel):
         metric = self._metric(state, inv_mass)
         q = state.position
         n_steps = self.trajectory_steps(eps, generator)
-        eps = self._jittered(eps, generator)
+        if self.chees is None:  # ChEES jitters the time itself (see HMC's step_jitter)
+            eps = self._jittered(eps, generator)
         p0 = sample_momentum(q.shape, metric, generator, dtype=q.dtype, device=q.device)
         proposal, p1, n_grad = self.integrator(
             self.target, state, p0, eps, n_steps, metric, generator
@@ -336,4 +390,11 @@ class HMCKernel(Kernel):
         extra = None
         if self.trajectory_length is not None or self.n_steps_jitter:  # the steps taken
             extra = {"n_steps": torch.full_like(accept_prob, n_steps, dtype=torch.long)}
+        if self.chees is not None:
+            extra["trajectory_time"] = torch.full(
+                accept_prob.shape, self.chees.time, dtype=torch.float64
+            )
+            self.chees.update(
+                q, proposal.position, metric.velocity(p1), n_steps * eps, accept_prob, divergent
+            )
         return new_state, Info(accept_prob, accepted, energy_error, divergent, eps, n_grad, extra)

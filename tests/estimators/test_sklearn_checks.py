@@ -68,6 +68,7 @@ MCMC_ESTIMATORS = [
     SplitHMCClassifier(n_splits=2, n_init_steps=100, **FAST),
     SplitHMCRegressor(n_splits=2, n_init_steps=100, **FAST),
     HMCRegressor(sampler=NUTS(max_tree_depth=3), **FAST),
+    HMCRegressor(trajectory_length="auto", n_chains=2, **FAST),
     SGMCMCClassifier(**SG_FAST),
     # A smaller step for the regressor: at step_size=0.01 (learning rate eps**2 = 1e-4 on the
     # summed loss, scaled by the learned noise precision, ~6.7 on this data) 5 of random_state

@@ -1,0 +1,118 @@
+"""ChEES: the integration time of HMC adapted across chains during warmup.
+
+Hoffman, Radul & Sountsov (2021), "An adaptive-MCMC scheme for setting trajectory lengths in
+Hamiltonian Monte Carlo", AISTATS, §3-4. Each transition integrates for a time t = h T, the
+jitter h uniform in (0, 1) drawn from the chains' generator, independently of the state, so
+every transition is a valid HMC kernel. (The paper draws h from a Halton sequence, which
+lowers the adaptation's noise; a draw from the generator keeps a warm-started chain identical
+to the same chain run in one go.) During warmup, T climbs the Change in the
+Estimator of the Expected Square,
+
+    ChEES(T) = E[(|q' - E q'|^2 - |q - E q|^2)^2] / 4,
+
+q the start and q' the end of a trajectory, the expectations over chains. Its gradient in
+log T, for chain c, is (eq. 7, times dt / dlog T = t)
+
+    g_c = t_c (|q'_c - mean q'|^2 - |q_c - mean q|^2) (q'_c - mean q') . v'_c,
+
+v' = M^-1 p' the end velocity; chains average g_c weighted by their acceptance probability
+(divergent ones weigh nothing), and the mean of the ends is taken with the same weights.
+log T follows Adam (beta1 = 0, beta2 = 0.95, learning rate 0.025), each move clipped to
++-0.35, and the sampling phase uses the exponential of log T's running average with weights
+k^-0.5 (the paper's averaging of step-size and trajectory iterates).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["ChEESTrajectory", "chees_gradient"]
+
+
+class ChEESTrajectory:
+    """The adapted integration time of an HMC kernel, shared by its shallow copies.
+
+    Parameters
+    ----------
+    n_warmup : int
+        Transitions during which T adapts; it is fixed afterwards.
+    initial_time : float or None
+        T before the first update; None leaves it to :meth:`start` (the kernel passes
+        ``n_steps`` times its first step size).
+    max_steps : int
+        Cap on the leapfrog steps of one trajectory.
+    learning_rate : float, default=0.025
+    """
+
+    beta2 = 0.95
+    clip = 0.35
+
+    def __init__(self, n_warmup: int, initial_time: float, max_steps: int, learning_rate=0.025):
+        self.n_warmup = n_warmup
+        self.max_steps = max_steps
+        self.learning_rate = learning_rate
+        self.second_moment = 0.0
+        self.count = 0
+        self.log_time = self.log_time_average = self.fixed_time = None
+        if initial_time is not None:
+            self.start(initial_time)
+
+    def start(self, initial_time: float) -> None:
+        """Set T before the first transition (kept exactly when there is no warmup)."""
+        self.log_time = self.log_time_average = math.log(initial_time)
+        if not self.adapting:
+            self.fixed_time = float(initial_time)
+
+    @property
+    def adapting(self) -> bool:
+        return self.count < self.n_warmup
+
+    @property
+    def time(self) -> float:
+        """T now: Adam's iterate during warmup, the running average's after."""
+        if self.adapting:
+            return math.exp(self.log_time)
+        if self.fixed_time is None:
+            self.fixed_time = math.exp(self.log_time_average)
+        return self.fixed_time
+
+    def n_steps(self, mean_step_size: float, generator: torch.Generator) -> int:
+        """Leapfrog steps of the next trajectory: ceil(h T / eps), h uniform in (0, 1)."""
+        u = torch.rand((), generator=generator, dtype=torch.float64, device=generator.device)
+        n = math.ceil((1.0 - u.item()) * self.time / mean_step_size)
+        return int(min(max(n, 1), self.max_steps))
+
+    def update(self, start, end, velocity, times, accept_prob, divergent) -> None:
+        """Count one transition; during warmup, one Adam step of log T on the ChEES gradient
+        of the chains' trajectories (``start``, ``end``, ``velocity`` (C, D), ``times`` the
+        integration time of each chain (C,))."""
+        if not self.adapting:
+            self.count += 1
+            return
+        grad = chees_gradient(start, end, velocity, times, accept_prob, divergent)
+        if math.isfinite(grad):
+            self.second_moment = self.beta2 * self.second_moment + (1 - self.beta2) * grad**2
+            corrected = self.second_moment / (1 - self.beta2 ** (self.count + 1))
+            move = self.learning_rate * grad / (math.sqrt(corrected) + 1e-8)
+            self.log_time += max(-self.clip, min(self.clip, move))
+        self.count += 1
+        weight = self.count**-0.5
+        self.log_time_average = (1 - weight) * self.log_time_average + weight * self.log_time
+
+
+def chees_gradient(start, end, velocity, times, accept_prob, divergent) -> float:
+    """The acceptance-weighted mean over chains of d ChEES / d log T (module docstring)."""
+    finite = torch.isfinite(end).all(-1) & ~divergent
+    weight = torch.where(finite, accept_prob, torch.zeros_like(accept_prob)).double()
+    if float(weight.sum()) <= 0:
+        return float("nan")
+    end = torch.where(finite[:, None], end, start).double()
+    velocity = torch.where(finite[:, None], velocity, torch.zeros_like(velocity)).double()
+    start = start.double()
+    end_centred = end - (weight[:, None] * end).sum(0) / weight.sum()
+    start_centred = start - start.mean(0)
+    change = end_centred.square().sum(-1) - start_centred.square().sum(-1)
+    per_chain = times.double() * change * (end_centred * velocity).sum(-1)
+    return float((weight * per_chain).sum() / weight.sum())

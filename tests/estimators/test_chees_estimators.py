@@ -1,0 +1,76 @@
+"""Estimators with ChEES's adapted integration time (``trajectory_length="auto"``)."""
+
+import joblib
+import numpy as np
+import pytest
+import torch
+
+from sklearn_bnn import HMCClassifier, HMCRegressor, SplitHMCRegressor
+
+SMALL = dict(hidden_layer_sizes=(8,), n_steps=5, n_chains=3, random_state=0)
+pytestmark = pytest.mark.filterwarnings("ignore:R-hat:RuntimeWarning")
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=60)
+    return X, y
+
+
+def test_regressor_adapts_the_time_and_keeps_it_beside_each_draw(data, tmp_path):
+    X, y = data
+    reg = HMCRegressor(trajectory_length="auto", n_warmup=60, n_draws=30, **SMALL).fit(X, y)
+    times = reg.samples_.stats["trajectory_time"]
+    assert times.shape == (3, 30)
+    assert torch.all(times == times[0, 0]) and times[0, 0] > 0  # fixed after warmup
+    steps = reg.samples_.stats["n_steps"].double()
+    assert steps.min() >= 1 and len(torch.unique(steps)) > 1  # jittered per transition
+    assert np.isfinite(reg.predict(X)).all()
+    path = tmp_path / "reg.joblib"
+    joblib.dump(reg, path)
+    loaded = joblib.load(path)
+    assert np.allclose(loaded.predict(X), reg.predict(X))
+    assert torch.equal(loaded.samples_.stats["trajectory_time"], times)
+
+
+def test_a_warm_start_continues_with_the_adapted_time(data):
+    X, y = data
+    y = y > 0
+    params = dict(trajectory_length="auto", n_warmup=40, calibration=None, **SMALL)
+    once = HMCClassifier(n_draws=40, **params).fit(X, y)
+    twice = HMCClassifier(n_draws=20, warm_start=True, **params).fit(X, y)
+    twice.fit(X, y)
+    # the same chains: the second fit has no warmup and keeps the first's time exactly
+    assert torch.equal(twice.samples_.draws, once.samples_.draws)
+    assert torch.equal(
+        twice.samples_.stats["trajectory_time"], once.samples_.stats["trajectory_time"]
+    )
+
+
+@pytest.mark.parametrize("chains", [dict(n_chains=1), dict(n_chains=2, chain_method="sequential")])
+def test_chees_needs_chains_run_together(data, chains):
+    X, y = data
+    params = {**SMALL, **chains}
+    reg = HMCRegressor(trajectory_length="auto", n_warmup=10, n_draws=10, **params)
+    with pytest.raises(ValueError, match="n_chains >= 2 with chain_method='vectorized'"):
+        reg.fit(X, y)
+
+
+def test_a_bad_value_is_named(data):
+    X, y = data
+    with pytest.raises(ValueError, match="trajectory_length"):
+        HMCRegressor(trajectory_length="longest", **SMALL).fit(X, y)
+
+
+def test_split_and_classifier_estimators_take_it(data):
+    X, y = data
+    split = SplitHMCRegressor(
+        trajectory_length="auto", n_splits=2, n_warmup=20, n_draws=10, **SMALL
+    ).fit(X, y)
+    assert "trajectory_time" in split.samples_.stats
+    clf = HMCClassifier(
+        trajectory_length="auto", calibration=None, n_warmup=20, n_draws=10, **SMALL
+    ).fit(X, y > 0)
+    assert clf.predict_proba(X).shape == (60, 2)
