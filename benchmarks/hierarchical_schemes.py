@@ -32,6 +32,9 @@ Models ``gibbs_rescale`` and ``fixed_rescale``: ``gibbs`` and ``fixed`` with the
 unit-rescaling move of a ReLU network (``rescale_moves=True``; ``--activation relu`` for the
 regression, whose network is tanh by default, where the move does not apply).
 
+A suffix ``_chees`` (``gibbs_rescale_chees``, before any ``_iw<k>``) adapts the integration
+time across the chains during warmup (``trajectory_length="auto"``, ChEES; docs/hmc.md).
+
 A suffix ``_iw<k>`` (``gibbs_iw1``, ``gibbs_rescale_iw2``) adds the interweaving move of the
 precisions, ``HierarchicalPrior(interweave=k)``: k Metropolis proposals per tensor and
 transition of (w_l, tau_l) at fixed w_l sqrt(tau_l), one forward pass each (printed as
@@ -116,6 +119,8 @@ def make_model(problem, name, args):
     match = re.fullmatch(r"(.+)_iw(\d+)", name)
     if match:  # the interweaving move, that many rounds: "gibbs_iw1", "gibbs_rescale_iw2"
         name, interweave = match[1], int(match[2])
+    if name.endswith("_chees"):  # the integration time adapted across the chains (ChEES)
+        budget["trajectory_length"], name = "auto", name.removesuffix("_chees")
     if name.endswith("_rescale"):  # the exact unit-rescaling move (ReLU / identity MLPs)
         budget["rescale_moves"], name = True, name.removesuffix("_rescale")
     elif name in ("fixed", "gibbs", "gibbs_mass"):

@@ -10,8 +10,8 @@ Estimator of the Expected Square,
 
     ChEES(T) = E[(|q' - E q'|^2 - |q - E q|^2)^2] / 4,
 
-q the start and q' the end of a trajectory, the expectations over chains. Its gradient in
-log T, for chain c, is (eq. 7, times dt / dlog T = t)
+q the start and q' the end of a trajectory, the expectations over chains. The paper's
+estimate of its gradient in log T, for chain c (its gradient in t times dt / dlog T = t), is
 
     g_c = t_c (|q'_c - mean q'|^2 - |q_c - mean q|^2) (q'_c - mean q') . v'_c,
 
@@ -19,7 +19,7 @@ v' = M^-1 p' the end velocity; chains average g_c weighted by their acceptance p
 (divergent ones weigh nothing), and the mean of the ends is taken with the same weights.
 log T follows Adam (beta1 = 0, beta2 = 0.95, learning rate 0.025), each move clipped to
 +-0.35, and the sampling phase uses the exponential of log T's running average with weights
-k^-0.5 (the paper's averaging of step-size and trajectory iterates).
+k^-0.5 (iterate averaging, as the paper averages its step-size and trajectory iterates).
 """
 
 from __future__ import annotations
