@@ -120,6 +120,7 @@ def test_the_step_size_is_not_jittered_per_chain():
     for _ in range(5):
         state, info = kernel.step(state, g, step_size=0.1)
         assert torch.all(info.step_size == 0.1)
+    assert kernel.progress(info).startswith("T=")  # the progress bar shows the time
 
 
 def test_one_chain_is_refused_with_a_message_naming_the_remedy():
