@@ -107,15 +107,15 @@ class HMC(Sampler):
         ``trajectory_length="auto"``, whose jitter of the time replaces it: a per-chain step
         jitter on top flattens ChEES's criterion (on N(0, 4 I) the adapted time landed at
         3.2-7.3 sigma instead of the criterion's maximum 2.25 sigma; docs/hmc.md, "ChEES").
-    initial_time : float, default=None
-        With ``trajectory_length="auto"``: the integration time ChEES starts from, instead of
-        ``n_steps`` steps of the first step size (a warm-started estimator passes the time its
-        previous fit adapted, which a run without warmup then keeps).
     n_steps_jitter : float in [0, 1), default=0
         Each transition takes ``max(1, round(u * n_steps))`` steps, u uniform in
         ``[1 - n_steps_jitter, 1 + n_steps_jitter]`` (one u for all chains, which integrate
         together; Neal 2011, §5.4.2.2). Ignored with ``trajectory_length``, which jitters
         already.
+    initial_time : float, default=None
+        With ``trajectory_length="auto"``: the integration time ChEES starts from, instead of
+        ``n_steps`` steps of the first step size (a warm-started estimator passes the time its
+        previous fit adapted, which a run without warmup then keeps).
 
     Examples
     --------
