@@ -56,7 +56,7 @@ def test_the_gradient_estimate_points_to_the_maximum(seed):
         state = kernel.init(sigma * torch.randn(64, dim, generator=g, dtype=torch.float64), g)
         kernel.chees = _RecordingTrajectory(10**6, x * sigma, max_steps=1000)
         kernel.chees.gradients = []
-        for _ in range(150):
+        for _ in range(300):  # |z| 6.3-9.4 and 24-28 over seeds 0-7
             state, _ = kernel.step(state, g)
         grads = np.array(kernel.chees.gradients)
         z = grads.mean() / (grads.std() / np.sqrt(len(grads)))
