@@ -62,6 +62,40 @@ _RENAMED_PARAMS = {
 }
 
 
+# Settings the estimators took flat before each sampler setting lived on the sampler object
+# only (issue 32): an older file's values move onto its sampler where the sampler takes them,
+# as they were applied then; the others had no effect then, and are dropped.
+_MOVED_TO_SAMPLER = (
+    "step_size",
+    "n_steps",
+    "trajectory_length",
+    "max_tree_depth",
+    "target_accept",
+    "adapt_mass",
+    "integrator",
+    "momentum",
+    "warmup_step_size",
+)
+
+
+def _sampler_settings_folded(params: dict, known, where: str, depth: int) -> dict:
+    """``params`` of an older file with its flat sampler settings moved onto its sampler (a
+    name becomes that sampler object; an object keeps its own settings, which won then)."""
+    moved = {k: params[k] for k in _MOVED_TO_SAMPLER if k in params and k not in known}
+    if not moved or "sampler" not in known:
+        return params
+    params = {k: v for k, v in params.items() if k not in moved}
+    name = params.get("sampler")
+    cls = _SAMPLERS.get(name.lower()) if type(name) is str else None
+    if cls is None:
+        return params
+    taken = set(cls._get_param_names())
+    settings = {k: decode(v, f"{where}: parameter {k!r}", depth) for k, v in moved.items()}
+    settings = {k: v for k, v in settings.items() if k in taken}
+    params["sampler"] = {"__sampler__": name.lower(), "params": encode(settings)}
+    return params
+
+
 def _renamed(params: dict, known) -> dict:
     """``params`` with old parameter names (:data:`_RENAMED_PARAMS`) read as the new ones,
     where the class has the new name and not the old one."""
@@ -322,7 +356,7 @@ def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
     if type(params) is not dict or type(missing) is not list:
         raise ValueError(f"{where}: malformed parameters.")
     known = set(cls._get_param_names())
-    params = _renamed(params, known)
+    params = _sampler_settings_folded(_renamed(params, known), known, where, depth)
     missing = [
         _RENAMED_PARAMS.get(m, m) if type(m) is str and m not in known else m for m in missing
     ]

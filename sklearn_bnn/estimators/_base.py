@@ -43,7 +43,7 @@ class _ChainStart(NamedTuple):
 
     network: FunctionalNetwork
     positions: torch.Tensor  # (C, D)
-    step_size: object  # a number, "auto", or the stored per-chain steps
+    step_size: object  # None (the sampler's warmup setting), or the stored per-chain steps
     n_warmup: int
     n_init_steps: object  # int (SG-MCMC: also "auto")
     seed: object  # the run's SeedSequence; None continues the stored generator states
@@ -92,7 +92,6 @@ class BaseSamplingEstimator(
         "n_draws": [Interval(Integral, 1, None, closed="left")],
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
         "sampler": [str, HasMethods(["build"])],
-        "step_size": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "thin": [Interval(Integral, 1, None, closed="left")],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "chain_method": [StrOptions(set(CHAIN_METHODS))],
@@ -147,6 +146,33 @@ class BaseSamplingEstimator(
                 f"{self._data_access!r} for {type(self).__name__}, got {self.sampler!r} "
                 f"(data_access={access!r})."
             )
+
+    # -- nested sampler settings -----------------------------------------------------
+    def get_params(self, deep=True):
+        """The estimator's parameters; with ``deep``, the sampler's settings as
+        ``sampler__<setting>`` too, also for a sampler given by name (its defaults)."""
+        params = super().get_params(deep=deep)
+        if deep and isinstance(self.sampler, str):
+            try:
+                named = resolve_sampler(self.sampler, **self._sampler_defaults())
+            except ValueError:  # an unknown name: fit says so
+                return params
+            params.update(
+                {f"sampler__{k}": v for k, v in named.get_params(deep=False).items()}
+            )
+        return params
+
+    def set_params(self, **params):
+        """Set parameters, a sampler's own as ``sampler__<setting>`` (a name not among the
+        sampler's settings is a ValueError naming it and the sampler). A sampler given by name
+        becomes a new object of that name with its defaults first, so
+        ``HMCClassifier().set_params(sampler__n_steps=20)`` and a ``GridSearchCV`` over
+        ``sampler__n_steps`` change the fit."""
+        sampler = params.get("sampler", getattr(self, "sampler", None))
+        if isinstance(sampler, str) and any(k.startswith("sampler__") for k in params):
+            named = resolve_sampler(sampler, **self._sampler_defaults())
+            params = {"sampler": named, **{k: v for k, v in params.items() if k != "sampler"}}
+        return super().set_params(**params)
 
     # -- fitting ----------------------------------------------------------------
     def _build_network(self, seed: int, n_in: int, n_out: int) -> torch.nn.Module:
@@ -222,7 +248,7 @@ class BaseSamplingEstimator(
         return _ChainStart(
             network=FunctionalNetwork(nets[0], device=device, dtype=dtype),
             positions=torch.stack([FunctionalNetwork(n).initial_position() for n in nets]),
-            step_size=self.step_size,
+            step_size=None,
             n_warmup=self.n_warmup,
             n_init_steps=self.n_init_steps if self.init == "map" else 0,
             seed=child(seeds, "sampling"),
@@ -248,9 +274,9 @@ class BaseSamplingEstimator(
         """Sample ``target`` from ``start`` with the configured sampler through ``run_sampler``
         (the sampler may sample another form of the target: S3HMC's weights and precisions), in
         the torch threads the model's size calls for; keeps the chains' generator states."""
-        options = self._run_options()
-        # a continued chain keeps its adapted mass
-        options["adapt_mass"] = options.get("adapt_mass", False) and not continuing
+        # the warmup's settings are the sampler's (run_sampler reads them from it); a continued
+        # chain keeps its adapted step sizes and mass
+        carried = {"step_size": start.step_size, "adapt_mass": False} if continuing else {}
         positions = start.positions
         work = n_rows * positions.shape[1] * positions.shape[0]  # forward multiply-adds
         run, self._generator_states = in_sampling_threads(work, run_sampler)(
@@ -266,9 +292,8 @@ class BaseSamplingEstimator(
                 n_warmup=start.n_warmup,
                 n_draws=self.n_draws,
                 thin=self.thin,
-                step_size=start.step_size,
                 inv_mass=start.inv_mass,
-                **options,
+                **carried,
             ),
             desc=type(self).__name__,
             verbose=self.verbose,
@@ -329,10 +354,6 @@ class BaseSamplingEstimator(
         """The flat parameters that configure a sampler given by name (a family's)."""
         return {}
 
-    def _run_options(self) -> dict:
-        """Options of the sampling loop a family sets (``target_accept``, ``adapt_mass``)."""
-        return {}
-
     def _target_options(self) -> dict:
         """Attributes a family sets on the target before sampling (``rescale_moves``)."""
         return {}
@@ -374,7 +395,37 @@ class BaseSamplingEstimator(
 
 def store_params(estimator, arguments: dict) -> None:
     """The body of a public estimator's ``__init__``: store every argument unchanged under its
-    own name (scikit-learn's convention), from ``locals()``."""
+    own name (scikit-learn's convention), from ``locals()``. Keywords the signature does not
+    name (its ``**kwargs``) are refused with a ValueError that says where each belongs."""
+    if arguments.get("kwargs"):
+        raise ValueError(_refusal(type(estimator), arguments.get("sampler"), arguments["kwargs"]))
     for name, value in arguments.items():
-        if name not in ("self", "__class__"):
+        if name not in ("self", "__class__", "kwargs"):
             setattr(estimator, name, value)
+
+
+def _refusal(cls, sampler, settings: dict) -> str:
+    """Why ``cls`` refuses ``settings``: a sampler's setting belongs on the sampler object."""
+    try:
+        chosen = resolve_sampler(sampler)
+    except ValueError:
+        chosen = None
+    lines = []
+    for name, value in settings.items():
+        owners = sorted(k for k, c in SAMPLERS.items() if name in c._get_param_names())
+        if not owners:
+            lines.append(f"{cls.__name__} has no parameter {name!r}.")
+            continue
+        where = f"{name!r} is a sampler's setting, not {cls.__name__}'s: set it on the sampler"
+        if chosen is not None and name in chosen.get_params(deep=False):
+            lines.append(
+                f"{where}, sampler={type(chosen).__name__}({name}={value!r}), or "
+                f"set_params(sampler__{name}={value!r})."
+            )
+        else:
+            chosen_name = type(chosen).__name__ if chosen is not None else repr(sampler)
+            lines.append(
+                f"{where}; the chosen sampler {chosen_name} does not take it (samplers that "
+                f"do: {owners})."
+            )
+    return " ".join(lines)

@@ -5,10 +5,7 @@ seeds/000 §3.1 (full HMC), REFERENCE §1.
 
 from __future__ import annotations
 
-from numbers import Integral, Real
-
 from sklearn.base import clone
-from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._registry import register
 from ._base import BaseSamplingEstimator, store_params
@@ -35,31 +32,17 @@ _PARAMS_DOC = """
         A name registered in :data:`sklearn_bnn.samplers.SAMPLERS` for a full-batch sampler
         ("hmc", "nuts", "rmhmc", "s3hmc", "constrained_hmc", "bridged_hmc"; the
         stochastic-gradient names need :class:`SGMCMCClassifier` / :class:`SGMCMCRegressor`),
-        built with this estimator's ``n_steps``, ``trajectory_length`` and ``max_tree_depth``
-        where it takes them, or a configured object such as ``NUTS(max_tree_depth=8)``.
-        "hmc" runs a fixed number of leapfrog steps; "nuts" is the No-U-Turn sampler
-        (multinomial, with the generalized U-turn criterion), which chooses the trajectory
-        length itself.
-    step_size : float or "auto", default="auto"
-        Leapfrog step size; "auto" adapts it by dual averaging during warmup.
-    n_steps : int, default=50
-        Leapfrog steps per trajectory (when ``trajectory_length`` is None). With
-        ``sampler="hmc"`` each transition scales the step size by a factor uniform in
-        [0.5, 1.5] per chain (``HMC(step_jitter=0.5)``), so that a fixed step count does not
-        resonate with the posterior; ``sampler=HMC(step_jitter=0)`` turns that off.
-    trajectory_length : float or "auto", default=None
-        HMC only: the integration time of a trajectory instead of a step count. Each transition
-        takes ``ceil(u * trajectory_length / step_size)`` steps with u drawn uniformly in
-        [0.5, 1.5] from the sampler's generator (Neal 2011, §5.4.2.2, on jittering), the step
-        size being the adapted one: a trajectory moves the same distance whatever step size
-        the adaptation settles on. ``"auto"`` adapts it during warmup across the chains
-        (ChEES, Hoffman, Radul & Sountsov 2021), starting from ``n_steps`` steps, each
-        transition integrating for a uniform fraction of it (no step-size jitter then); it
-        needs ``n_chains >= 2`` with ``chain_method="vectorized"`` (docs/hmc.md, "ChEES").
-    max_tree_depth : int, default=10
-        NUTS only: at most 2**max_tree_depth - 1 leapfrog steps per transition.
-    target_accept : float, default=0.8
-        Acceptance probability the adaptation aims for.
+        built with its defaults, or a configured object such as ``HMC(n_steps=30)`` or
+        ``NUTS(max_tree_depth=8, target_accept=0.9)``. A sampler's settings (the trajectory:
+        ``n_steps``, ``trajectory_length``, ``max_tree_depth``; the warmup: ``step_size``,
+        ``target_accept``, ``adapt_mass``) live on the sampler object only, and are reached as
+        ``sampler__<setting>`` through ``set_params`` and ``GridSearchCV``; a setting the chosen
+        sampler does not take is a ValueError naming it. "hmc" (:class:`~sklearn_bnn.samplers.HMC`)
+        runs 50 leapfrog steps, the step size adapted by dual averaging toward acceptance 0.8
+        and scaled per chain and transition by a factor uniform in [0.5, 1.5] so that a fixed
+        step count does not resonate with the posterior; "nuts" is the No-U-Turn sampler,
+        which chooses the trajectory length itself; ``HMC(trajectory_length="auto")`` adapts
+        the integration time across chains (ChEES; docs/hmc.md).
     thin : int, default=1
         Keep every ``thin``-th draw.
     n_chains : int, default=1
@@ -71,8 +54,6 @@ _PARAMS_DOC = """
         identical draws.
     n_jobs : int, default=None
         Jobs for ``chain_method="parallel"`` (joblib's convention: None is 1, -1 all cores).
-    adapt_mass : bool, default=False
-        Adapt a diagonal mass matrix per chain during warmup (Stan's windowed schedule).
     rescale_moves : bool, default=True
         After every transition, draw each hidden unit's scale exactly from its conditional
         along the directions that leave the network's function unchanged (the unit's incoming
@@ -100,6 +81,9 @@ _PARAMS_DOC = """
         Posterior temperature T: the chains sample p(w | D)^(1/T), the likelihood and the
         prior both tempered (the "cold posterior" of Wenzel et al. 2020, eq. 1). T = 1 is the
         Bayes posterior; T < 1 sharpens it.
+    **kwargs
+        None taken: any other keyword is a ValueError that says where it belongs (a sampler's
+        setting: ``sampler=HMC(n_steps=30)`` or ``set_params(sampler__n_steps=30)``).
 """
 
 _FITTED_DOC = """
@@ -117,29 +101,14 @@ _FITTED_DOC = """
 
 
 class _TrajectoryParams:
-    """The full-batch samplers' parameters (HMC, NUTS, RMHMC, ...): the trajectory of a
-    transition and the warmup's adaptation targets. Shared by the HMC and split HMC families."""
+    """What the full-batch samplers (HMC, NUTS, RMHMC, ...) share on an estimator: the
+    rescaling moves between transitions (a Gibbs block on the network's posterior, beside any
+    sampler), and the warm start of an adapted integration time. Shared by the HMC and split
+    HMC families; the samplers' own settings live on the sampler objects."""
 
     _own_constraints: dict = {
-        "n_steps": [Interval(Integral, 1, None, closed="left")],
-        "trajectory_length": [
-            Interval(Real, 0, None, closed="neither"),
-            StrOptions({"auto"}),
-            None,
-        ],
-        "max_tree_depth": [Interval(Integral, 1, 30, closed="both")],
-        "target_accept": [Interval(Real, 0, 1, closed="neither")],
-        "adapt_mass": ["boolean"],
         "rescale_moves": ["boolean"],
     }
-
-    def _sampler_defaults(self) -> dict:
-        return {
-            **super()._sampler_defaults(),
-            "n_steps": self.n_steps,
-            "trajectory_length": self.trajectory_length,
-            "max_tree_depth": self.max_tree_depth,
-        }
 
     def _sampler_object(self):
         """The configured sampler; a warm start of a ChEES fit (``trajectory_length="auto"``)
@@ -149,10 +118,6 @@ class _TrajectoryParams:
         if times is None or not self._continuing() or "initial_time" not in sampler.get_params():
             return sampler
         return clone(sampler).set_params(initial_time=float(times[0, -1]))
-
-    def _run_options(self) -> dict:
-        options = super()._run_options()
-        return {**options, "target_accept": self.target_accept, "adapt_mass": self.adapt_mass}
 
     def _target_options(self) -> dict:
         return {**super()._target_options(), "rescale_moves": bool(self.rescale_moves)}
@@ -199,16 +164,10 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
         n_draws=500,
         n_warmup=500,
         sampler="hmc",
-        step_size="auto",
-        n_steps=50,
-        trajectory_length=None,
-        max_tree_depth=10,
-        target_accept=0.8,
         thin=1,
         n_chains=1,
         chain_method="vectorized",
         n_jobs=None,
-        adapt_mass=False,
         rescale_moves=True,
         init="map",
         n_init_steps=500,
@@ -220,6 +179,7 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
         temperature=1.0,
         calibration="temperature",
         validation_fraction=0.2,
+        **kwargs,
     ):
         store_params(self, locals())
 
@@ -286,16 +246,10 @@ class HMCRegressor(SamplingRegressorMixin, _TrajectoryParams, BaseSamplingEstima
         n_draws=500,
         n_warmup=500,
         sampler="hmc",
-        step_size="auto",
-        n_steps=50,
-        trajectory_length=None,
-        max_tree_depth=10,
-        target_accept=0.8,
         thin=1,
         n_chains=1,
         chain_method="vectorized",
         n_jobs=None,
-        adapt_mass=False,
         rescale_moves=True,
         init="map",
         n_init_steps=500,
@@ -305,5 +259,6 @@ class HMCRegressor(SamplingRegressorMixin, _TrajectoryParams, BaseSamplingEstima
         warm_start=False,
         random_state=None,
         temperature=1.0,
+        **kwargs,
     ):
         store_params(self, locals())

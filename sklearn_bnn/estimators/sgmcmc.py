@@ -8,7 +8,7 @@ array or a memory map) and go to the device one batch of ``batch_size`` rows at 
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Integral
 
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -27,26 +27,22 @@ _SG_PARAMS_DOC = """
     hidden_layer_sizes, activation, module, prior_precision
         As for :class:`{base}` (``module`` may be any ``nn.Module``: CNNs, recurrent nets).
     sampler : {{"sghmc", "sgld", "gsghmc", "amagold", "hte"}} or sampler object, default="sghmc"
-        The stochastic-gradient sampler (see :mod:`sklearn_bnn.samplers.sgmcmc`); an object
-        (``GSGHMC(step_size=1e-3)``) brings its own settings.
-    step_size : float or "auto", default="auto"
-        The sampler's time step eps (SGD learning rate eps**2 on the summed loss, eps**2 N per
-        datum; SGLD: eps and eps N). "auto", for a sampler given by name: chosen per chain at
-        the start of warmup from the minibatch gradient noise v (mean variance per coordinate
-        of the N/|B|-scaled gradient estimate, 16 batches): the largest step whose gradient
-        noise is a tenth of the injected noise (eps**2 v = 0.1 * 2 (1 - momentum); SGLD:
-        eps**2 v = 0.1 * 2 eps; Chen et al. 2014, §3.2), at most a per-datum learning rate of
-        3e-4. It is fixed from then on (the samplers' tests stay exact); see
-        :mod:`sklearn_bnn.samplers.sg_step_size` and docs/sgmcmc.md. A sampler object keeps
-        its own step at "auto".
+        The stochastic-gradient sampler (see :mod:`sklearn_bnn.samplers.sgmcmc`), by name
+        (built with its defaults) or as an object; its settings live on it and are reached as
+        ``sampler__<setting>``: ``momentum`` (decay per step, 0.9; SGHMC family),
+        ``warmup_step_size`` (start of the cosine warmup schedule annealed to the step over
+        ``n_warmup``, seeds/004 Table 2; None: constant, except from a random start at
+        ``step_size="auto"``, where warmup starts at a per-datum learning rate of 0.05) and
+        ``step_size``, the time step eps (SGD learning rate eps**2 on the summed loss, eps**2
+        N per datum; SGLD: eps and eps N). At ``step_size="auto"``, the samplers' default, it
+        is chosen per chain at the start of warmup from the minibatch gradient noise v (mean
+        variance per coordinate of the N/|B|-scaled gradient estimate, 16 batches): the
+        largest step whose gradient noise is a tenth of the injected noise (eps**2 v = 0.1 * 2
+        (1 - momentum); SGLD: eps**2 v = 0.1 * 2 eps; Chen et al. 2014, §3.2), at most a
+        per-datum learning rate of 3e-4, fixed from then on (the samplers' tests stay exact);
+        see :mod:`sklearn_bnn.samplers.sg_step_size` and docs/sgmcmc.md.
     batch_size : int, default=128
         Rows per minibatch.
-    momentum : float, default=0.9
-        Momentum decay per step (SGHMC family; ignored by SGLD).
-    warmup_step_size : float, default=None
-        Start of the cosine warmup schedule, annealed to ``step_size`` over ``n_warmup``
-        (seeds/004 Table 2). None: constant, except from a random start at
-        ``step_size="auto"``, where warmup starts at a per-datum learning rate of 0.05.
     n_cycles : int, default=None
         Cyclical SG-MCMC (Zhang et al., ICLR 2020): over the sampling phase, ``n_cycles``
         cosine cycles of the step from a per-datum learning rate of 0.05 down to
@@ -88,8 +84,6 @@ class _MinibatchParams:
     _data_access = "minibatch"
     _own_constraints: dict = {
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "momentum": [Interval(Real, 0, 1, closed="both")],
-        "warmup_step_size": [Interval(Real, 0, None, closed="neither"), None],
         "n_cycles": [Interval(Integral, 1, None, closed="left"), None],
         # minibatch Adam steps of the MAP start, "auto" for scikit-learn's MLP budget
         "n_init_steps": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
@@ -105,20 +99,11 @@ class _MinibatchParams:
             batch_size=self.batch_size,
         )
 
-    def _sampler_defaults(self) -> dict:
-        # `temperature` tempers the target (p(w | D)^(1/T), as on every MCMC estimator), so the
-        # samplers keep their own noise at T = 1: passing it to both would temper twice.
-        out = {"momentum": self.momentum, "warmup_step_size": self.warmup_step_size}
-        if self.step_size != "auto":
-            out["step_size"] = self.step_size
-        return out
-
     def _sampler_setup(self) -> dict:
         """What the minibatch samplers' setup (``samplers/sg_step_size.py``) adds to the run:
-        the minibatch MAP start (``init="map"``), the step chosen from the data (a sampler by
-        name at ``step_size="auto"``) and a cyclical schedule (``n_cycles``)."""
+        the minibatch MAP start (``init="map"``), the step chosen from the data (a sampler at
+        ``step_size="auto"``) and a cyclical schedule (``n_cycles``)."""
         return {
-            "choose_step": self.step_size == "auto" and isinstance(self.sampler, str),
             "n_cycles": self.n_cycles,
             "map_start": self.init == "map" and self.n_init_steps != 0,
         }
@@ -168,10 +153,7 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
         module=None,
         prior_precision=1.0,
         sampler="sghmc",
-        step_size="auto",
         batch_size=128,
-        momentum=0.9,
-        warmup_step_size=None,
         temperature=1.0,
         calibration=None,
         validation_fraction=0.2,
@@ -189,6 +171,7 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
         verbose=False,
         warm_start=False,
         random_state=None,
+        **kwargs,
     ):
         store_params(self, locals())
 
@@ -233,10 +216,7 @@ class SGMCMCRegressor(SamplingRegressorMixin, _MinibatchParams, BaseSamplingEsti
         noise_prior=(1.0, 0.01),
         normalize_y=False,
         sampler="sghmc",
-        step_size="auto",
         batch_size=128,
-        momentum=0.9,
-        warmup_step_size=None,
         temperature=1.0,
         n_draws=100,
         n_warmup=100,
@@ -252,5 +232,6 @@ class SGMCMCRegressor(SamplingRegressorMixin, _MinibatchParams, BaseSamplingEsti
         verbose=False,
         warm_start=False,
         random_state=None,
+        **kwargs,
     ):
         store_params(self, locals())

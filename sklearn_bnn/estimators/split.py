@@ -10,7 +10,7 @@ from __future__ import annotations
 from numbers import Integral
 
 import torch
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 
 from .._registry import register
 from .._seeding import numpy_rng
@@ -25,8 +25,6 @@ from .hmc import _TrajectoryParams
 
 __all__ = ["SplitHMCClassifier", "SplitHMCRegressor"]
 
-SPLIT_INTEGRATORS = ("symmetric", "randomised", "naive")
-
 _SPLIT_PARAMS_DOC = """
     Parameters
     ----------
@@ -36,28 +34,28 @@ _SPLIT_PARAMS_DOC = """
     split_size : int, default=None
         At most this many rows per subset; when given, it sets the number of subsets
         (``ceil(n / split_size)``) and ``n_splits`` is not used.
-    integrator : {"symmetric", "randomised", "naive"}, default="symmetric"
-        The split leapfrog: novel symmetric (seeds/000 Algorithm 1; reversible, second order,
-        2(M-1) subset gradients a step), randomised (Neal, eq. 7; subset order drawn per
-        trajectory, 2M a step) or naive (nested leapfrog, eq. 8; exactly full leapfrog computed
-        in chunks, M a step).
     data_device : {"cpu", "cuda"} or None, default=None
         Where the training data are kept during sampling; None keeps them on ``device``. With
         ``device="cuda"`` and ``data_device="cpu"`` each subset is copied to the GPU when needed,
         so the data need not fit in GPU memory.
 
-    All other parameters are those of the non-split estimator ({base}).
+    All other parameters are those of the non-split estimator ({base}). A sampler given by
+    name integrates with the novel symmetric split leapfrog (seeds/000 Algorithm 1; reversible,
+    second order, 2(M-1) subset gradients a step); the sampler's ``integrator`` setting
+    chooses another, ``sampler__integrator="randomised"`` (Neal, eq. 7; subset order drawn per
+    trajectory, 2M a step) or ``"naive"`` (nested leapfrog, eq. 8; exactly full leapfrog
+    computed in chunks, M a step), or ``sampler=HMC(integrator="naive", n_steps=30)``.
 """
 
 
 class _SplitParams(_TrajectoryParams):
-    """The split HMC family: the full-batch samplers' parameters, the data cut into subsets
-    (a :class:`~sklearn_bnn.targets.SplitTarget`) and the split integrator."""
+    """The split HMC family: the data cut into subsets (a
+    :class:`~sklearn_bnn.targets.SplitTarget`); a sampler given by name integrates with the
+    symmetric split leapfrog."""
 
     _own_constraints: dict = {
         "n_splits": [Interval(Integral, 1, None, closed="left")],
         "split_size": [Interval(Integral, 1, None, closed="left"), None],
-        "integrator": [StrOptions(set(SPLIT_INTEGRATORS))],
         "data_device": [str, torch.device, None],
     }
 
@@ -87,7 +85,7 @@ class _SplitParams(_TrajectoryParams):
         return target
 
     def _sampler_defaults(self) -> dict:
-        return {**super()._sampler_defaults(), "integrator": self.integrator}
+        return {**super()._sampler_defaults(), "integrator": "symmetric"}
 
     def _loaded_state_spec(self) -> tuple[dict, dict]:
         required, optional = super()._loaded_state_spec()
@@ -142,21 +140,14 @@ class SplitHMCClassifier(SamplingClassifierMixin, _SplitParams, BaseSamplingEsti
         prior_precision=1.0,
         n_splits=4,
         split_size=None,
-        integrator="symmetric",
         data_device=None,
         n_draws=500,
         n_warmup=500,
         sampler="hmc",
-        step_size="auto",
-        n_steps=50,
-        trajectory_length=None,
-        max_tree_depth=10,
-        target_accept=0.8,
         thin=1,
         n_chains=1,
         chain_method="vectorized",
         n_jobs=None,
-        adapt_mass=False,
         rescale_moves=True,
         init="map",
         n_init_steps=500,
@@ -168,6 +159,7 @@ class SplitHMCClassifier(SamplingClassifierMixin, _SplitParams, BaseSamplingEsti
         temperature=1.0,
         calibration="temperature",
         validation_fraction=0.2,
+        **kwargs,
     ):
         store_params(self, locals())
 
@@ -213,21 +205,14 @@ class SplitHMCRegressor(SamplingRegressorMixin, _SplitParams, BaseSamplingEstima
         normalize_y=False,
         n_splits=4,
         split_size=None,
-        integrator="symmetric",
         data_device=None,
         n_draws=500,
         n_warmup=500,
         sampler="hmc",
-        step_size="auto",
-        n_steps=50,
-        trajectory_length=None,
-        max_tree_depth=10,
-        target_accept=0.8,
         thin=1,
         n_chains=1,
         chain_method="vectorized",
         n_jobs=None,
-        adapt_mass=False,
         rescale_moves=True,
         init="map",
         n_init_steps=500,
@@ -237,5 +222,6 @@ class SplitHMCRegressor(SamplingRegressorMixin, _SplitParams, BaseSamplingEstima
         warm_start=False,
         random_state=None,
         temperature=1.0,
+        **kwargs,
     ):
         store_params(self, locals())

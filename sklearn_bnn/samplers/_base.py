@@ -30,9 +30,22 @@ from typing import NamedTuple
 import torch
 from sklearn.base import BaseEstimator
 
+from .._utils import check_scalar_param
 from .geometry.euclidean import as_metric
 
-__all__ = ["Info", "Kernel", "Sampler", "State", "kinetic_energy", "sample_momentum"]
+__all__ = [
+    "WARMUP_SETTINGS",
+    "Info",
+    "Kernel",
+    "Sampler",
+    "State",
+    "kinetic_energy",
+    "sample_momentum",
+]
+
+#: The warmup's settings that a sampler may declare in its signature; the sampling loop reads
+#: them from the sampler object (:meth:`Sampler.warmup_options`), never from anywhere else.
+WARMUP_SETTINGS = ("step_size", "target_accept", "adapt_mass")
 
 
 class State(NamedTuple):
@@ -156,6 +169,15 @@ class Sampler(BaseEstimator):
         """A kernel of this configuration on ``target``."""
         raise NotImplementedError
 
+    def warmup_options(self) -> dict:
+        """The warmup settings this sampler declares (those of :data:`WARMUP_SETTINGS` in its
+        signature: the step size, "auto" for dual averaging, the acceptance it aims for, the
+        diagonal mass adaptation), checked, as the sampling loop takes them."""
+        params = self.get_params(deep=False)
+        options = {name: params[name] for name in WARMUP_SETTINGS if name in params}
+        check_warmup_options(options)
+        return options
+
     def check_target(self, target) -> None:
         """Raise ``ValueError`` if ``target`` lacks something this sampler needs."""
 
@@ -192,3 +214,22 @@ def kinetic_energy(momentum: torch.Tensor, inv_mass) -> torch.Tensor:
 def sample_momentum(shape, inv_mass, generator: torch.Generator, *, dtype, device) -> torch.Tensor:
     """p ~ N(0, M), drawn by the metric ``inv_mass`` (or a diagonal of M^-1, as a tensor)."""
     return as_metric(inv_mass).sample_momentum(shape, generator, dtype=dtype, device=device)
+
+
+def check_warmup_options(options: dict) -> None:
+    """Raise ``ValueError`` naming the first warmup setting out of its range."""
+    if "step_size" in options:
+        check_scalar_param(
+            options["step_size"], "step_size", low=0, low_inclusive=False, allow=("auto",)
+        )
+    if "target_accept" in options:
+        check_scalar_param(
+            options["target_accept"],
+            "target_accept",
+            low=0,
+            high=1,
+            low_inclusive=False,
+            high_inclusive=False,
+        )
+    if "adapt_mass" in options and not isinstance(options["adapt_mass"], bool):
+        raise ValueError(f"adapt_mass must be True or False, got {options['adapt_mass']!r}.")

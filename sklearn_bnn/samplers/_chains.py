@@ -157,11 +157,17 @@ def run_sampler(sampler, target, positions: torch.Tensor, **kwargs):
     """Run ``sampler`` on ``target`` from ``positions`` (C, D); keyword arguments as for
     :func:`run_all_chains`. Returns ``(run, generator_states)``.
 
-    Through the sampler protocol only: ``sampler.prepare_target(target)`` gives the density it
+    The warmup's settings (``step_size``, ``target_accept``, ``adapt_mass``) are those the
+    sampler declares (:meth:`~sklearn_bnn.samplers.Sampler.warmup_options`), overridden by the
+    same keys of ``run_kwargs`` (a continued run's adapted step sizes). Through the sampler
+    protocol only: ``sampler.prepare_target(target)`` gives the density it
     samples (positions with fewer coordinates are extended by its ``extend_positions``), then
     ``sampler.run(target, positions, DRIVER, ...)`` (by default: its kernel, with the target's
     Gibbs blocks, through :func:`run_all_chains`), then ``sampler.postprocess(run, target)``.
     """
+    # the warmup's settings come from the sampler object; a caller's run_kwargs give only
+    # what a run carries over (a warm start's per-chain step sizes, adapt_mass=False)
+    kwargs["run_kwargs"] = {**sampler.warmup_options(), **kwargs.get("run_kwargs", {})}
     target = sampler.prepare_target(target)
     if positions.shape[-1] < getattr(target, "dim", positions.shape[-1]):
         positions = target.extend_positions(positions)

@@ -49,9 +49,6 @@ def sample(
     n_chains: int = 4,
     chain_method: str = "vectorized",
     n_jobs=None,
-    step_size="auto",
-    target_accept: float = 0.8,
-    adapt_mass: bool = True,
     thin: int = 1,
     init_jitter: float = 0.5,
     names=None,
@@ -77,7 +74,13 @@ def sample(
         ``"rmhmc"``, ``"s3hmc"``, ``"constrained_hmc"``, ``"bridged_hmc"``, and for a minibatch
         target ``"sghmc"``, ``"sgld"``, ``"gsghmc"``, ``"amagold"``, ``"hte"``), built with its
         defaults, or a configured sampler object (``HMC(n_steps=30)``,
-        ``NUTS(max_tree_depth=8)``, your own :class:`Sampler`).
+        ``NUTS(max_tree_depth=8)``, your own :class:`Sampler`). The warmup's settings are the
+        sampler's: ``NUTS(step_size=0.1)`` fixes the step, ``NUTS(target_accept=0.9)`` sets the
+        acceptance that dual averaging aims for. A sampler given by name adapts a diagonal
+        mass in Stan's warmup windows here (``adapt_mass=True``, as Stan, NumPyro and BlackJAX
+        do by default), so that on a badly scaled target the step size is no longer set by its
+        narrowest direction; a sampler object adapts it only with ``adapt_mass=True``
+        (the estimators' default is False: docs/sampling.md says why).
     n_warmup, n_draws, n_chains : int
         Adaptation transitions (discarded) and sampling transitions per chain; chains.
     chain_method : {"vectorized", "parallel", "sequential"}, default="vectorized"
@@ -85,17 +88,6 @@ def sample(
         Dask, Ray) with per-chain seeds, so the draws do not depend on where the jobs run.
     n_jobs : int, optional
         Workers for ``chain_method="parallel"``.
-    step_size : "auto" or float, default="auto"
-        ``"auto"``: dual averaging during warmup toward ``target_accept``.
-    target_accept : float, default=0.8
-    adapt_mass : bool, default=True
-        Estimate a diagonal inverse mass per chain in Stan's warmup windows (as Stan, NumPyro
-        and BlackJAX's window adaptation do by default): on a badly scaled target the step
-        size is then no longer set by its narrowest direction. Only where it fits: a sampler
-        with its own metric keeps it (a warning says so for ``HMC(metric=DenseMetric(...))``:
-        pass ``adapt_mass=False``; none for RMHMC's), and one with a step-size schedule of
-        its own (the stochastic-gradient samplers) keeps the identity. The estimators keep
-        ``adapt_mass=False`` (see docs/sampling.md for why).
     thin : int, default=1
         Keep every ``thin``-th draw.
     init_jitter : float, default=0.5
@@ -131,9 +123,7 @@ def sample(
     >>> result.draws.shape
     torch.Size([2, 200, 2])
     """
-    _check_arguments(
-        n_warmup, n_draws, n_chains, thin, init_jitter, step_size, target_accept, chain_method
-    )
+    _check_arguments(n_warmup, n_draws, n_chains, thin, init_jitter, chain_method)
     start, device, dtype = _start(initial_position, n_chains, logdensity, device, dtype)
     target = _checked_target(logdensity, start.shape[-1], device, dtype)
     seeds = root_seed(random_state)  # one SeedSequence: "jitter" and "sampling" children
@@ -142,12 +132,11 @@ def sample(
         n_warmup=n_warmup,
         n_draws=n_draws,
         thin=thin,
-        step_size=step_size,
-        target_accept=target_accept,
-        adapt_mass="auto" if adapt_mass else False,  # not for samplers with a schedule
         inv_mass=None,
     )
-    sampler = resolve_sampler(sampler)
+    # a sampler named by a string adapts a diagonal mass here, where the log density is any
+    # function (Stan's default); the network estimators' samplers do not by default
+    sampler = resolve_sampler(sampler, adapt_mass=True)
     run, _ = run_sampler(
         sampler,
         target,
@@ -164,18 +153,12 @@ def sample(
     return _as_samples(run, names, start.shape[-1])
 
 
-def _check_arguments(
-    n_warmup, n_draws, n_chains, thin, init_jitter, step_size, target_accept, chain_method
-):
+def _check_arguments(n_warmup, n_draws, n_chains, thin, init_jitter, chain_method):
     check_scalar_param(n_warmup, "n_warmup", kind="int", low=0)
     check_scalar_param(n_draws, "n_draws", kind="int", low=1)
     check_scalar_param(n_chains, "n_chains", kind="int", low=1)
     check_scalar_param(thin, "thin", kind="int", low=1, high=n_draws)
     check_scalar_param(init_jitter, "init_jitter", low=0)
-    check_scalar_param(step_size, "step_size", low=0, low_inclusive=False, allow=("auto",))
-    check_scalar_param(
-        target_accept, "target_accept", low=0, high=1, low_inclusive=False, high_inclusive=False
-    )
     if chain_method not in CHAIN_METHODS:
         raise ValueError(f"chain_method must be one of {CHAIN_METHODS}, got {chain_method!r}.")
 

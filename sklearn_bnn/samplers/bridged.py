@@ -123,6 +123,10 @@ class BridgedHMC(Sampler):
         its log mass is then decided by a few extreme draws.
     divergence_threshold : float, default=1000
 
+    step_size, target_accept, adapt_mass
+        The warmup's settings of each box's chain, as for :class:`~sklearn_bnn.samplers.HMC`
+        (defaults "auto", 0.8, False).
+
     Examples
     --------
     >>> import torch
@@ -150,6 +154,9 @@ class BridgedHMC(Sampler):
         min_box_draws=20,
         min_overlap=0.01,
         divergence_threshold=1000.0,
+        step_size="auto",
+        target_accept=0.8,
+        adapt_mass=False,
     ):
         self.n_split_params = n_split_params
         self.split_coords = split_coords
@@ -163,8 +170,12 @@ class BridgedHMC(Sampler):
         self.min_box_draws = min_box_draws
         self.min_overlap = min_overlap
         self.divergence_threshold = divergence_threshold
+        self.step_size = step_size
+        self.target_accept = target_accept
+        self.adapt_mass = adapt_mass
 
     def check_target(self, target) -> None:
+        self.warmup_options()
         check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
         check_scalar_param(self.step_jitter, "step_jitter", low=0, high=1, high_inclusive=False)
         check_scalar_param(self.tol, "tol", low=0, low_inclusive=False)

@@ -202,6 +202,10 @@ class ConstrainedHMC(Sampler):
         Scale each transition's step size by a factor uniform in ``[1 - step_jitter,
         1 + step_jitter]``.
 
+    step_size, target_accept, adapt_mass
+        The warmup's settings, as for :class:`~sklearn_bnn.samplers.HMC` (defaults "auto",
+        0.8, False).
+
     Examples
     --------
     >>> import torch
@@ -214,15 +218,27 @@ class ConstrainedHMC(Sampler):
     """
 
     def __init__(
-        self, lower=None, upper=None, n_steps=20, divergence_threshold=1000.0, step_jitter=0.0
+        self,
+        lower=None,
+        upper=None,
+        n_steps=20,
+        divergence_threshold=1000.0,
+        step_jitter=0.0,
+        step_size="auto",
+        target_accept=0.8,
+        adapt_mass=False,
     ):
         self.lower = lower
         self.upper = upper
         self.n_steps = n_steps
         self.divergence_threshold = divergence_threshold
         self.step_jitter = step_jitter
+        self.step_size = step_size
+        self.target_accept = target_accept
+        self.adapt_mass = adapt_mass
 
     def check_target(self, target) -> None:
+        self.warmup_options()
         check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         check_scalar_param(self.step_jitter, "step_jitter", low=0, high=1, high_inclusive=False)

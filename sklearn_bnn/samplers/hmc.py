@@ -116,6 +116,14 @@ class HMC(Sampler):
         With ``trajectory_length="auto"``: the integration time ChEES starts from, instead of
         ``n_steps`` steps of the first step size (a warm-started estimator passes the time its
         previous fit adapted, which a run without warmup then keeps).
+    step_size : float or "auto", default="auto"
+        The leapfrog step size: "auto" adapts it by dual averaging during warmup (Hoffman &
+        Gelman 2014, Alg. 5), a number fixes it.
+    target_accept : float in (0, 1), default=0.8
+        The mean acceptance probability the step-size adaptation aims for.
+    adapt_mass : bool, default=False
+        Adapt a diagonal mass matrix per chain during warmup (Stan's windowed schedule);
+        ignored when ``metric`` is given, which wins.
 
     Examples
     --------
@@ -138,6 +146,9 @@ class HMC(Sampler):
         step_jitter=0.5,
         n_steps_jitter=0.0,
         initial_time=None,
+        step_size="auto",
+        target_accept=0.8,
+        adapt_mass=False,
     ):
         self.n_steps = n_steps
         self.integrator = integrator
@@ -148,8 +159,12 @@ class HMC(Sampler):
         self.step_jitter = step_jitter
         self.n_steps_jitter = n_steps_jitter
         self.initial_time = initial_time
+        self.step_size = step_size
+        self.target_accept = target_accept
+        self.adapt_mass = adapt_mass
 
     def _check_params(self) -> None:
+        self.warmup_options()  # ValueErrors naming step_size, target_accept, adapt_mass
         check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
         check_scalar_param(self.max_steps, "max_steps", kind="int", low=1)
         if self.trajectory_length is not None and not _is_auto(self.trajectory_length):

@@ -67,6 +67,9 @@ class NUTS(Sampler):
         A fixed Euclidean metric (see :class:`~sklearn_bnn.samplers.HMC`): it wins over the
         loop's mass adaptation, which is skipped for this sampler. None uses the loop's
         diagonal inverse mass (adapted, or identity).
+    step_size, target_accept, adapt_mass
+        The warmup's settings, as for :class:`~sklearn_bnn.samplers.HMC` (defaults "auto",
+        0.8, False).
 
     Examples
     --------
@@ -79,14 +82,25 @@ class NUTS(Sampler):
     """
 
     def __init__(
-        self, max_tree_depth=10, divergence_threshold=1000.0, integrator=None, metric=None
+        self,
+        max_tree_depth=10,
+        divergence_threshold=1000.0,
+        integrator=None,
+        metric=None,
+        step_size="auto",
+        target_accept=0.8,
+        adapt_mass=False,
     ):
         self.max_tree_depth = max_tree_depth
         self.divergence_threshold = divergence_threshold
         self.integrator = integrator
         self.metric = metric
+        self.step_size = step_size
+        self.target_accept = target_accept
+        self.adapt_mass = adapt_mass
 
     def check_target(self, target) -> None:
+        self.warmup_options()
         check_scalar_param(self.max_tree_depth, "max_tree_depth", kind="int", low=1, high=30)
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         check_metric(self.metric)

@@ -178,6 +178,10 @@ class RMHMC(Sampler):
     would need. The step size is adapted by the sampling loop's dual averaging like HMC's; the
     loop's diagonal mass matrix is ignored (the metric replaces it).
 
+    step_size, target_accept
+        The warmup's settings, as for :class:`~sklearn_bnn.samplers.HMC` (defaults "auto" and
+        0.8).
+
     Examples
     --------
     >>> import torch
@@ -199,10 +203,14 @@ class RMHMC(Sampler):
         tol=1e-6,
         max_iter=100,
         divergence_threshold=1000.0,
+        step_size="auto",
+        target_accept=0.8,
     ):
         self.n_steps = n_steps
         self.integrator = integrator
         self.metric = metric
+        self.step_size = step_size
+        self.target_accept = target_accept
         self.omega = omega
         self.reset_copies = reset_copies
         self.copy_scale = copy_scale
@@ -214,6 +222,7 @@ class RMHMC(Sampler):
         return SoftAbsMetric() if self.metric is None else self.metric
 
     def check_target(self, target) -> None:
+        self.warmup_options()
         check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
         if self.integrator not in ("implicit", "explicit"):
             raise ValueError(

@@ -67,6 +67,10 @@ class S3HMC(Sampler):
     divergence_threshold : float, default=1000
         Energy error above which a trajectory counts as divergent.
 
+    step_size, target_accept
+        The warmup's settings, as for :class:`~sklearn_bnn.samplers.HMC` (defaults "auto" and
+        0.8).
+
     Examples
     --------
     >>> import torch
@@ -80,13 +84,24 @@ class S3HMC(Sampler):
     torch.Size([2, 20, 4])
     """
 
-    def __init__(self, n_steps=20, tol=1e-8, max_iter=50, divergence_threshold=1000.0):
+    def __init__(
+        self,
+        n_steps=20,
+        tol=1e-8,
+        max_iter=50,
+        divergence_threshold=1000.0,
+        step_size="auto",
+        target_accept=0.8,
+    ):
         self.n_steps = n_steps
         self.tol = tol
         self.max_iter = max_iter
         self.divergence_threshold = divergence_threshold
+        self.step_size = step_size
+        self.target_accept = target_accept
 
     def check_target(self, target) -> None:
+        self.warmup_options()
         check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
         check_scalar_param(self.tol, "tol", low=0, low_inclusive=False)
         check_scalar_param(self.max_iter, "max_iter", kind="int", low=1)

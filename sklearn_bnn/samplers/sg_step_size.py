@@ -248,7 +248,7 @@ class AutoStepSampler:
     --------
     >>> from sklearn_bnn.samplers import SGHMC
     >>> AutoStepSampler(SGHMC()).sampler.step_size
-    0.001
+    'auto'
     """
 
     def __init__(
@@ -341,20 +341,21 @@ class AutoStepSampler:
         return run, states
 
 
-def estimator_setup(sampler, *, choose_step=False, n_cycles=None, map_start=False):
+def estimator_setup(sampler, *, n_cycles=None, map_start=False):
     """A minibatch sampler as the SG-MCMC estimators run it: wrapped in
     :class:`AutoStepSampler` where it needs the minibatch MAP start (``map_start``), the step
-    chosen from the data (``choose_step``: a sampler given by name at ``step_size="auto"``) or
-    a cyclical schedule (``n_cycles``); else unchanged.
+    chosen from the data (the sampler's ``step_size="auto"``) or a cyclical schedule
+    (``n_cycles``); else unchanged.
 
     Examples
     --------
     >>> from sklearn_bnn.samplers import SGHMC
     >>> type(estimator_setup(SGHMC(), map_start=True)).__name__
     'AutoStepSampler'
-    >>> type(estimator_setup(SGHMC())).__name__
+    >>> type(estimator_setup(SGHMC(step_size=1e-3))).__name__
     'SGHMC'
     """
+    choose_step = isinstance(sampler.step_size, str) and sampler.step_size == "auto"
     if choose_step or n_cycles or map_start:
         return AutoStepSampler(sampler, n_cycles=n_cycles, choose_step=choose_step)
     return sampler

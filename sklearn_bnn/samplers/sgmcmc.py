@@ -45,6 +45,12 @@ class _SGSampler(Sampler):
     data_access = "minibatch"  # estimators: SGMCMCClassifier / SGMCMCRegressor
 
     def _check_common(self) -> None:
+        if isinstance(self.step_size, str) and self.step_size == "auto":
+            raise ValueError(
+                f"{type(self).__name__}(step_size='auto') takes the step chosen from the data "
+                "by SGMCMCClassifier / SGMCMCRegressor; to run it directly, give step_size a "
+                "number (e.g. 1e-3)."
+            )
         check_scalar_param(self.step_size, "step_size", low=0, low_inclusive=False)
         if self.n_steps is not None:
             check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
@@ -82,8 +88,10 @@ class SGLD(_SGSampler):
 
     Parameters
     ----------
-    step_size : float, default=1e-3
-        eps (the Langevin time step).
+    step_size : float or "auto", default="auto"
+        eps (the Langevin time step). "auto" is chosen from the data: the SG-MCMC estimators
+        measure the minibatch gradient noise at the MAP start (:mod:`.sg_step_size`);
+        :func:`.sample` needs a number.
     warmup_step_size : float, default=None
         Start of the cosine warmup schedule (annealed to ``step_size``); None: constant.
     temperature : float, default=1.0
@@ -99,7 +107,7 @@ class SGLD(_SGSampler):
 
     _kernel_cls = SGLDKernel
 
-    def __init__(self, step_size=1e-3, warmup_step_size=None, temperature=1.0, n_steps=None):
+    def __init__(self, step_size="auto", warmup_step_size=None, temperature=1.0, n_steps=None):
         self.step_size = step_size
         self.warmup_step_size = warmup_step_size
         self.temperature = temperature
@@ -112,8 +120,10 @@ class SGHMC(_SGSampler):
 
     Parameters
     ----------
-    step_size : float, default=1e-3
-        eps, the time step (the matching SGD learning rate is eps**2).
+    step_size : float or "auto", default="auto"
+        eps, the time step (the matching SGD learning rate is eps**2). "auto" is chosen from
+        the data: the SG-MCMC estimators measure the minibatch gradient noise at the MAP start
+        (:mod:`.sg_step_size`); :func:`.sample` needs a number.
     momentum : float, default=0.9
         Momentum decay alpha per step, in [0, 1]: the damping is (1 - alpha) / eps, so a change
         of step size keeps the momentum (seeds/004's constant-momentum parameterisation).
@@ -131,7 +141,7 @@ class SGHMC(_SGSampler):
 
     def __init__(
         self,
-        step_size=1e-3,
+        step_size="auto",
         momentum=0.9,
         integrator="euler",
         warmup_step_size=None,
@@ -157,7 +167,7 @@ class SGHMC(_SGSampler):
 
 
 class _AdjustedSampler(_SGSampler):
-    def __init__(self, step_size=1e-3, momentum=0.9, warmup_step_size=None, n_steps=None):
+    def __init__(self, step_size="auto", momentum=0.9, warmup_step_size=None, n_steps=None):
         self.step_size = step_size
         self.momentum = momentum
         self.warmup_step_size = warmup_step_size
@@ -172,8 +182,10 @@ class _AdjustedSampler(_SGSampler):
 _ADJUSTED_PARAMS = """
     Parameters
     ----------
-    step_size : float, default=1e-3
-        eps, the time step (the matching SGD learning rate is eps**2).
+    step_size : float or "auto", default="auto"
+        eps, the time step (the matching SGD learning rate is eps**2). "auto" is chosen from
+        the data: the SG-MCMC estimators measure the minibatch gradient noise at the MAP start
+        (:mod:`.sg_step_size`); :func:`.sample` needs a number.
     momentum : float, default=0.9
         Momentum decay alpha per step, in [0, 1] (1: no friction).
     warmup_step_size : float, default=None
@@ -232,7 +244,7 @@ class GSGHMC(_AdjustedSampler):
     _kernel_cls = GSGHMCKernel
 
     def __init__(
-        self, step_size=1e-3, momentum=0.9, warmup_step_size=None, n_steps=None, energy="paired"
+        self, step_size="auto", momentum=0.9, warmup_step_size=None, n_steps=None, energy="paired"
     ):
         super().__init__(step_size, momentum, warmup_step_size, n_steps)
         self.energy = energy
@@ -267,7 +279,7 @@ class HTE(_AdjustedSampler):
     needs_exact_log_prob = True
 
     def __init__(
-        self, step_size=1e-3, momentum=0.9, warmup_step_size=None, n_steps=None, max_tries=10
+        self, step_size="auto", momentum=0.9, warmup_step_size=None, n_steps=None, max_tries=10
     ):
         super().__init__(step_size, momentum, warmup_step_size, n_steps)
         self.max_tries = max_tries
