@@ -1,0 +1,170 @@
+"""One way to configure a sampler: its settings live on the sampler object only.
+
+Every MCMC estimator refuses a sampler's setting given flat (a ValueError saying where it
+belongs), every nested ``sampler__<setting>`` that the chosen sampler does not take is a
+ValueError naming it, and a ``GridSearchCV`` over ``sampler__n_steps`` changes the fit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from sklearn_bnn import (
+    HMCClassifier,
+    HMCRegressor,
+    LossCalibratedBNN,
+    MCDropoutClassifier,
+    MCDropoutRegressor,
+    PlanNetRegressor,
+    SGMCMCClassifier,
+    SGMCMCRegressor,
+    SplitHMCClassifier,
+    SplitHMCRegressor,
+)
+from sklearn_bnn.samplers import HMC, SAMPLERS
+
+SAMPLING_ESTIMATORS = [
+    HMCClassifier,
+    HMCRegressor,
+    SplitHMCClassifier,
+    SplitHMCRegressor,
+    SGMCMCClassifier,
+    SGMCMCRegressor,
+]
+TRAINED_ESTIMATORS = [MCDropoutClassifier, MCDropoutRegressor, LossCalibratedBNN, PlanNetRegressor]
+
+# every setting of every registered sampler, with a value some sampler takes (its default)
+ALL_SETTINGS = {}
+for _cls in SAMPLERS.values():
+    for _name, _value in _cls().get_params(deep=False).items():
+        ALL_SETTINGS.setdefault(_name, _value)
+
+
+def _samplers_for(estimator_cls) -> list[str]:
+    access = estimator_cls._data_access
+    return sorted(n for n, c in SAMPLERS.items() if getattr(c, "data_access", "full") == access)
+
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+CASES = [(est, name) for est in SAMPLING_ESTIMATORS for name in _samplers_for(est)]
+
+
+@pytest.mark.parametrize(("estimator_cls", "sampler"), CASES)
+def test_a_setting_the_chosen_sampler_does_not_take_is_refused_naming_it(estimator_cls, sampler):
+    taken = set(SAMPLERS[sampler]().get_params(deep=False))
+    own = set(estimator_cls._get_param_names())
+    foreign = sorted(set(ALL_SETTINGS) - taken - own)
+    assert foreign, "every registered sampler takes every setting: the test checks nothing"
+    for name in foreign:
+        # flat, at construction
+        with pytest.raises(ValueError, match=name):
+            estimator_cls(sampler=sampler, **{name: ALL_SETTINGS[name]})
+        # nested, through set_params (the route of GridSearchCV and Pipeline)
+        with pytest.raises(ValueError, match=name):
+            estimator_cls(sampler=sampler).set_params(**{f"sampler__{name}": ALL_SETTINGS[name]})
+
+
+@pytest.mark.parametrize(("estimator_cls", "sampler"), CASES)
+def test_a_setting_the_chosen_sampler_takes_is_routed_to_it(estimator_cls, sampler):
+    taken = SAMPLERS[sampler]().get_params(deep=False)
+    for name, value in taken.items():
+        # flat: refused, and the message says how to set it on this sampler
+        if name not in estimator_cls._get_param_names():
+            with pytest.raises(ValueError, match=f"sampler__{name}"):
+                estimator_cls(sampler=sampler, **{name: value})
+    est = estimator_cls(sampler=sampler)
+    deep = est.get_params(deep=True)
+    assert {f"sampler__{k}" for k in taken} <= set(deep)
+    name = next(iter(taken))
+    est.set_params(**{f"sampler__{name}": taken[name]})
+    assert isinstance(est.sampler, SAMPLERS[sampler])
+    assert est.get_params(deep=False)["sampler"].get_params()[name] == taken[name]
+
+
+def test_a_sampler_setting_given_flat_says_where_it_belongs():
+    with pytest.raises(ValueError, match=r"sampler=HMC\(n_steps=7\)"):
+        HMCClassifier(n_steps=7)
+    with pytest.raises(ValueError, match="NUTS does not take it"):
+        HMCClassifier(sampler="nuts", n_steps=7)
+    with pytest.raises(ValueError, match="max_tree_depth"):
+        HMCClassifier(sampler="hmc", max_tree_depth=3)
+    # a sampler object and a flat setting: refused, never a silent drop
+    with pytest.raises(ValueError, match="n_steps"):
+        HMCClassifier(sampler=HMC(n_steps=5), n_steps=7)
+    with pytest.raises(ValueError, match="has no parameter 'not_a_setting'"):
+        HMCClassifier(not_a_setting=1)
+
+
+@pytest.mark.parametrize("estimator_cls", TRAINED_ESTIMATORS)
+def test_the_trained_family_takes_no_sampler_setting(estimator_cls):
+    with pytest.raises(TypeError, match="n_steps"):
+        estimator_cls(n_steps=7)
+
+
+def test_a_named_sampler_becomes_a_fresh_object_never_a_shared_one():
+    first = HMCClassifier()
+    first.set_params(sampler__n_steps=9)
+    assert first.sampler.n_steps == 9
+    second = HMCClassifier()
+    assert second.sampler == "hmc"
+    assert second.set_params(sampler__step_jitter=0.0).sampler.n_steps == 50
+    # the split family's named sampler keeps the symmetric split integrator
+    assert SplitHMCRegressor().set_params(sampler__n_steps=5).sampler.integrator == "symmetric"
+    # clone copies the object: setting the clone's leaves the original alone
+    copy = clone(first).set_params(sampler__n_steps=3)
+    assert (first.sampler.n_steps, copy.sampler.n_steps) == (9, 3)
+
+
+def test_nested_settings_reach_the_sampler_through_a_pipeline():
+    pipe = make_pipeline(StandardScaler(), HMCRegressor())
+    pipe.set_params(hmcregressor__sampler__n_steps=12, hmcregressor__sampler__target_accept=0.9)
+    sampler = pipe[-1].sampler
+    assert (sampler.n_steps, sampler.target_accept) == (12, 0.9)
+
+
+def _regression_data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=60)
+    return X, y
+
+
+def test_grid_search_over_sampler_n_steps_changes_the_fit():
+    X, y = _regression_data()
+    base = HMCRegressor(
+        hidden_layer_sizes=(8,),
+        noise_precision=100.0,
+        n_warmup=20,
+        n_draws=20,
+        n_init_steps=50,
+        random_state=0,
+    )
+    search = GridSearchCV(base, {"sampler__n_steps": [1, 25]}, cv=2).fit(X, y)
+    assert base.sampler == "hmc"  # the search's clones are configured, not the original
+    assert search.best_estimator_.sampler.n_steps in (1, 25)
+    scores = search.cv_results_["mean_test_score"]
+    assert scores[0] != scores[1]
+    # the setting reaches the kernel: gradients per transition follow n_steps
+    fits = {
+        n: clone(base).set_params(sampler__n_steps=n, sampler__step_jitter=0.0).fit(X, y)
+        for n in (1, 25)
+    }
+    grads = {n: fit.diagnostics_["n_grad_evals"] for n, fit in fits.items()}
+    assert grads[25] > 10 * grads[1]
+
+
+def test_warmup_settings_of_the_sampler_drive_the_run():
+    X, y = _regression_data()
+    kwargs = dict(hidden_layer_sizes=(8,), noise_precision=100.0, n_warmup=0, n_draws=5)
+    fixed = HMCRegressor(sampler=HMC(step_size=0.003, step_jitter=0.0), **kwargs).fit(X, y)
+    np.testing.assert_allclose(fixed.diagnostics_["step_size"], 0.003, rtol=1e-6)
+    with pytest.raises(ValueError, match="target_accept"):
+        HMCRegressor(sampler=HMC(target_accept=1.5), **kwargs).fit(X, y)
+    with pytest.raises(ValueError, match="step_size"):
+        HMCRegressor(sampler=HMC(step_size=-1.0), **kwargs).fit(X, y)
