@@ -16,7 +16,7 @@ import torch
 from ._registry import (
     _NETWORKS,
     _REGISTRY,
-    _SAMPLERS,
+    SAMPLERS,
     is_estimator_class,
     registered_sampler_name,
 )
@@ -86,7 +86,7 @@ def _sampler_settings_folded(params: dict, known, where: str, depth: int) -> dic
         return params
     params = {k: v for k, v in params.items() if k not in moved}
     name = params.get("sampler")
-    cls = _SAMPLERS.get(name.lower()) if type(name) is str else None
+    cls = SAMPLERS.get(name.lower()) if type(name) is str else None
     if cls is None:
         return params
     taken = set(cls._get_param_names())
@@ -163,7 +163,7 @@ def encode(obj, where: str = "value"):
 
 def _decode_sampler(obj: dict, where: str, depth: int):
     name = obj["__sampler__"]
-    cls = _SAMPLERS.get(name) if type(name) is str else None
+    cls = SAMPLERS.get(name) if type(name) is str else None
     if cls is None or set(obj) != {"__sampler__", "params"}:
         raise ValueError(f"{where}: sampler {describe(name)} is not registered in this process.")
     params = decode(obj["params"], f"{where}.params", depth + 1)

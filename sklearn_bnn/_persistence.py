@@ -52,7 +52,7 @@ from ._codec import (  # noqa: F401
 from ._registry import (  # noqa: F401
     _NETWORKS,
     _REGISTRY,
-    _SAMPLERS,
+    SAMPLERS,
     WeightsOnlyMixin,
     is_estimator_class,
     register,

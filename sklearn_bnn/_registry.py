@@ -10,11 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["WeightsOnlyMixin", "register", "register_network", "register_sampler_class"]
+__all__ = [
+    "SAMPLERS",
+    "WeightsOnlyMixin",
+    "register",
+    "register_network",
+    "register_sampler_class",
+]
 
 _REGISTRY: dict[str, type] = {}
 _NETWORKS: dict[str, Callable] = {}
-_SAMPLERS: dict[str, type] = {}  # filled by sklearn_bnn.samplers.register_sampler
+# the one registry of samplers by name: sampler="nuts" on an estimator, sample() and load all
+# read it; filled by sklearn_bnn.samplers.register_sampler
+SAMPLERS: dict[str, type] = {}
 
 
 def register(cls: type) -> type:
@@ -54,12 +62,12 @@ def register_network(factory: Callable, name: str | None = None) -> Callable:
 def register_sampler_class(name: str, cls: type) -> None:
     """Make sampler objects of ``cls`` storable by ``name`` (called by
     :func:`sklearn_bnn.samplers.register_sampler`, so that this module imports no sampler)."""
-    _SAMPLERS[name] = cls
+    SAMPLERS[name] = cls
 
 
 def registered_sampler_name(obj) -> str | None:
     """The name ``obj``'s class is registered under as a sampler, or None."""
-    for name, cls in _SAMPLERS.items():
+    for name, cls in SAMPLERS.items():
         if type(obj) is cls:
             return name
     return None

@@ -187,3 +187,26 @@ def test_the_persistence_registry_is_a_leaf():
     for module in ("priors", "samples"):
         assert f"{PACKAGE}._registry" in graph[f"{PACKAGE}.{module}"]
         assert not {f"{PACKAGE}._persistence", f"{PACKAGE}._codec"} & graph[f"{PACKAGE}.{module}"]
+
+
+def test_every_registering_module_reaches_only_the_leaf_registry():
+    """Whatever registers (estimators, priors, samplers, metrics, samples) imports the leaf
+    ``_registry`` (or the samplers' registry, itself on the leaf), never the codec: only the
+    package's ``__init__`` imports ``_persistence`` (for save and load), only ``_persistence``
+    the codec, and there is one registry of samplers."""
+    from sklearn_bnn import _registry as leaf
+    from sklearn_bnn.samplers import _registry as samplers_registry
+
+    graph = import_graph()
+    assert {m for m, deps in graph.items() if f"{PACKAGE}._persistence" in deps} == {PACKAGE}
+    assert {m for m, deps in graph.items() if f"{PACKAGE}._codec" in deps} == {
+        f"{PACKAGE}._persistence"
+    }
+    registering = {
+        m
+        for m, deps in graph.items()
+        if f"{PACKAGE}._registry" in deps or f"{PACKAGE}.samplers._registry" in deps
+    }
+    assert len(registering) >= 10, registering  # the test covers the registering modules
+    assert samplers_registry.SAMPLERS is leaf.SAMPLERS
+    assert f"{PACKAGE}._registry" in graph[f"{PACKAGE}.samplers._registry"]

@@ -48,7 +48,7 @@ from .integrators import (
 )
 from .nuts import NUTS, NUTSKernel
 from .rmhmc import RMHMC, RMHMCKernel
-from .s3hmc import S3HMC, HierarchicalTarget, S3HMCKernel
+from .s3hmc import S3HMC, S3HMCKernel
 from .sgmcmc import AMAGOLD, GSGHMC, HTE, SGHMC, SGLD
 from .warmup import WindowAdaptation
 
@@ -82,7 +82,6 @@ __all__ = [
     "Kernel",
     "Metric",
     "NUTSKernel",
-    "HierarchicalTarget",
     "RMHMC",
     "RMHMCKernel",
     "S3HMC",

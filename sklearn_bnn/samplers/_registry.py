@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-from .._persistence import register_sampler_class
+from .._registry import SAMPLERS, register_sampler_class
 from ._base import Sampler
 
 __all__ = [
@@ -21,7 +21,6 @@ __all__ = [
     "setup_sampler",
 ]
 
-SAMPLERS: dict[str, type] = {}
 # data access -> how an estimator prepares a sampler of that access for its run (register_setup)
 SETUPS: dict[str, Callable] = {}
 
@@ -32,8 +31,7 @@ def register_sampler(name: str):
     def decorate(cls):
         if not (isinstance(cls, type) and issubclass(cls, Sampler)):
             raise TypeError(f"{cls!r} is not a Sampler subclass.")
-        SAMPLERS[name.lower()] = cls
-        register_sampler_class(name.lower(), cls)  # storable by save/load under this name
+        register_sampler_class(name.lower(), cls)  # also storable by save/load under this name
         return cls
 
     return decorate

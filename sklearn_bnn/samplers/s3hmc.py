@@ -75,7 +75,7 @@ class S3HMC(Sampler):
     --------
     >>> import torch
     >>> from sklearn_bnn.samplers import S3HMC, sample
-    >>> from sklearn_bnn.samplers.s3hmc import HierarchicalTarget
+    >>> from sklearn_bnn.targets import HierarchicalTarget
     >>> t = HierarchicalTarget(lambda w: (-0.5 * (w**2).sum(-1), -w), torch.zeros(3, dtype=int),
     ...                        torch.tensor([2.0]), torch.tensor([1.0]))
     >>> res = sample(t, torch.zeros(4, dtype=torch.float64), S3HMC(n_steps=5), n_warmup=20,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from ..._persistence import register
+from ..._registry import register
 from ._protocol import Metric
 
 __all__ = [
