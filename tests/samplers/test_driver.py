@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import GaussianTarget, assert_draws_match_gaussian, blr_posterior, correlated_gaussian
+from sklearn.base import clone
 
 from sklearn_bnn.samplers import HMC, NUTS, Sampler, sample
 
@@ -37,7 +38,12 @@ def _blr_problem():
     return log_prob, mean, cov
 
 
-SAMPLERS = {"hmc": HMC(n_steps=8), "nuts": NUTS(max_tree_depth=6)}
+# a sampler object adapts a diagonal mass only when built with adapt_mass=True (as these
+# tests were written for: sample()'s former default)
+SAMPLERS = {
+    "hmc": HMC(n_steps=8, adapt_mass=True),
+    "nuts": NUTS(max_tree_depth=6, adapt_mass=True),
+}
 
 
 @pytest.mark.parametrize("name", ["hmc", "nuts"])
@@ -68,12 +74,12 @@ def test_bayesian_linear_regression_posterior_from_a_function(name):
     result = sample(
         log_prob,
         np.zeros(3),
-        SAMPLERS[name],
+        # the configuration this test was written for (identity mass)
+        clone(SAMPLERS[name]).set_params(adapt_mass=False),
         n_warmup=200,
         n_draws=600,
         n_chains=2,
         random_state=3,
-        adapt_mass=False,  # the configuration this test was written for (identity mass)
     )
     assert result.draws.dtype == F64  # numpy starts sample in float64
     assert_draws_match_gaussian(result.draws.numpy(), mean, cov)
@@ -95,10 +101,11 @@ def test_same_random_state_same_draws_different_seed_different_draws():
 
 
 def test_named_and_configured_samplers_give_the_same_draws():
+    """A sampler given to sample() by name is its class at its defaults, adapting mass."""
     truth = correlated_gaussian(3, seed=0)
     kwargs = dict(n_warmup=40, n_draws=40, n_chains=2, random_state=0)
     by_name = sample(truth, torch.zeros(3, dtype=F64), "nuts", **kwargs)
-    by_object = sample(truth, torch.zeros(3, dtype=F64), NUTS(), **kwargs)
+    by_object = sample(truth, torch.zeros(3, dtype=F64), NUTS(adapt_mass=True), **kwargs)
     assert torch.equal(by_name.draws, by_object.draws)
     assert "tree_depth" in by_object.stats and "mean_tree_depth" in by_object.info
 
@@ -113,7 +120,7 @@ def test_a_function_that_cannot_be_vmapped_falls_back_to_a_loop():
         result = sample(
             log_prob,
             np.zeros(2),
-            HMC(n_steps=5),
+            HMC(n_steps=5, adapt_mass=True),
             n_warmup=200,
             n_draws=400,
             n_chains=2,
@@ -126,7 +133,13 @@ def test_starts_per_chain_and_jitter():
     truth = correlated_gaussian(2, seed=0)
     starts = torch.tensor([[5.0, 5.0], [-5.0, -5.0]], dtype=F64)
     run = sample(
-        truth, starts, "hmc", n_warmup=0, n_draws=1, n_chains=2, step_size=1e-3, random_state=0
+        truth,
+        starts,
+        HMC(step_size=1e-3, adapt_mass=True),
+        n_warmup=0,
+        n_draws=1,
+        n_chains=2,
+        random_state=0,
     )
     assert run.draws[0, 0, 0] > 4 and run.draws[1, 0, 0] < -4  # each chain from its own start
     with pytest.raises(ValueError, match="n_chains"):
@@ -141,7 +154,11 @@ def test_starts_per_chain_and_jitter():
         (dict(sampler="metropolis"), "sampler"),
         (dict(sampler=HMC(n_steps=0)), "n_steps"),
         (dict(sampler=HMC(integrator="symmetric")), "split target"),
-        (dict(step_size=-1.0), "step_size"),
+        # the warmup's settings are the sampler's, checked as it runs
+        (dict(sampler=HMC(step_size=-1.0)), "step_size"),
+        (dict(sampler=NUTS(step_size=0.0)), "step_size"),
+        (dict(sampler=HMC(target_accept=1.0)), "target_accept"),
+        (dict(sampler=NUTS(adapt_mass="yes")), "adapt_mass"),
         (dict(n_warmup=0), "n_warmup=0"),
     ],
 )
@@ -179,10 +196,19 @@ def test_samplers_are_scikit_learn_parameters():
     assert repr(HMC(n_steps=20)) == "HMC(n_steps=20)"
 
 
-def test_sample_adapts_a_diagonal_mass_by_default():
-    """Issue 25 item 3: ``sample()`` adapts a diagonal mass by default, so on a badly scaled
-    Gaussian (standard deviations from 0.1 to 10) its ESS per gradient is that of an explicit
-    ``adapt_mass=True`` (the same draws) and several times that of the identity mass."""
+def test_sample_no_longer_takes_the_warmup_settings():
+    """``step_size``, ``target_accept`` and ``adapt_mass`` are the sampler's settings only."""
+    truth = correlated_gaussian(2, seed=0)
+    for name, value in (("step_size", 0.1), ("target_accept", 0.9), ("adapt_mass", False)):
+        with pytest.raises(TypeError, match=name):
+            sample(truth, torch.zeros(2, dtype=F64), n_warmup=5, n_draws=5, **{name: value})
+
+
+def test_sample_adapts_a_diagonal_mass_for_a_named_sampler():
+    """Issue 25 item 3: ``sample()`` adapts a diagonal mass for a sampler given by name (a
+    sampler object: with ``adapt_mass=True``), so on a badly scaled Gaussian (standard
+    deviations from 0.1 to 10) its ESS per gradient is several times that of the identity mass
+    (a sampler object's default)."""
     from sklearn_bnn.diagnostics import ess_bulk
 
     scales = torch.logspace(-1, 1, 5, dtype=F64)
@@ -198,11 +224,13 @@ def test_sample_adapts_a_diagonal_mass_by_default():
         return worst / result.info["n_grad_evals"]
 
     start = torch.zeros(5, dtype=F64)
-    default = sample(log_p, start, HMC(n_steps=10), **kw)
-    explicit = sample(log_p, start, HMC(n_steps=10), adapt_mass=True, **kw)
-    identity = sample(log_p, start, HMC(n_steps=10), adapt_mass=False, **kw)
-    assert torch.equal(default.draws, explicit.draws)
-    assert ess_per_gradient(default) == ess_per_gradient(explicit)
+    default = sample(log_p, start, HMC(n_steps=10, adapt_mass=True), **kw)
+    identity = sample(log_p, start, HMC(n_steps=10), **kw)  # a sampler object's default
+    explicit = sample(log_p, start, HMC(n_steps=10, adapt_mass=False), **kw)
+    assert torch.equal(identity.draws, explicit.draws)
+    short = dict(n_warmup=60, n_draws=20, n_chains=2, random_state=0)
+    by_name = sample(log_p, start, "hmc", **short)
+    assert torch.equal(by_name.draws, sample(log_p, start, HMC(adapt_mass=True), **short).draws)
     # Above 3x natively and 2.1x under another CPU's kernels (ATEN_CPU_CAPABILITY=avx2): a fixed
     # 10-step trajectory resonates differently; a mass that is not adapted gives about 1x.
     assert ess_per_gradient(default) > 1.5 * ess_per_gradient(identity)
