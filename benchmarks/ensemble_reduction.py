@@ -16,7 +16,7 @@ y_val)``, ``transform(stack_test)``), with ``random_state=s``:
 
 * ``greedy``: ``method="greedy", tolerance=0`` (the previous default);
 * ``random_order``: the defaults (accuracy, tolerance 0.005, 95 % upper bound);
-* ``random_order, ECE``: ``metric="ece"`` with a tolerance of 10 % of the full ensemble's
+* ``random_order, ECE``: ``scoring="ece"`` with a tolerance of 10 % of the full ensemble's
   validation ECE.
 
 Reported: the members kept per split, the test accuracy and ECE (15 bins) of the full
@@ -113,7 +113,7 @@ def reducers(val_stack, y_val, seed):
         "greedy": EnsembleReducer(method="greedy", tolerance=0.0, random_state=seed),
         "random_order": EnsembleReducer(random_state=seed),
         "random_order, ECE": EnsembleReducer(
-            metric="ece", tolerance=0.1 * ece_full, random_state=seed
+            scoring="ece", tolerance=0.1 * ece_full, random_state=seed
         ),
     }
 

@@ -560,7 +560,7 @@ def run_part(part: str, data: dict, with_hmc: bool) -> None:
             per_pass = ", ".join(str(k) for k in reducer.n_members_per_repeat_)
             print(
                 f"| {name} | {metric} | {reducer.n_members_} of {reducer.n_members_full_} "
-                f"({per_pass}) | {reducer.metric_full_:.4f} -> {reducer.metric_reduced_:.4f} "
+                f"({per_pass}) | {reducer.score_full_:.4f} -> {reducer.score_reduced_:.4f} "
                 f"| {np.mean(proba.argmax(1) == y_te):.3f} "
                 f"| {negative_log_likelihood(y_te, proba, labels=labels):.3f} "
                 f"| {expected_calibration_error(y_te, proba, labels=labels):.3f} |"

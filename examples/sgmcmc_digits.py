@@ -61,7 +61,7 @@ for name, sampler in samplers.items():
 
 print("\nensemble-size reduction of the SGHMC draws (selected on the validation half):")
 for metric in ("accuracy", "ece"):
-    reducer = EnsembleReducer(FrozenEstimator(fitted["SGHMC"]), metric=metric, random_state=0)
+    reducer = EnsembleReducer(FrozenEstimator(fitted["SGHMC"]), scoring=metric, random_state=0)
     reducer.fit(X_val, y_val)
     print(
         f"  {metric:<9} keeps {reducer.n_members_:>2} of {reducer.n_members_full_} draws; "

@@ -93,7 +93,7 @@ def main(out_dir: Path | None) -> None:
         reducer = EnsembleReducer(
             FrozenEstimator(ensemble),
             method=method,
-            metric=metric,
+            scoring=metric,
             tolerance=tolerance,
             random_state=0,
         )

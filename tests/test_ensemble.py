@@ -39,7 +39,7 @@ def test_greedy_never_impairs_the_metric_beyond_tolerance():
     for metric in ("accuracy", "nll", "brier", "ece"):
         for tolerance in (0.0, 0.02):
             res = greedy_member_selection(
-                stack, y, metric=metric, tolerance=tolerance, n_repeats=3, random_state=0
+                stack, y, scoring=metric, tolerance=tolerance, n_repeats=3, random_state=0
             )
             sign = 1 if metric == "accuracy" else -1
             assert sign * (res["score_reduced"] - res["score_full"]) >= -tolerance - 1e-12
@@ -54,12 +54,12 @@ def test_reported_scores_recomputed():
     rng = np.random.default_rng(1)
     stack = rng.dirichlet(np.ones(4) * 0.5, size=(20, 300))
     y = rng.integers(0, 4, 300)
-    res = greedy_member_selection(stack, y, metric="ece", random_state=3)
+    res = greedy_member_selection(stack, y, scoring="ece", random_state=3)
     assert res["score_full"] == pytest.approx(expected_calibration_error(y, stack.mean(0)))
     assert res["score_reduced"] == pytest.approx(
         expected_calibration_error(y, stack[res["kept"]].mean(0))
     )
-    again = greedy_member_selection(stack, y, metric="ece", random_state=3)
+    again = greedy_member_selection(stack, y, scoring="ece", random_state=3)
     np.testing.assert_array_equal(again["kept"], res["kept"])
 
 
@@ -86,7 +86,7 @@ def test_random_order_holds_on_new_data_where_the_greedy_pick_overfits():
     val, test, y_val, y_test = stack[:, :200], stack[:, 200:], y[:200], y[200:]
     full = _accuracy(test, y_test)
     greedy = EnsembleReducer(method="greedy", tolerance=0.0, random_state=0).fit(val, y_val)
-    assert greedy.metric_reduced_ >= greedy.metric_full_
+    assert greedy.score_reduced_ >= greedy.score_full_
     assert _accuracy(greedy.transform(test), y_test) < full - 0.015
     default = EnsembleReducer(random_state=0).fit(val, y_val)
     assert _accuracy(default.transform(test), y_test) >= full - 0.005
@@ -107,7 +107,7 @@ def test_random_order_is_a_fixed_sequence_test():
     kept members are the first of member_order_."""
     stack, y = _noisy_members(np.random.default_rng(1), 30, 800, spread=1.0)
     for metric, tolerance in (("accuracy", 0.01), ("nll", 0.01), ("brier", 0.005), ("ece", 0.01)):
-        reducer = EnsembleReducer(metric=metric, tolerance=tolerance, random_state=0)
+        reducer = EnsembleReducer(scoring=metric, tolerance=tolerance, random_state=0)
         reducer.fit(stack, y)
         k, upper = reducer.n_members_, reducer.loss_upper_bound_
         assert np.all(upper[k - 1 :] <= tolerance)
@@ -171,11 +171,11 @@ def test_resampled_metric_matches_the_weighted_metric(metric, function):
 
 def test_random_order_is_reproducible():
     stack, y = _noisy_members(np.random.default_rng(7), 25, 600, spread=0.5)
-    first = EnsembleReducer(metric="ece", tolerance=0.01, random_state=3).fit(stack, y)
-    again = EnsembleReducer(metric="ece", tolerance=0.01, random_state=3).fit(stack, y)
+    first = EnsembleReducer(scoring="ece", tolerance=0.01, random_state=3).fit(stack, y)
+    again = EnsembleReducer(scoring="ece", tolerance=0.01, random_state=3).fit(stack, y)
     for name in ("kept_indices_", "member_order_", "loss_upper_bound_"):
         np.testing.assert_array_equal(getattr(first, name), getattr(again, name))
-    other = EnsembleReducer(metric="ece", tolerance=0.01, random_state=4).fit(stack, y)
+    other = EnsembleReducer(scoring="ece", tolerance=0.01, random_state=4).fit(stack, y)
     assert not np.array_equal(other.member_order_, first.member_order_)
 
 
@@ -206,7 +206,7 @@ def test_load_rejects_an_order_that_does_not_start_with_the_kept_members(tmp_pat
 @pytest.mark.parametrize(
     "params, match",
     [
-        ({"metric": "f1"}, "'metric' parameter"),
+        ({"scoring": "f1"}, "'scoring' parameter"),
         ({"method": "best"}, "'method' parameter"),
         ({"tolerance": -0.1}, "'tolerance' parameter"),
         ({"confidence_level": 1.0}, "'confidence_level' parameter"),
@@ -240,7 +240,7 @@ def test_estimator_without_predict_samples_rejected():
 def test_holds_out_validation_data_and_predicts_with_kept_members(tmp_path):
     X, y = make_classification(200, n_classes=3, n_informative=4, random_state=0)
     reducer = EnsembleReducer(
-        BootstrapEnsemble(n_members=12, random_state=0), metric="brier", random_state=0
+        BootstrapEnsemble(n_members=12, random_state=0), scoring="brier", random_state=0
     ).fit(X, y)
     assert reducer.n_members_full_ == 12
     assert reducer.n_members_ == len(reducer.kept_indices_) <= 12
@@ -258,14 +258,14 @@ def test_holds_out_validation_data_and_predicts_with_kept_members(tmp_path):
 def test_frozen_estimator_and_stack_mode_agree():
     X, y = make_classification(200, n_classes=3, n_informative=4, random_state=1)
     ens = BootstrapEnsemble(n_members=15, random_state=0).fit(X, y)
-    frozen = EnsembleReducer(FrozenEstimator(ens), metric="nll", random_state=4).fit(X, y)
+    frozen = EnsembleReducer(FrozenEstimator(ens), scoring="nll", random_state=4).fit(X, y)
     stack = ens.predict_samples(X)
-    stacked = EnsembleReducer(metric="nll", random_state=4).fit(stack, y)
+    stacked = EnsembleReducer(scoring="nll", random_state=4).fit(stack, y)
     np.testing.assert_array_equal(frozen.kept_indices_, stacked.kept_indices_)
     assert frozen.estimator_.estimator is ens  # not refitted
     np.testing.assert_allclose(stacked.transform(stack), stack[stacked.kept_indices_])
     np.testing.assert_allclose(
-        EnsembleReducer(metric="nll", random_state=4).fit_transform(stack, y),
+        EnsembleReducer(scoring="nll", random_state=4).fit_transform(stack, y),
         stack[stacked.kept_indices_],
     )
     with pytest.raises(ValueError, match="stack of 15"):
@@ -292,13 +292,13 @@ def digits_ensemble():
 def test_digits_accuracy_needs_few_members_calibration_more(digits_ensemble):
     ens, (X_val, y_val), (X_test, y_test) = digits_ensemble
     kw = {"method": "greedy", "tolerance": 0.0, "n_repeats": 5, "random_state": 0}
-    by_acc = EnsembleReducer(FrozenEstimator(ens), metric="accuracy", **kw).fit(X_val, y_val)
-    by_ece = EnsembleReducer(FrozenEstimator(ens), metric="ece", **kw).fit(X_val, y_val)
+    by_acc = EnsembleReducer(FrozenEstimator(ens), scoring="accuracy", **kw).fit(X_val, y_val)
+    by_ece = EnsembleReducer(FrozenEstimator(ens), scoring="ece", **kw).fit(X_val, y_val)
     # accuracy is kept with under half of the members, on validation and (nearly) on test data
     assert by_acc.n_members_ < 100
-    assert by_acc.metric_reduced_ >= by_acc.metric_full_
+    assert by_acc.score_reduced_ >= by_acc.score_full_
     assert by_acc.score(X_test, y_test) >= ens.score(X_test, y_test) - 0.015
     # calibration needs more members (seeds/004 Fig. 5), in every greedy pass on average
     assert by_ece.n_members_ > by_acc.n_members_
     assert by_ece.n_members_per_repeat_.mean() > 1.5 * by_acc.n_members_per_repeat_.mean()
-    assert by_ece.metric_reduced_ <= by_ece.metric_full_
+    assert by_ece.score_reduced_ <= by_ece.score_full_

@@ -15,7 +15,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from .._registry import WeightsOnlyMixin, register
-from ._selection import _METRICS, greedy_member_selection, random_order_member_selection
+from ._selection import _SCORES, greedy_member_selection, random_order_member_selection
 
 __all__ = ["EnsembleReducer"]
 
@@ -58,8 +58,9 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
     method : {"random_order", "greedy"}, default="random_order"
         ``"random_order"``: a prefix of a random order, sized by a fixed-sequence test of an
         upper confidence bound on its loss. ``"greedy"``: the greedy passes of seeds/004.
-    metric : {"accuracy", "nll", "brier", "ece"}, default="accuracy"
-        The validation metric that must hold.
+    scoring : {"accuracy", "nll", "brier", "ece"}, default="accuracy"
+        The validation score that must hold (scikit-learn's name for what a meta-estimator
+        scores by; ``metric`` on the samplers is their mass matrix).
     tolerance : float >= 0, default=0.005
         Largest loss allowed against the full ensemble, in the metric's units (0.005 for
         accuracy is half a point). ``"random_order"`` bounds the loss from above; with
@@ -101,7 +102,7 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
     n_members_per_repeat_ : ndarray of shape (n_repeats,)
         Kept members in each greedy pass (their spread is the error bar of seeds/004 Fig. 5;
         ``"greedy"`` only).
-    metric_full_, metric_reduced_ : float
+    score_full_, score_reduced_ : float
         The metric of the full and of the reduced ensemble on the validation data.
 
     Notes
@@ -126,7 +127,7 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["fit", "predict_samples"]), None],
         "method": [StrOptions({"random_order", "greedy"})],
-        "metric": [StrOptions(set(_METRICS))],
+        "scoring": [StrOptions(set(_SCORES))],
         "tolerance": [Interval(Real, 0, None, closed="left")],
         "confidence_level": [Interval(Real, 0, 1, closed="neither")],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
@@ -139,7 +140,7 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
         self,
         estimator=None,
         method="random_order",
-        metric="accuracy",
+        scoring="accuracy",
         tolerance=0.005,
         confidence_level=0.95,
         validation_fraction=0.2,
@@ -149,7 +150,7 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
     ):
         self.estimator = estimator
         self.method = method
-        self.metric = metric
+        self.scoring = scoring
         self.tolerance = tolerance
         self.confidence_level = confidence_level
         self.validation_fraction = validation_fraction
@@ -195,7 +196,7 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
             for name in ("n_features_in_", "feature_names_in_"):
                 if hasattr(self.estimator_, name):
                     setattr(self, name, getattr(self.estimator_, name))
-        common = {"metric": self.metric, "tolerance": self.tolerance, "labels": labels}
+        common = {"scoring": self.scoring, "tolerance": self.tolerance, "labels": labels}
         if self.method == "greedy":
             n_repeats = 5 if self.n_repeats is None else self.n_repeats
             result = greedy_member_selection(
@@ -224,8 +225,8 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
         else:
             self.member_order_ = result["order"]
             self.loss_upper_bound_ = result["loss_upper_bound"]
-        self.metric_full_ = result["score_full"]
-        self.metric_reduced_ = result["score_reduced"]
+        self.score_full_ = result["score_full"]
+        self.score_reduced_ = result["score_reduced"]
         return self
 
     def _fit_estimator(self, X, y, rng, fit_params):
@@ -250,13 +251,16 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
         from ..decision import _check_same_as_wrapped
 
         self._validate_params()
+        for old, new in (("metric_full_", "score_full_"), ("metric_reduced_", "score_reduced_")):
+            if old in state:  # a file saved while the score was called the metric
+                state[new] = state.pop(old)
         required = {
             "classes_": lambda v, f: P.check_classes(v, f, min_classes=1),
             "kept_indices_": P.is_array(ndim=1, kinds="iu"),
             "n_members_": P.is_int(1),
             "n_members_full_": P.is_int(1),
-            "metric_full_": P.is_float,
-            "metric_reduced_": P.is_float,
+            "score_full_": P.is_float,
+            "score_reduced_": P.is_float,
         }
         if self.method == "greedy":
             required["n_members_per_repeat_"] = P.is_array(ndim=1, kinds="iu")

@@ -18,7 +18,7 @@ def _accuracy(y_index, y_prob, labels):
 
 
 # name -> (metric(y_index, y_prob, labels), greater_is_better)
-_METRICS = {
+_SCORES = {
     "accuracy": (_accuracy, True),
     "nll": (negative_log_likelihood, False),
     "brier": (brier_score, False),
@@ -26,17 +26,17 @@ _METRICS = {
 }
 
 
-def _check_metric(metric: str):
-    if metric not in _METRICS:
-        raise ValueError(f"metric must be one of {sorted(_METRICS)}, got {metric!r}.")
-    return _METRICS[metric]
+def _check_scoring(scoring: str):
+    if scoring not in _SCORES:
+        raise ValueError(f"scoring must be one of {sorted(_SCORES)}, got {scoring!r}.")
+    return _SCORES[scoring]
 
 
 def greedy_member_selection(
     y_prob_samples,
     y_true,
     *,
-    metric: str = "accuracy",
+    scoring: str = "accuracy",
     tolerance: float = 0.0,
     n_repeats: int = 5,
     labels=None,
@@ -55,7 +55,7 @@ def greedy_member_selection(
         Per-member predictive probabilities on validation data.
     y_true : array-like of shape (n_samples,)
         Validation labels.
-    metric : {"accuracy", "nll", "brier", "ece"}, default="accuracy"
+    scoring : {"accuracy", "nll", "brier", "ece"}, default="accuracy"
         Accuracy, negative log-likelihood, multi-class Brier score or expected calibration
         error (15 equal-width bins) of the ensemble mean.
     tolerance : float >= 0, default=0.0
@@ -81,7 +81,7 @@ def greedy_member_selection(
     >>> result["kept"], result["score_full"], result["score_reduced"]
     (array([0]), 1.0, 1.0)
     """
-    score_func, greater_is_better = _check_metric(metric)
+    score_func, greater_is_better = _check_scoring(scoring)
     check_scalar_param(tolerance, "tolerance", low=0.0)
     check_scalar_param(n_repeats, "n_repeats", kind="int", low=1)
     samples, y_index = _check_stack(y_prob_samples, y_true, labels)
@@ -139,8 +139,8 @@ def _check_stack(y_prob_samples, y_true, labels):
     return samples, y_index
 
 
-def _prefix_terms(samples, y_index, order, metric):
-    """Per-point terms of ``metric`` for the mean of the first k members of ``order``.
+def _prefix_terms(samples, y_index, order, scoring):
+    """Per-point terms of the score ``scoring`` for the mean of the first k members of ``order``.
 
     Returns ``terms`` of shape (n_members, n_samples), row k - 1 for the first k members: the
     correctness (accuracy), the negative log-probability of the label (nll), the squared
@@ -150,18 +150,18 @@ def _prefix_terms(samples, y_index, order, metric):
     n_members, n_samples, _ = samples.shape
     rows = np.arange(n_samples)
     terms = np.empty((n_members, n_samples))
-    bins = np.empty((n_members, n_samples), dtype=np.intp) if metric == "ece" else None
+    bins = np.empty((n_members, n_samples), dtype=np.intp) if scoring == "ece" else None
     inner_edges = np.linspace(0.0, 1.0, _N_BINS + 1)[1:-1]
     total = np.zeros(samples.shape[1:])
     for k, m in enumerate(order):
         total += samples[m]
         p = total / (k + 1)
-        if metric == "accuracy":
+        if scoring == "accuracy":
             terms[k] = p.argmax(axis=1) == y_index
-        elif metric == "nll":
+        elif scoring == "nll":
             p_true = p[rows, y_index] / p.sum(axis=1)
             terms[k] = -np.log(np.clip(p_true, np.finfo(np.float64).eps, 1.0))
-        elif metric == "brier":
+        elif scoring == "brier":
             terms[k] = np.sum(p**2, axis=1) - 2.0 * p[rows, y_index] + 1.0
         else:
             confidence = p.max(axis=1)
@@ -187,7 +187,7 @@ def random_order_member_selection(
     y_prob_samples,
     y_true,
     *,
-    metric: str = "accuracy",
+    scoring: str = "accuracy",
     tolerance: float = 0.005,
     confidence_level: float = 0.95,
     n_repeats: int = 20,
@@ -233,7 +233,7 @@ def random_order_member_selection(
         Per-member predictive probabilities on validation data.
     y_true : array-like of shape (n_samples,)
         Validation labels.
-    metric : {"accuracy", "nll", "brier", "ece"}, default="accuracy"
+    scoring : {"accuracy", "nll", "brier", "ece"}, default="accuracy"
         Accuracy, negative log-likelihood, multi-class Brier score or expected calibration
         error (15 equal-width bins) of the ensemble mean.
     tolerance : float >= 0, default=0.005
@@ -267,7 +267,7 @@ def random_order_member_selection(
     NLL, Brier score and ECE have no counterpart of the extra point of step 2: their bound
     sees only the harms that occur on the validation set, and on a small one they can drop
     members whose harm is too rare to show (on 25 and 80 validation points of wine and breast
-    cancer, ``metric="ece"`` kept 1 to 5 of 100 bootstrap MLPs and lost up to 7 points of test
+    cancer, ``scoring="ece"`` kept 1 to 5 of 100 bootstrap MLPs and lost up to 7 points of test
     accuracy; ``docs/ensemble_reduction.md``).
 
     The cost is ``n_repeats`` passes over the stack plus, for accuracy, NLL and Brier, one
@@ -288,16 +288,16 @@ def random_order_member_selection(
     >>> k < 50, bool(result["loss_upper_bound"][k - 1] <= 0.01)
     (True, True)
     """
-    score_func, greater_is_better = _check_metric(metric)
+    score_func, greater_is_better = _check_scoring(scoring)
     _check_random_order_params(tolerance, confidence_level, n_repeats, n_resamples)
     samples, y_index = _check_stack(y_prob_samples, y_true, labels)
     n_members, n_samples, n_classes = samples.shape
     sign = 1.0 if greater_is_better else -1.0
     rng = check_random_state(random_state)
     orders = [rng.permutation(n_members) for _ in range(n_repeats)]
-    prefixes = [_prefix_terms(samples, y_index, order, metric) for order in orders]
+    prefixes = [_prefix_terms(samples, y_index, order, scoring) for order in orders]
     losses, own = _bootstrap_losses(prefixes, sign, n_resamples, rng)
-    if metric == "accuracy":  # one unseen point that every subset gets wrong, the full one right
+    if scoring == "accuracy":  # one unseen point that every subset gets wrong, the full one right
         losses[:-1] = (losses[:-1] * n_samples + 1.0) / (n_samples + 1.0)
         own[:-1] = (own[:-1] * n_samples + 1.0) / (n_samples + 1.0)
     loss = losses[:, 0]

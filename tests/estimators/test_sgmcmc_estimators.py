@@ -184,7 +184,7 @@ def test_ensemble_reducer_on_sgmcmc_draws(iris):
     reducer = EnsembleReducer(SGMCMCClassifier(**SMALL), random_state=0).fit(X, y)
     assert reducer.n_members_full_ == 15
     assert 1 <= reducer.n_members_ <= 15
-    assert reducer.metric_reduced_ >= reducer.metric_full_
+    assert reducer.score_reduced_ >= reducer.score_full_
     assert reducer.predict_samples(X).shape == (reducer.n_members_, len(X), 3)
     assert reducer.score(X, y) > 0.8
     clf = SGMCMCClassifier(**SMALL).fit(X, y)
