@@ -277,7 +277,7 @@ def test_verbose_progress_bar(data, capsys):
         ("n_predict_draws", 1.5),
         ("init_dropout", 1.0),
         ("validation_fraction", 0.0),
-        ("temperature", 0),
+        ("concrete_temperature", 0),
         ("learning_rate_init", -1.0),
         ("hidden_layer_sizes", (0,)),
         ("early_stopping", "yes"),

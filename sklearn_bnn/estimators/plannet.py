@@ -69,8 +69,9 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         Precision ``lambda`` of the Gaussian prior on the weights (``l^2`` for the thesis's
         length-scale ``l = 1e-4``): weight regulariser ``lambda / N``; the dropout regulariser
         is ``2 / N`` (``N`` training points, standardised inputs).
-    temperature : float, default=0.1
-        Concrete relaxation temperature.
+    concrete_temperature : float, default=0.1
+        Temperature of the Concrete relaxation of the dropout masks (Gal, Hron & Kendall 2017;
+        not a posterior temperature: that is ``temperature`` on the MCMC estimators).
     init_dropout : float, default=0.1
         Initial drop probability of every layer (then learned).
     learning_rate_init : float, default=1e-3
@@ -142,7 +143,7 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         n_predict_draws=30,
         prediction="expectation",
         prior_precision=1e-8,
-        temperature=0.1,
+        concrete_temperature=0.1,
         init_dropout=0.1,
         learning_rate_init=1e-3,
         batch_size=512,
@@ -164,7 +165,7 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         self.n_predict_draws = n_predict_draws
         self.prediction = prediction
         self.prior_precision = prior_precision
-        self.temperature = temperature
+        self.concrete_temperature = concrete_temperature
         self.init_dropout = init_dropout
         self.learning_rate_init = learning_rate_init
         self.batch_size = batch_size
@@ -191,7 +192,7 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
         "prediction": [StrOptions({"expectation", "sampling"})],
         "prior_precision": [Interval(Real, 0, None, closed="left")],
-        "temperature": [Interval(Real, 0, None, closed="neither")],
+        "concrete_temperature": [Interval(Real, 0, None, closed="neither")],
         "init_dropout": [Interval(Real, 0, 1, closed="neither")],
         "tol": [Interval(Real, 0, None, closed="left")],
     }
@@ -203,7 +204,7 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
             self.n_outputs_,
             activation=self.activation,
             diagonal=self.covariance == "diagonal",
-            temperature=self.temperature,
+            temperature=self.concrete_temperature,
             init_p=self.init_dropout,
         )
 
