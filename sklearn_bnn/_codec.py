@@ -59,8 +59,8 @@ _RENAMED_PARAMS = {
     "n_mc_samples": "n_predict_draws",
     "n_decision_samples": "n_train_draws",
     "learning_rate": "learning_rate_init",
-    "metric": "scoring",
-    "temperature": "concrete_temperature",  # PlanNetRegressor's (the MCMC ones keep theirs)  # EnsembleReducer's score (samplers keep metric: their mass matrix)
+    "metric": "scoring",  # EnsembleReducer's score (samplers keep metric: their mass matrix)
+    "temperature": "concrete_temperature",  # PlanNetRegressor's (the MCMC ones keep theirs)
 }
 
 
