@@ -181,7 +181,7 @@ def neck(n_draws=300, n_chains=4, n_warmup=50, seed=0):
         f"+- {100 * se:.1f} % (MC s.e., ESS of the indicator {n_eff:.0f}; truth 5.1 %), "
         f"min v {v.min():.2f}, ESS(v) {float(ess(v)):.0f}, accept "
         f"{float(res.stats['accept_prob'].mean()):.2f}, divergent "
-        f"{int(res.stats['diverging'].sum())}, time {dt:.0f} s "
+        f"{int(res.stats['divergent'].sum())}, time {dt:.0f} s "
         f"({dt / (n_warmup + n_draws):.2f} s per transition)"
     )
 

@@ -155,7 +155,7 @@ def main(n_rm=300, n_hmc=3000, n_chains=2, seed=0, only=None):
         print(
             f"| {name} | {n_chains}x{n} | {kl_to_truth(v):.3f} | {100 * (v < -4.9).mean():.1f} % "
             f"| {v.min():.2f} | {n_eff:.0f} | {float(res.stats['accept_prob'].mean()):.2f} "
-            f"| {int(res.stats['diverging'].sum())} | {dt:.0f} | {per / base:.2f} |",
+            f"| {int(res.stats['divergent'].sum())} | {dt:.0f} | {per / base:.2f} |",
             flush=True,
         )
     print(

@@ -111,7 +111,10 @@ class PosteriorSamples:
         if include_draws:
             posterior.update({k: v.numpy() for k, v in self.as_dict().items()})
         stats = {"lp": posterior["log_prob"]}
-        stats.update({k: v.numpy() for k, v in self.stats.items()})
+        # ArviZ's names: "diverging" for what the package calls "divergent"
+        stats.update(
+            {"diverging" if k == "divergent" else k: v.numpy() for k, v in self.stats.items()}
+        )
         if "step_size" in self.info:
             stats["step_size"] = np.broadcast_to(
                 np.asarray(self.info["step_size"])[:, None], posterior["log_prob"].shape

@@ -125,7 +125,7 @@ class _Record:
         self.warmup_divergent = torch.zeros(C, dtype=torch.long)
         self.draw_stats = {
             "accept_prob": torch.empty((C, self.n_kept_max), dtype=dtype),
-            "diverging": torch.zeros((C, self.n_kept_max), dtype=torch.bool),
+            "divergent": torch.zeros((C, self.n_kept_max), dtype=torch.bool),
             "energy_error": torch.empty((C, self.n_kept_max), dtype=dtype),
         }
 
@@ -144,7 +144,7 @@ class _Record:
         self.draws[:, k] = self.state.position.cpu()
         self.log_probs[:, k] = self.state.log_prob.cpu()
         self.draw_stats["accept_prob"][:, k] = t["accept_prob"][:, i]
-        self.draw_stats["diverging"][:, k] = t["divergent"][:, i]
+        self.draw_stats["divergent"][:, k] = t["divergent"][:, i]
         self.draw_stats["energy_error"][:, k] = t["energy_error"][:, i]
         for name, value in (info.extra or {}).items():
             if name not in self.draw_stats:  # (C,) or (C, k) per draw

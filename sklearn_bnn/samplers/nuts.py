@@ -78,7 +78,7 @@ class NUTS(Sampler):
     >>> result = sample(lambda x: -0.5 * (x**2).sum(), torch.zeros(3), NUTS(max_tree_depth=6),
     ...                 n_warmup=100, n_draws=100, n_chains=2, random_state=0)
     >>> sorted(result.stats)
-    ['accept_prob', 'diverging', 'energy_error', 'tree_depth']
+    ['accept_prob', 'divergent', 'energy_error', 'tree_depth']
     """
 
     def __init__(

@@ -208,7 +208,7 @@ def test_rmhmc_samples_a_10d_gaussian(integrator):
         n_chains=4,
         random_state=1,
     )
-    assert res.stats["diverging"].sum() == 0
+    assert res.stats["divergent"].sum() == 0
     assert_draws_match_gaussian(res.draws.numpy(), mean.numpy(), cov.numpy())
 
 
@@ -319,7 +319,7 @@ def test_non_finite_trajectories_are_rejected():
         random_state=0,
     )
     assert torch.isfinite(res.draws).all()
-    assert res.stats["diverging"].all()
+    assert res.stats["divergent"].all()
 
 
 def test_dense_metric_refuses_large_models_naming_the_memory():

@@ -77,7 +77,7 @@ def test_s3hmc_recovers_the_conjugate_precision_posterior_and_weight_moments():
     )
     draws = res.draws.numpy()
     tau = np.exp(draws[..., -1])
-    assert res.stats["diverging"].double().mean() < 0.02  # counted, rejected, rare
+    assert res.stats["divergent"].double().mean() < 0.02  # counted, rejected, rare
     _within(tau, m_tau)
     _within((tau - m_tau) ** 2, sd_tau**2)
     for k in range(3):
