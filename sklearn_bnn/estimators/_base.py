@@ -365,10 +365,13 @@ class BaseSamplingEstimator(
 
     def _sampler_object(self):
         """The configured sampler: ``sampler`` itself when it is an object, or the registered
-        sampler of that name built with the estimator's flat parameters; then as the setup
+        sampler of that name at its defaults (and the family's, ``_sampler_defaults``); for a
+        warm start, as the sampler resumes the stored run (``resume``); then as the setup
         registered for this family's data access makes it (``setup_sampler``: the minibatch
         samplers' MAP start and step choice), or unchanged where there is none."""
         sampler = resolve_sampler(self.sampler, **self._sampler_defaults())
+        if self._continuing() and hasattr(sampler, "resume"):
+            sampler = sampler.resume(self.samples_.stats)
         return setup_sampler(sampler, self._data_access, **self._sampler_setup())
 
     # -- prediction ----------------------------------------------------------------

@@ -29,7 +29,8 @@ class SamplingReportMixin:
         diag["n_chains"], diag["n_draws"] = samples.n_chains, len(samples)
         for key in ("n_divergent", "n_divergent_warmup", "n_grad_evals"):
             diag[key] += previous.get(key, 0)
-        if not self._sampler_object().warmup_options().get("adapt_mass", False):
+        sampler = self._sampler_object()
+        if not getattr(sampler, "warmup_options", dict)().get("adapt_mass", False):
             del diag["inv_mass"]
         n_div = int(run.divergent.sum())
         lp = samples.log_prob.double().numpy()

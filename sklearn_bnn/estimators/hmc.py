@@ -5,8 +5,6 @@ seeds/000 §3.1 (full HMC), REFERENCE §1.
 
 from __future__ import annotations
 
-from sklearn.base import clone
-
 from .._registry import register
 from ._base import BaseSamplingEstimator, store_params
 from ._calibration import CALIBRATION_ATTRS_DOC, CALIBRATION_DOC
@@ -103,21 +101,12 @@ _FITTED_DOC = """
 class _TrajectoryParams:
     """What the full-batch samplers (HMC, NUTS, RMHMC, ...) share on an estimator: the
     rescaling moves between transitions (a Gibbs block on the network's posterior, beside any
-    sampler), and the warm start of an adapted integration time. Shared by the HMC and split
-    HMC families; the samplers' own settings live on the sampler objects."""
+    sampler). Shared by the HMC and split HMC families; the samplers' own settings live on the
+    sampler objects."""
 
     _own_constraints: dict = {
         "rescale_moves": ["boolean"],
     }
-
-    def _sampler_object(self):
-        """The configured sampler; a warm start of a ChEES fit (``trajectory_length="auto"``)
-        goes on with the integration time its previous fit adapted."""
-        sampler = super()._sampler_object()
-        times = getattr(getattr(self, "samples_", None), "stats", {}).get("trajectory_time")
-        if times is None or not self._continuing() or "initial_time" not in sampler.get_params():
-            return sampler
-        return clone(sampler).set_params(initial_time=float(times[0, -1]))
 
     def _target_options(self) -> dict:
         return {**super()._target_options(), "rescale_moves": bool(self.rescale_moves)}

@@ -169,6 +169,13 @@ class Sampler(BaseEstimator):
         """A kernel of this configuration on ``target``."""
         raise NotImplementedError
 
+    def resume(self, stats: dict):
+        """The sampler that continues a run whose per-draw statistics are ``stats`` (an
+        estimator's warm start: no warmup). Itself by default; a sampler that adapts more than
+        the loop's step size and mass in warmup returns a copy that starts where the run
+        ended (HMC's adapted integration time)."""
+        return self
+
     def warmup_options(self) -> dict:
         """The warmup settings this sampler declares (those of :data:`WARMUP_SETTINGS` in its
         signature: the step size, "auto" for dual averaging, the acceptance it aims for, the

@@ -167,7 +167,8 @@ def run_sampler(sampler, target, positions: torch.Tensor, **kwargs):
     """
     # the warmup's settings come from the sampler object; a caller's run_kwargs give only
     # what a run carries over (a warm start's per-chain step sizes, adapt_mass=False)
-    kwargs["run_kwargs"] = {**sampler.warmup_options(), **kwargs.get("run_kwargs", {})}
+    declared = sampler.warmup_options() if hasattr(sampler, "warmup_options") else {}
+    kwargs["run_kwargs"] = {**declared, **kwargs.get("run_kwargs", {})}
     target = sampler.prepare_target(target)
     if positions.shape[-1] < getattr(target, "dim", positions.shape[-1]):
         positions = target.extend_positions(positions)

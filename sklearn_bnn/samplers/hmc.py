@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import torch
+from sklearn.base import clone
 
 from .._utils import check_scalar_param
 from ._base import Info, Kernel, Sampler, State, kinetic_energy, sample_momentum
@@ -178,6 +179,15 @@ class HMC(Sampler):
             check_scalar_param(self.initial_time, "initial_time", low=0, low_inclusive=False)
         resolve_integrator(self.integrator)
         check_metric(self.metric)
+
+    def resume(self, stats: dict):
+        """With ``trajectory_length="auto"``: a copy whose ChEES starts from the integration
+        time the run ended with (``stats["trajectory_time"]``), which a run without warmup
+        keeps."""
+        times = stats.get("trajectory_time")
+        if times is None or not _is_auto(self.trajectory_length):
+            return self
+        return clone(self).set_params(initial_time=float(times[0, -1]))
 
     def check_target(self, target) -> None:
         self._check_params()
