@@ -154,7 +154,7 @@ class BaseSamplingEstimator(
         params = super().get_params(deep=deep)
         if deep and isinstance(self.sampler, str):
             try:
-                named = resolve_sampler(self.sampler, **self._sampler_defaults())
+                named = resolve_sampler(self.sampler)
             except ValueError:  # an unknown name: fit says so
                 return params
             params.update(
@@ -170,7 +170,7 @@ class BaseSamplingEstimator(
         ``sampler__n_steps`` change the fit."""
         sampler = params.get("sampler", getattr(self, "sampler", None))
         if isinstance(sampler, str) and any(k.startswith("sampler__") for k in params):
-            named = resolve_sampler(sampler, **self._sampler_defaults())
+            named = resolve_sampler(sampler)
             params = {"sampler": named, **{k: v for k, v in params.items() if k != "sampler"}}
         return super().set_params(**params)
 
@@ -350,10 +350,6 @@ class BaseSamplingEstimator(
             return hierarchical_target(base, prior)
         return Target(network, X, targets, self._likelihood(), as_prior(prior))
 
-    def _sampler_defaults(self) -> dict:
-        """The flat parameters that configure a sampler given by name (a family's)."""
-        return {}
-
     def _target_options(self) -> dict:
         """Attributes a family sets on the target before sampling (``rescale_moves``)."""
         return {}
@@ -365,11 +361,11 @@ class BaseSamplingEstimator(
 
     def _sampler_object(self):
         """The configured sampler: ``sampler`` itself when it is an object, or the registered
-        sampler of that name at its defaults (and the family's, ``_sampler_defaults``); for a
+        sampler of that name at its defaults; for a
         warm start, as the sampler resumes the stored run (``resume``); then as the setup
         registered for this family's data access makes it (``setup_sampler``: the minibatch
         samplers' MAP start and step choice), or unchanged where there is none."""
-        sampler = resolve_sampler(self.sampler, **self._sampler_defaults())
+        sampler = resolve_sampler(self.sampler)
         if self._continuing() and hasattr(sampler, "resume"):
             sampler = sampler.resume(self.samples_.stats)
         return setup_sampler(sampler, self._data_access, **self._sampler_setup())

@@ -39,8 +39,8 @@ _SPLIT_PARAMS_DOC = """
         ``device="cuda"`` and ``data_device="cpu"`` each subset is copied to the GPU when needed,
         so the data need not fit in GPU memory.
 
-    All other parameters are those of the non-split estimator ({base}). A sampler given by
-    name integrates with the novel symmetric split leapfrog (seeds/000 Algorithm 1; reversible,
+    All other parameters are those of the non-split estimator ({base}). The samplers integrate
+    with the novel symmetric split leapfrog by default (seeds/000 Algorithm 1; reversible,
     second order, 2(M-1) subset gradients a step); the sampler's ``integrator`` setting
     chooses another, ``sampler__integrator="randomised"`` (Neal, eq. 7; subset order drawn per
     trajectory, 2M a step) or ``"naive"`` (nested leapfrog, eq. 8; exactly full leapfrog
@@ -50,8 +50,8 @@ _SPLIT_PARAMS_DOC = """
 
 class _SplitParams(_TrajectoryParams):
     """The split HMC family: the data cut into subsets (a
-    :class:`~sklearn_bnn.targets.SplitTarget`); a sampler given by name integrates with the
-    symmetric split leapfrog."""
+    :class:`~sklearn_bnn.targets.SplitTarget`), which the samplers integrate with the
+    symmetric split leapfrog unless told otherwise (its ``default_integrator``)."""
 
     _own_constraints: dict = {
         "n_splits": [Interval(Integral, 1, None, closed="left")],
@@ -83,9 +83,6 @@ class _SplitParams(_TrajectoryParams):
         )
         self.n_splits_ = target.n_splits
         return target
-
-    def _sampler_defaults(self) -> dict:
-        return {**super()._sampler_defaults(), "integrator": "symmetric"}
 
     def _loaded_state_spec(self) -> tuple[dict, dict]:
         required, optional = super()._loaded_state_spec()

@@ -81,10 +81,12 @@ class HMC(Sampler):
     max_steps : int, default=1024
         Cap on the steps of one trajectory set by ``trajectory_length`` (early warmup may try
         tiny step sizes).
-    integrator : {"leapfrog", "naive", "randomised", "symmetric"} or callable, default="leapfrog"
+    integrator : {"leapfrog", "naive", "randomised", "symmetric"}, callable or None, \
+default=None
         The integrator (see :mod:`sklearn_bnn.samplers.integrators`). The three split schemes
         (seeds/000 §3.2 and §4) need a target evaluated over data subsets, as the split
-        estimators make.
+        estimators make. None: the target's ``default_integrator`` where it has one (a split
+        target's is the symmetric split leapfrog), else the leapfrog.
     divergence_threshold : float, default=1000
         Energy error above which a trajectory counts as divergent (as Stan).
     metric : DiagonalMetric or DenseMetric, default=None
@@ -139,7 +141,7 @@ class HMC(Sampler):
     def __init__(
         self,
         n_steps=50,
-        integrator="leapfrog",
+        integrator=None,
         divergence_threshold=1000.0,
         trajectory_length=None,
         max_steps=1024,
@@ -177,7 +179,8 @@ class HMC(Sampler):
         check_jitter(self.n_steps_jitter, "n_steps_jitter")
         if self.initial_time is not None:
             check_scalar_param(self.initial_time, "initial_time", low=0, low_inclusive=False)
-        resolve_integrator(self.integrator)
+        if self.integrator is not None:
+            resolve_integrator(self.integrator)
         check_metric(self.metric)
 
     def resume(self, stats: dict):
@@ -191,9 +194,10 @@ class HMC(Sampler):
 
     def check_target(self, target) -> None:
         self._check_params()
-        if self.integrator in ("randomised", "symmetric") and not hasattr(target, "n_splits"):
+        integrator = integrator_for(self.integrator, target)
+        if integrator in ("randomised", "symmetric") and not hasattr(target, "n_splits"):
             raise ValueError(
-                f"integrator={self.integrator!r} integrates over data subsets: it needs a split "
+                f"integrator={integrator!r} integrates over data subsets: it needs a split "
                 "target (use SplitHMCClassifier / SplitHMCRegressor), got "
                 f"{type(target).__name__}."
             )
@@ -203,7 +207,7 @@ class HMC(Sampler):
         return HMCKernel(
             target,
             n_steps=self.n_steps,
-            integrator=resolve_integrator(self.integrator),
+            integrator=resolve_integrator(integrator_for(self.integrator, target, "leapfrog")),
             divergence_threshold=self.divergence_threshold,
             trajectory_length=self.trajectory_length,
             max_steps=self.max_steps,
@@ -212,6 +216,14 @@ class HMC(Sampler):
             n_steps_jitter=self.n_steps_jitter,
             initial_time=self.initial_time,
         )
+
+
+def integrator_for(integrator, target, fallback=None):
+    """``integrator`` when given, else ``target``'s ``default_integrator`` (a split target's
+    symmetric split leapfrog), else ``fallback``."""
+    if integrator is not None:
+        return integrator
+    return getattr(target, "default_integrator", fallback)
 
 
 def _is_auto(value) -> bool:

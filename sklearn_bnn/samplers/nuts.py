@@ -37,7 +37,7 @@ from ._base import Info, Sampler, State, sample_momentum
 from ._nuts_tree import Point, Trajectory, double
 from ._registry import register_sampler
 from .geometry.euclidean import IdentityMetric
-from .hmc import HMC, HMCKernel, check_metric
+from .hmc import HMC, HMCKernel, check_metric, integrator_for
 from .integrators import drift, kick, resolve_integrator
 
 __all__ = ["NUTS", "NUTSKernel"]
@@ -61,8 +61,10 @@ class NUTS(Sampler):
     divergence_threshold : float, default=1000
         Energy error above which a leaf counts as divergent (as Stan).
     integrator : None, str or callable, default=None
-        The one-step integrator of each leaf: None for the fused leapfrog, or a name of
-        :data:`~sklearn_bnn.samplers.INTEGRATORS` (a split scheme on a split target).
+        The one-step integrator of each leaf: a name of
+        :data:`~sklearn_bnn.samplers.INTEGRATORS` (a split scheme on a split target), or None:
+        the target's ``default_integrator`` where it has one (a split target's symmetric
+        split leapfrog), else the fused leapfrog.
     metric : DiagonalMetric or DenseMetric, default=None
         A fixed Euclidean metric (see :class:`~sklearn_bnn.samplers.HMC`): it wins over the
         loop's mass adaptation, which is skipped for this sampler. None uses the loop's
@@ -104,8 +106,9 @@ class NUTS(Sampler):
         check_scalar_param(self.max_tree_depth, "max_tree_depth", kind="int", low=1, high=30)
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         check_metric(self.metric)
-        if self.integrator is not None:
-            HMC(integrator=self.integrator).check_target(target)
+        integrator = integrator_for(self.integrator, target)
+        if integrator is not None:
+            HMC(integrator=integrator).check_target(target)
 
     def build(self, target) -> NUTSKernel:
         self.check_target(target)
@@ -113,9 +116,14 @@ class NUTS(Sampler):
             target,
             max_tree_depth=self.max_tree_depth,
             divergence_threshold=self.divergence_threshold,
-            integrator=None if self.integrator is None else resolve_integrator(self.integrator),
+            integrator=_leaf_integrator(integrator_for(self.integrator, target)),
             metric=self.metric,
         )
+
+
+def _leaf_integrator(name):
+    """The one-step integrator of a leaf: None for the fused leapfrog."""
+    return None if name is None else resolve_integrator(name)
 
 
 class NUTSKernel(HMCKernel):

@@ -63,7 +63,13 @@ class SplitTarget(Target):
         Row range of each subset.
     n_subset_grads : int
         Subset gradients evaluated so far (a counter for cost accounting).
+    default_integrator : str
+        "symmetric": what a sampler whose ``integrator`` is None integrates this target with,
+        the novel symmetric split leapfrog (seeds/000 Algorithm 1), so that a gradient never
+        spans more than one subset.
     """
+
+    default_integrator = "symmetric"
 
     def __init__(
         self,

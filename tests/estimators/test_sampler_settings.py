@@ -114,8 +114,9 @@ def test_a_named_sampler_becomes_a_fresh_object_never_a_shared_one():
     second = HMCClassifier()
     assert second.sampler == "hmc"
     assert second.set_params(sampler__step_jitter=0.0).sampler.n_steps == 50
-    # the split family's named sampler keeps the symmetric split integrator
-    assert SplitHMCRegressor().set_params(sampler__n_steps=5).sampler.integrator == "symmetric"
+    # a split target is integrated by its symmetric split leapfrog unless the sampler says
+    split = SplitHMCRegressor().set_params(sampler__n_steps=5).sampler
+    assert split.integrator is None
     # clone copies the object: setting the clone's leaves the original alone
     copy = clone(first).set_params(sampler__n_steps=3)
     assert (first.sampler.n_steps, copy.sampler.n_steps) == (9, 3)
@@ -168,3 +169,25 @@ def test_warmup_settings_of_the_sampler_drive_the_run():
         HMCRegressor(sampler=HMC(target_accept=1.5), **kwargs).fit(X, y)
     with pytest.raises(ValueError, match="step_size"):
         HMCRegressor(sampler=HMC(step_size=-1.0), **kwargs).fit(X, y)
+
+
+def test_a_split_target_is_integrated_by_its_split_leapfrog_unless_the_sampler_says():
+    import torch
+
+    from sklearn_bnn.likelihoods import Gaussian
+    from sklearn_bnn.priors import GaussianPrior
+    from sklearn_bnn.samplers import NUTS, symmetric_split
+    from sklearn_bnn.samplers.integrators import leapfrog, naive_split
+    from sklearn_bnn.targets import FunctionalNetwork, SplitTarget, Target
+
+    X, y = (torch.as_tensor(a, dtype=torch.float32) for a in _regression_data())
+    net = FunctionalNetwork(torch.nn.Linear(2, 1))
+    args = (net, X, y[:, None], Gaussian(precision=1.0), GaussianPrior(1.0))
+    split, full = SplitTarget(*args, n_splits=3), Target(*args)
+    assert HMC().build(split).integrator is symmetric_split
+    assert HMC().build(full).integrator is leapfrog
+    assert HMC(integrator="naive").build(split).integrator is naive_split
+    assert NUTS().build(split).integrator is symmetric_split
+    assert NUTS().build(full).integrator is None  # the fused leapfrog
+    with pytest.raises(ValueError, match="split target"):
+        HMC(integrator="symmetric").build(full)
