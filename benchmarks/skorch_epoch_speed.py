@@ -151,7 +151,7 @@ def main():
     sine_y = np.sin(2 * sine_X[:, 0]) + 0.05 * rng.normal(size=256)
     plan_X = rng.normal(size=(4000, 10))
     plan_Y = plan_X[:, :3] + 0.1 * rng.normal(size=(4000, 3))
-    kw = dict(dropout=0.1, weight_decay=1e-4, batch_size=128, random_state=0)
+    kw = dict(dropout=0.1, batch_size=128, random_state=0)
 
     cases = [
         (

@@ -9,6 +9,7 @@ the in-process registries of :mod:`._registry`.
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import torch
@@ -96,6 +97,31 @@ def _sampler_settings_folded(params: dict, known, where: str, depth: int) -> dic
     settings = {k: v for k, v in settings.items() if k in taken}
     params["sampler"] = {"__sampler__": name.lower(), "params": encode(settings)}
     return params
+
+
+# Parameters removed because another parameter sets the same quantity: a file that stores one
+# loads without it (its fitted state is intact); a value that had an effect then is named in a
+# warning, since a new fit of the loaded estimator follows the remaining parameter.
+_REMOVED_PARAMS = {
+    # MC dropout's weight decay overrode prior_precision; the prior sets the decay now
+    "weight_decay": (None, "the weight decay of a new fit follows prior_precision"),
+}
+
+
+def _removed_dropped(params: dict, known, where: str, depth: int) -> dict:
+    """``params`` without the removed parameters (a warning for one that had an effect)."""
+    out = dict(params)
+    for name, (inert, instead) in _REMOVED_PARAMS.items():
+        if name in out and name not in known:
+            value = decode(out.pop(name), f"{where}: parameter {name!r}", depth)
+            if value != inert:
+                warnings.warn(
+                    f"{where}: this file sets {name}={value!r}, which is no longer a parameter: "
+                    f"the loaded model predicts as saved; {instead}.",
+                    UserWarning,
+                    stacklevel=4,
+                )
+    return out
 
 
 def _renamed(params: dict, known) -> dict:
@@ -359,6 +385,7 @@ def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
         raise ValueError(f"{where}: malformed parameters.")
     known = set(cls._get_param_names())
     params = _sampler_settings_folded(_renamed(params, known), known, where, depth)
+    params = _removed_dropped(params, known, where, depth)
     missing = [
         _RENAMED_PARAMS.get(m, m) if type(m) is str and m not in known else m for m in missing
     ]

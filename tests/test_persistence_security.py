@@ -27,7 +27,7 @@ from sklearn_bnn import (
     MCDropoutClassifier,
     PlanNetRegressor,
 )
-from sklearn_bnn._persistence import register_network
+from sklearn_bnn._persistence import encode, register_network
 
 DATA = Path(__file__).parent / "data"
 FAST_HMC = dict(hidden_layer_sizes=(3,), n_draws=6, n_warmup=2, n_init_steps=2, random_state=0)
@@ -104,8 +104,10 @@ def test_file_written_before_the_allow_list_loads():
         loaded.predict_proba(expected["X"].numpy()), expected["proba"].numpy(),
         rtol=1e-5, atol=1e-6,
     )
-    # that file stores the parameters under their names before 0.1.0's vocabulary
-    assert (loaded.n_draws, loaded.n_steps) == (5, 50)
+    # that file stores the parameters under their names before 0.1.0's vocabulary, and the
+    # sampler's settings flat on the estimator: they are read onto its sampler
+    assert loaded.n_draws == 5
+    assert (type(loaded.sampler).__name__, loaded.sampler.n_steps) == ("HMC", 50)
 
 
 def test_old_sampler_parameter_names_load_under_the_new_ones():
@@ -116,6 +118,68 @@ def test_old_sampler_parameter_names_load_under_the_new_ones():
     fields["n_leapfrog"], fields["max_n_leapfrog"] = fields.pop("n_steps"), fields.pop("max_steps")
     sampler = decode({"__sampler__": "hmc", "params": {"__dict__": fields}})
     assert (sampler.n_steps, sampler.max_steps) == (7, 64)
+
+
+def _resaved(files, name, tmp_path, edit):
+    payload = _payload(files, name)
+    edit(payload)
+    path = tmp_path / f"{name}_old.pt"
+    torch.save(payload, path)
+    return path
+
+
+def test_flat_sampler_settings_of_older_files_move_onto_their_sampler(files, tmp_path):
+    """Files saved while the estimators took sampler settings flat (issue 32) load with each
+    setting on the sampler where the sampler takes it, as it was applied then."""
+    from sklearn_bnn.samplers import HMC
+
+    def flat(payload):
+        params = payload["params"]
+        params.update(n_steps=7, step_size=0.01, target_accept=0.9, max_tree_depth=5)
+        params["adapt_mass"] = True
+
+    loaded = sklearn_bnn.load(_resaved(files, "hmc_reg", tmp_path, flat))
+    assert isinstance(loaded.sampler, HMC)
+    got = loaded.sampler.get_params()
+    assert (got["n_steps"], got["step_size"], got["target_accept"], got["adapt_mass"]) == (
+        7, 0.01, 0.9, True,
+    )  # max_tree_depth is NUTS's: "hmc" never took it, and it is dropped
+    X = _data()[0]
+    np.testing.assert_array_equal(loaded.predict(X), files[0]["hmc_reg"].predict(X))
+
+    def on_object(payload):
+        payload["params"]["sampler"] = encode(HMC(n_steps=3))
+        payload["params"]["n_steps"] = 40  # ignored then, when the object won
+
+    loaded = sklearn_bnn.load(_resaved(files, "hmc_reg", tmp_path, on_object))
+    assert loaded.sampler.n_steps == 3
+
+
+def test_renamed_and_removed_parameters_of_older_files(files, tmp_path):
+    def metric(payload):  # EnsembleReducer's score was called the metric
+        payload["params"]["metric"] = payload["params"].pop("scoring")
+        state = payload["state"]["__dict__"]
+        state["metric_full_"] = state.pop("score_full_")
+        state["metric_reduced_"] = state.pop("score_reduced_")
+
+    reducer = sklearn_bnn.load(_resaved(files, "reducer", tmp_path, metric))
+    assert reducer.scoring == files[0]["reducer"].scoring
+    assert reducer.score_full_ == files[0]["reducer"].score_full_
+
+    def decay(value):
+        def edit(payload):
+            payload["params"]["weight_decay"] = value
+
+        return edit
+
+    X = _data()[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the value that had no effect loads silently
+        quiet = sklearn_bnn.load(_resaved(files, "dropout", tmp_path, decay(None)))
+    with pytest.warns(UserWarning, match="weight_decay=0.001"):
+        warned = sklearn_bnn.load(_resaved(files, "dropout", tmp_path, decay(1e-3)))
+    for loaded in (quiet, warned):
+        np.testing.assert_array_equal(loaded.predict(X), files[0]["dropout"].predict(X))
 
 
 @pytest.mark.parametrize("name", ["hmc", "hmc_reg", "dropout", "plannet", "decision", "reducer"])

@@ -81,8 +81,7 @@ class LearnedDropoutPenalty:
     For each learned dropout layer feeding a ``Linear`` of weight ``W`` (``K`` inputs):
     ``lambda ||W||^2 / (2 N (1 - p)) - K H(p) / N``, with ``H(p) = -p log p - (1 - p) log(1 - p)``
     (Gal, Hron & Kendall 2017, eq. 3; ``W`` the weight applied to the inverted-dropout input
-    ``x z / (1 - p)``, i.e. ``(1 - p)`` times Gal & Ghahramani's ``M``). ``lambda`` is 0 when a
-    fixed ``weight_decay`` replaces the prior (Adam's decay then covers ``W``). The data term
+    ``x z / (1 - p)``, i.e. ``(1 - p)`` times Gal & Ghahramani's ``M``). The data term
     pulls p down (the mask's noise costs fit, the more so the more data there are), the entropy
     up towards 1/2 with a weight 1/N: the learned rate falls as the data grow.
     """

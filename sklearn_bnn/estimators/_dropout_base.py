@@ -41,7 +41,6 @@ class _MCDropoutBase(TrainedEstimator):
         **TrainedEstimator._parameter_constraints,
         "dropout": [Interval(Real, 0, 1, closed="left"), StrOptions({"auto"})],
         "prior_precision": [Interval(Real, 0, None, closed="neither")],
-        "weight_decay": [Interval(Real, 0, None, closed="left"), None],
     }
 
     # ------------------------------------------------------------------ hooks
@@ -102,8 +101,6 @@ class _MCDropoutBase(TrainedEstimator):
     def _weight_decay_terms(self, net, n_train: int):
         """(parameter, coefficient) pairs of the KL term, eq. 3.21 (see
         :mod:`sklearn_bnn.estimators.dropout`)."""
-        if self.weight_decay is not None:
-            return [(p, float(self.weight_decay)) for p in net.parameters()]
         lam = float(self.prior_precision)
         terms, keep = [], 1.0
         for layer in net:
@@ -170,8 +167,7 @@ class _MCDropoutBase(TrainedEstimator):
         decay = self._weight_decay_terms(net, n_train)
         penalty = None
         if learned:
-            lam = 0.0 if self.weight_decay is not None else float(self.prior_precision)
-            penalty = LearnedDropoutPenalty(lam, n_train)
+            penalty = LearnedDropoutPenalty(float(self.prior_precision), n_train)
         # c ||p||^2 in the loss has gradient 2 c p: exactly Adam's (coupled, L2) weight decay
         # 2 c, which skips building the penalty into the graph at every step
         names = {id(p): name for name, p in module.named_parameters()}

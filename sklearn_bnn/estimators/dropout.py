@@ -70,10 +70,6 @@ _COMMON_PARAMS_DOC = """
         (their eq. 3.21 term ``lambda (1 - dropout) ||M||^2 / 2N`` written for the weights of
         torch's inverted dropout, ``W = (1 - dropout) M``), the other weights and the biases
         ``lambda / (2 N)``, ``N`` being the number of training points.
-    weight_decay : float >= 0 or None, default=None
-        If given, one coefficient ``c`` for every parameter (``c ||w||^2`` added to the
-        per-point loss), overriding ``prior_precision``; it corresponds to a prior precision
-        ``lambda = 2 N c (1 - dropout)``.
     n_predict_draws : int, default=100
         Number of dropout passes averaged at prediction.
     max_iter : int, default=200
@@ -162,7 +158,6 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
         activation="relu",
         dropout="auto",
         prior_precision=1.0,
-        weight_decay=None,
         n_predict_draws=100,
         max_iter=200,
         batch_size=128,
@@ -181,7 +176,6 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
         self.activation = activation
         self.dropout = dropout
         self.prior_precision = prior_precision
-        self.weight_decay = weight_decay
         self.n_predict_draws = n_predict_draws
         self.max_iter = max_iter
         self.batch_size = batch_size
@@ -315,7 +309,6 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         activation="relu",
         dropout="auto",
         prior_precision=1.0,
-        weight_decay=None,
         n_predict_draws=100,
         max_iter=200,
         batch_size=128,
@@ -334,7 +327,6 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         self.activation = activation
         self.dropout = dropout
         self.prior_precision = prior_precision
-        self.weight_decay = weight_decay
         self.n_predict_draws = n_predict_draws
         self.max_iter = max_iter
         self.batch_size = batch_size

@@ -89,8 +89,8 @@ def test_weight_decay_follows_prior_precision():
     for (param, coef), p in zip(terms, keep, strict=True):
         gal = 4.0 * p / (2 * n) * float((param / p).square().sum())
         np.testing.assert_allclose(coef * float(param.square().sum()), gal, rtol=1e-6)
-    clf.set_params(weight_decay=1e-3)
-    assert [c for _, c in clf._weight_decay_terms(net, n)] == [1e-3] * 6
+    with pytest.raises(ValueError, match="weight_decay"):  # one name for the prior: refused
+        clf.set_params(weight_decay=1e-3)
 
 
 def test_class_weight_is_weighted_cross_entropy():
@@ -207,7 +207,6 @@ def test_early_stopping_keeps_best_weights():
         ("dropout", 1.0),
         ("dropout", -0.1),
         ("prior_precision", 0.0),
-        ("weight_decay", -1.0),
         ("n_predict_draws", 0),
         ("max_iter", 1.5),
         ("batch_size", 0),
