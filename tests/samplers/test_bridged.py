@@ -62,7 +62,7 @@ def test_split_boxes_cover_every_sign_pattern():
 )
 def test_bridge_sampling_recovers_gaussian_box_masses(coords, points):
     # unnormalised N(0, diag(1, 4)): total mass 2 pi * 2; box masses from the normal CDF
-    sampler = BridgedHMC(split_coords=coords, split_points=points, n_steps=10)
+    sampler = BridgedHMC(split_coords=coords, split_points=points, n_steps=10, adapt_mass=True)
     result = sample(_gaussian(), torch.zeros(2), sampler, random_state=0, **RUN)
     info = result.info
     lower, upper = info["box_lower"], info["box_upper"]
@@ -107,7 +107,7 @@ def test_bivariate_mixture_mean():
     # seeds, |error| / MCSE <= 1.8 on all). With 3,200 draws per box, seeds 0-11: MCSE
     # 0.045-0.088, |error| 0.009-0.131, |error| / MCSE <= 2.3 (no bias: the mean error over
     # seeds is within its standard error); lower-box weight 0.402-0.432 (exact 0.421).
-    sampler = BridgedHMC(split_coords=[1], split_points=1.0, n_steps=10)
+    sampler = BridgedHMC(split_coords=[1], split_points=1.0, n_steps=10, adapt_mass=True)
     run = dict(n_warmup=150, n_draws=3200, n_chains=1)
     result = sample(MixtureTarget(), torch.zeros(2), sampler, random_state=0, **run)
     assert result.draws.shape == (1, 6400, 2)
@@ -172,6 +172,7 @@ def test_overlap_is_near_one_for_a_perfect_proposal_and_falls_with_separation():
 
 
 def test_warnings_for_few_draws_and_little_overlap():
+    # adapt_mass=False (the default): the run this test was written for
     sampler = BridgedHMC(split_coords=[0], n_steps=5, min_overlap=1.0)
     with pytest.warns(RuntimeWarning) as record:
         result = sample(
@@ -182,7 +183,6 @@ def test_warnings_for_few_draws_and_little_overlap():
             n_draws=20,
             n_chains=1,
             random_state=0,
-            adapt_mass=False,  # the run this test was written for
         )
     messages = " ".join(str(w.message) for w in record)
     assert "min_box_draws" in messages and "barely overlaps" in messages
@@ -192,7 +192,7 @@ def test_warnings_for_few_draws_and_little_overlap():
 
 @pytest.mark.slow
 def test_same_seed_same_result_whatever_runs_the_boxes():
-    sampler = BridgedHMC(n_split_params=2, n_steps=5)
+    sampler = BridgedHMC(n_split_params=2, n_steps=5, adapt_mass=True)
     kw = dict(n_warmup=40, n_draws=60, n_chains=2, random_state=3)
     one = sample(MixtureTarget(), torch.zeros(2), sampler, n_jobs=1, **kw)
     two = sample(MixtureTarget(), torch.zeros(2), sampler, n_jobs=2, chain_method="parallel", **kw)

@@ -39,28 +39,28 @@ def _correlated_5d():
 # ATEN_CPU_CAPABILITY=default, MKL_ENABLE_INSTRUCTIONS=SSE4_2) differ by at most 4e-10, while a
 # changed formula or seeding moves them by about the step size.
 REFERENCE_CASES = {
-    "hmc": (HMC(n_steps=8), dict(n_warmup=0, n_draws=20, step_size=0.4, random_state=0)),
+    "hmc": (HMC(n_steps=8, step_size=0.4), dict(n_warmup=0, n_draws=20, random_state=0)),
     "nuts": (
-        NUTS(max_tree_depth=5),
-        dict(n_warmup=0, n_draws=20, step_size=0.4, random_state=0),
+        NUTS(max_tree_depth=5, step_size=0.4),
+        dict(n_warmup=0, n_draws=20, random_state=0),
     ),
     "hmc_warmup": (HMC(n_steps=8), dict(n_warmup=10, n_draws=10, random_state=0)),
     "nuts_warmup": (NUTS(max_tree_depth=5), dict(n_warmup=10, n_draws=10, random_state=0)),
     "hmc_adapt": (
-        HMC(n_steps=8),
-        dict(n_warmup=20, n_draws=5, random_state=1, adapt_mass=True),
+        HMC(n_steps=8, adapt_mass=True),
+        dict(n_warmup=20, n_draws=5, random_state=1),
     ),
     "nuts_adapt": (
-        NUTS(max_tree_depth=5),
-        dict(n_warmup=30, n_draws=5, random_state=1, adapt_mass=True),
+        NUTS(max_tree_depth=5, adapt_mass=True),
+        dict(n_warmup=30, n_draws=5, random_state=1),
     ),
 }
 
 
 def reference_run(key):
-    """The run whose draws tests/data/reference_draws.pt stores under ``key``."""
+    """The run whose draws tests/data/reference_draws.pt stores under ``key`` (the warmup's
+    settings on the sampler: adapt_mass=False, its default, unless the case says otherwise)."""
     sampler, kwargs = REFERENCE_CASES[key]
-    kwargs = {"adapt_mass": False, **kwargs}
     return sample(
         _correlated_5d(), torch.zeros(5, dtype=torch.float64), clone(sampler), n_chains=2,
         **kwargs,
@@ -268,8 +268,14 @@ def test_dense_metric_samples_a_correlated_gaussian_efficiently(make):
         random_state=0,
     )
     _within_mc_error(dense.draws, cov)
-    identity = sample(
-        target, start, make(None), n_warmup=300, n_draws=500, n_chains=4, random_state=0
+    identity = sample(  # the identity metric, with the adapted diagonal mass
+        target,
+        start,
+        make(None).set_params(adapt_mass=True),
+        n_warmup=300,
+        n_draws=500,
+        n_chains=4,
+        random_state=0,
     )
     # Measured (this seed, CPU): minimum ESS per gradient, dense metric against identity,
     # HMC 1.40 against 0.023 (about 60x), NUTS 0.62 against 0.0085 (about 70x): the dense
@@ -307,7 +313,7 @@ def test_diagonal_metric_gives_the_draws_of_its_tensor():
 
 def test_fixed_metric_wins_over_mass_adaptation():
     cov = _correlated_10d()[:3, :3]
-    sampler = NUTS(metric=DenseMetric(cov))
+    sampler = NUTS(metric=DenseMetric(cov), adapt_mass=True)
     with pytest.warns(UserWarning, match="adapt_mass=True is ignored"):
         result = sample(
             _Gaussian(cov),
@@ -316,7 +322,6 @@ def test_fixed_metric_wins_over_mass_adaptation():
             n_warmup=30,
             n_draws=10,
             n_chains=2,
-            adapt_mass=True,
             random_state=0,
         )
     # the run reports the diagonal of the metric it used, not an adapted one

@@ -77,7 +77,9 @@ def _exact_moments():
     return (w * mu).sum(), (w * mu**2).sum() - (w * mu).sum() ** 2, (w * tau).sum()
 
 
-@pytest.mark.parametrize("inner", [HMC(n_steps=5), NUTS(max_tree_depth=5)])
+@pytest.mark.parametrize(
+    "inner", [HMC(n_steps=5, adapt_mass=True), NUTS(max_tree_depth=5, adapt_mass=True)]
+)
 def test_gibbs_kernel_samples_the_joint_posterior(inner):
     result = sample(
         MeanGivenPrecision(),
@@ -101,14 +103,13 @@ def test_gibbs_values_live_in_the_state_and_chains_do_not_share_them():
     by one gives the same draws, and the target is never changed."""
     kw = dict(n_warmup=50, n_draws=50, n_chains=3, random_state=4)
     target = MeanGivenPrecision()
-    together = sample(target, torch.zeros(1, dtype=F64), HMC(n_steps=4), **kw)
-    apart = sample(
-        target, torch.zeros(1, dtype=F64), HMC(n_steps=4), chain_method="sequential", **kw
-    )
+    inner = HMC(n_steps=4, adapt_mass=True)
+    together = sample(target, torch.zeros(1, dtype=F64), inner, **kw)
+    apart = sample(target, torch.zeros(1, dtype=F64), inner, chain_method="sequential", **kw)
     assert target.tau is None
     assert together.stats["tau"].shape == (3, 50)
     assert torch.equal(apart.draws, sample(
-        target, torch.zeros(1, dtype=F64), HMC(n_steps=4), chain_method="parallel",
+        target, torch.zeros(1, dtype=F64), inner, chain_method="parallel",
         n_jobs=2, **kw
     ).draws)  # fmt: skip
     kernel = GibbsKernel(HMC(n_steps=4).build(target), PrecisionBlock())

@@ -259,11 +259,10 @@ def test_explicit_rmhmc_on_the_doubled_phase_space_is_exact():
     res = sample(
         target,
         torch.tensor([3.0, 0.0], dtype=f64),
-        RMHMC(n_steps=3, integrator="explicit", omega=3.0, copy_scale=0.3),
+        RMHMC(n_steps=3, integrator="explicit", omega=3.0, copy_scale=0.3, step_size=0.2),
         n_warmup=100,
         n_draws=500,
         n_chains=4,
-        step_size=0.2,
         random_state=0,
     )
     assert 0.6 < res.stats["accept_prob"].double().mean() < 0.95
@@ -311,11 +310,10 @@ def test_non_finite_trajectories_are_rejected():
     res = sample(
         bad,
         torch.zeros(2, dtype=f64),
-        RMHMC(n_steps=3),
+        RMHMC(n_steps=3, step_size=5.0),
         n_warmup=0,
         n_draws=5,
         n_chains=2,
-        step_size=5.0,
         random_state=0,
     )
     assert torch.isfinite(res.draws).all()
@@ -338,6 +336,8 @@ def test_dense_metric_refuses_large_models_naming_the_memory():
         ({"tol": 0.0}, "tol"),
         ({"max_iter": 0}, "max_iter"),
         ({"metric": SoftAbsMetric(alpha=-1)}, "alpha"),
+        ({"step_size": -1.0}, "step_size"),
+        ({"target_accept": 1.5}, "target_accept"),
     ],
 )
 def test_bad_parameters_are_refused_by_name(params, name):

@@ -119,8 +119,8 @@ def test_sampling_a_plain_function_gives_the_closed_form_draws():
     funnel's are degenerate, so its momentum draws G^(1/2) z depend on the eigenbasis chosen)."""
     t = LogisticRegression2D()
     start = torch.tensor([1.0, 0.5], dtype=f64)
-    kw = dict(n_warmup=0, n_draws=5, n_chains=2, step_size=0.3, random_state=7)
-    sampler = RMHMC(n_steps=5)
+    kw = dict(n_warmup=0, n_draws=5, n_chains=2, random_state=7)
+    sampler = RMHMC(n_steps=5, step_size=0.3)
     a = sample(t.scalar_log_prob, start, sampler, **kw)
     b = sample(t, start, sampler, **kw)
     assert _close(a.draws, b.draws)

@@ -252,10 +252,10 @@ def test_every_random_number_comes_from_the_generator():
     target = NoisyGaussianTarget(MEAN, VAR)
     for sampler in (
         SGLD(step_size=0.01, n_steps=3),
-        SGHMC(integrator="obabo", n_steps=3),
-        AMAGOLD(n_steps=3),
-        GSGHMC(n_steps=3),
-        HTE(n_steps=3),
+        SGHMC(step_size=1e-3, integrator="obabo", n_steps=3),
+        AMAGOLD(step_size=1e-3, n_steps=3),
+        GSGHMC(step_size=1e-3, n_steps=3),
+        HTE(step_size=1e-3, n_steps=3),
     ):
         a = _run(target, sampler, n_draws=20, n_warmup=5, seed=5).draws
         torch.manual_seed(123)  # global state must not matter
@@ -274,12 +274,14 @@ def test_divergent_steps_are_undone_and_counted():
     "sampler, name",
     [
         (SGLD(step_size=-1.0), "step_size"),
-        (SGHMC(momentum=1.5), "momentum"),
-        (SGHMC(integrator="rk4"), "integrator"),
-        (GSGHMC(n_steps=0), "n_steps"),
-        (GSGHMC(energy="exact"), "energy"),
-        (SGLD(temperature=-1), "temperature"),
-        (HTE(warmup_step_size=0.0), "warmup_step_size"),
+        # step_size="auto" (the default) is the SG-MCMC estimators' to choose from the data
+        (SGLD(), "step_size"),
+        (SGHMC(step_size=1e-3, momentum=1.5), "momentum"),
+        (SGHMC(step_size=1e-3, integrator="rk4"), "integrator"),
+        (GSGHMC(step_size=1e-3, n_steps=0), "n_steps"),
+        (GSGHMC(step_size=1e-3, energy="exact"), "energy"),
+        (SGLD(step_size=1e-3, temperature=-1), "temperature"),
+        (HTE(step_size=1e-3, warmup_step_size=0.0), "warmup_step_size"),
     ],
 )
 def test_bad_parameters_raise_naming_them(sampler, name):
@@ -292,7 +294,7 @@ def test_full_batch_target_is_refused_clearly():
 
     target = FunctionTarget(lambda x: -(x**2).sum(), dim=2)
     with pytest.raises(ValueError, match="minibatch target"):
-        SGLD().build(target)
+        SGLD(step_size=1e-3).build(target)
 
 
 def test_synthetic_problem_draws_as_seeds_004():

@@ -54,7 +54,7 @@ def _run(start, seed, target=trap, **kwargs):
         result = sample(
             target,
             start,
-            HMC(n_steps=10),
+            HMC(n_steps=10, adapt_mass=True),  # sample()'s former default
             n_warmup=200,
             n_draws=400,
             n_chains=start.shape[0],
