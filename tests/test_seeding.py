@@ -7,7 +7,7 @@ import torch
 
 from sklearn_bnn import HMCRegressor, SGMCMCClassifier, SplitHMCClassifier
 from sklearn_bnn._seeding import child, numpy_rng, root_seed, torch_seed
-from sklearn_bnn.samplers import chain_seeds
+from sklearn_bnn.samplers import HMC, chain_seeds
 
 
 def test_children_depend_on_their_path_only():
@@ -60,8 +60,18 @@ SMALL = dict(hidden_layer_sizes=(4,), n_draws=6, n_warmup=6, n_init_steps=5, n_c
 @pytest.mark.parametrize(
     "make, task",
     [
-        (lambda s: HMCRegressor(**SMALL, n_steps=3, noise_precision=10.0, random_state=s), "r"),
-        (lambda s: SplitHMCClassifier(**SMALL, n_steps=3, n_splits=3, random_state=s), "c"),
+        (
+            lambda s: HMCRegressor(
+                **SMALL, sampler=HMC(n_steps=3), noise_precision=10.0, random_state=s
+            ),
+            "r",
+        ),
+        (
+            lambda s: SplitHMCClassifier(
+                **SMALL, sampler=HMC(n_steps=3), n_splits=3, random_state=s
+            ),
+            "c",
+        ),
         (lambda s: SGMCMCClassifier(**SMALL, batch_size=16, random_state=s), "c"),
     ],
 )

@@ -9,6 +9,7 @@ import torch
 import sklearn_bnn.estimators._base as base
 from sklearn_bnn import HMCRegressor, fit_threads
 from sklearn_bnn._threads import WORK_PER_THREAD, sampling_threads, threads_for
+from sklearn_bnn.samplers import HMC
 
 
 @pytest.fixture
@@ -44,7 +45,7 @@ def _model():
     return HMCRegressor(
         hidden_layer_sizes=(5,),
         n_warmup=5,
-        n_steps=3,
+        sampler=HMC(n_steps=3),
         n_init_steps=5,
         random_state=0,
         n_draws=5,

@@ -169,6 +169,7 @@ def test_bad_calibration_parameters_are_named(iris, bad):
 
 
 def test_an_interrupted_calibration_phase_keeps_its_draws(iris, monkeypatch):
+    from sklearn_bnn.samplers import HMC
     from sklearn_bnn.samplers.hmc import HMCKernel
 
     X, y = iris
@@ -183,7 +184,7 @@ def test_an_interrupted_calibration_phase_keeps_its_draws(iris, monkeypatch):
 
     monkeypatch.setattr(HMCKernel, "step", interrupting_step)
     with pytest.warns(RuntimeWarning, match="interrupted"):
-        clf = HMCClassifier(**SMALL, n_steps=5).fit(X, y)
+        clf = HMCClassifier(**SMALL, sampler=HMC(n_steps=5)).fit(X, y)
     assert clf.diagnostics_["interrupted"]
     assert len(clf.samples_) == 4
     assert clf.calibration_temperature_ == 1.0

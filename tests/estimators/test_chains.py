@@ -8,9 +8,11 @@ from conftest import assert_draws_match_gaussian, blr_posterior
 from torch import nn
 
 from sklearn_bnn import HMCClassifier, HMCRegressor
-from sklearn_bnn.samplers import chain_seeds
+from sklearn_bnn.samplers import HMC, chain_seeds
 
-SMALL = dict(hidden_layer_sizes=(8,), n_draws=30, n_warmup=30, n_steps=5, random_state=0)
+SMALL = dict(
+    hidden_layer_sizes=(8,), n_draws=30, n_warmup=30, sampler=HMC(n_steps=5), random_state=0
+)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +77,7 @@ def test_every_chain_method_samples_the_linear_regression_posterior(chain_method
         noise_precision=beta,
         n_draws=500,
         n_warmup=200,
-        n_steps=8,
+        sampler=HMC(n_steps=8),
         n_chains=3,
         dtype="float64",
         chain_method=chain_method,
@@ -109,7 +111,7 @@ def test_warm_start_keeps_the_adapted_mass_matrix(blobs, chain_method):
     params = {
         **SMALL,
         "n_warmup": 60,
-        "adapt_mass": True,
+        "sampler": HMC(n_steps=5, adapt_mass=True),
         "n_chains": 2,
         "chain_method": chain_method,
     }

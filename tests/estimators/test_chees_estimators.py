@@ -6,8 +6,16 @@ import pytest
 import torch
 
 from sklearn_bnn import HMCClassifier, HMCRegressor, SplitHMCRegressor
+from sklearn_bnn.samplers import HMC
 
-SMALL = dict(hidden_layer_sizes=(8,), n_steps=5, n_chains=3, random_state=0)
+SMALL = dict(hidden_layer_sizes=(8,), n_chains=3, random_state=0)
+
+
+def chees(**settings):
+    """HMC with ChEES's adapted integration time, from 5 steps of the first step size."""
+    return HMC(n_steps=5, trajectory_length="auto", **settings)
+
+
 pytestmark = pytest.mark.filterwarnings("ignore:R-hat:RuntimeWarning")
 
 
@@ -21,7 +29,7 @@ def data():
 
 def test_regressor_adapts_the_time_and_keeps_it_beside_each_draw(data, tmp_path):
     X, y = data
-    reg = HMCRegressor(trajectory_length="auto", n_warmup=60, n_draws=30, **SMALL).fit(X, y)
+    reg = HMCRegressor(sampler=chees(), n_warmup=60, n_draws=30, **SMALL).fit(X, y)
     times = reg.samples_.stats["trajectory_time"]
     assert times.shape == (3, 30)
     assert torch.all(times == times[0, 0]) and times[0, 0] > 0  # fixed after warmup
@@ -38,7 +46,7 @@ def test_regressor_adapts_the_time_and_keeps_it_beside_each_draw(data, tmp_path)
 def test_a_warm_start_continues_with_the_adapted_time(data):
     X, y = data
     y = y > 0
-    params = dict(trajectory_length="auto", n_warmup=40, calibration=None, **SMALL)
+    params = dict(sampler=chees(), n_warmup=40, calibration=None, **SMALL)
     once = HMCClassifier(n_draws=40, **params).fit(X, y)
     twice = HMCClassifier(n_draws=20, warm_start=True, **params).fit(X, y)
     twice.fit(X, y)
@@ -53,7 +61,7 @@ def test_a_warm_start_continues_with_the_adapted_time(data):
 def test_chees_needs_chains_run_together(data, chains):
     X, y = data
     params = {**SMALL, **chains}
-    reg = HMCRegressor(trajectory_length="auto", n_warmup=10, n_draws=10, **params)
+    reg = HMCRegressor(sampler=chees(), n_warmup=10, n_draws=10, **params)
     with pytest.raises(ValueError, match="n_chains >= 2 with chain_method='vectorized'"):
         reg.fit(X, y)
 
@@ -61,16 +69,16 @@ def test_chees_needs_chains_run_together(data, chains):
 def test_a_bad_value_is_named(data):
     X, y = data
     with pytest.raises(ValueError, match="trajectory_length"):
-        HMCRegressor(trajectory_length="longest", **SMALL).fit(X, y)
+        HMCRegressor(sampler=HMC(n_steps=5, trajectory_length="longest"), **SMALL).fit(X, y)
 
 
 def test_split_and_classifier_estimators_take_it(data):
     X, y = data
-    split = SplitHMCRegressor(
-        trajectory_length="auto", n_splits=2, n_warmup=20, n_draws=10, **SMALL
+    split = SplitHMCRegressor(  # a split estimator's "hmc" has the symmetric split leapfrog
+        sampler=chees(integrator="symmetric"), n_splits=2, n_warmup=20, n_draws=10, **SMALL
     ).fit(X, y)
     assert "trajectory_time" in split.samples_.stats
     clf = HMCClassifier(
-        trajectory_length="auto", calibration=None, n_warmup=20, n_draws=10, **SMALL
+        sampler=chees(), calibration=None, n_warmup=20, n_draws=10, **SMALL
     ).fit(X, y > 0)
     assert clf.predict_proba(X).shape == (60, 2)

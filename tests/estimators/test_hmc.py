@@ -16,9 +16,11 @@ import sklearn_bnn
 from sklearn_bnn import HMCClassifier, HMCRegressor
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.metrics import expected_calibration_error, negative_log_likelihood
-from sklearn_bnn.samplers import HMCKernel
+from sklearn_bnn.samplers import HMC, NUTS, HMCKernel
 
-SMALL = dict(hidden_layer_sizes=(8,), n_draws=40, n_warmup=40, n_steps=5, random_state=0)
+SMALL = dict(
+    hidden_layer_sizes=(8,), n_draws=40, n_warmup=40, sampler=HMC(n_steps=5), random_state=0
+)
 
 
 @pytest.fixture(scope="module")
@@ -239,12 +241,8 @@ def test_wrong_feature_count_at_predict(iris):
     [
         ("n_draws", 0),
         ("n_warmup", -1),
-        ("n_steps", 0),
         ("thin", 0),
         ("n_chains", 0),
-        ("step_size", -0.1),
-        ("step_size", "big"),
-        ("target_accept", 1.0),
         ("prior_precision", 0.0),
         ("hidden_layer_sizes", (10, 0)),
         ("activation", "swish-ish"),
@@ -259,10 +257,35 @@ def test_invalid_parameters_raise_valueerror_naming_them(param, value):
         HMCRegressor(**{**SMALL, param: value}).fit(X, y)
 
 
+@pytest.mark.parametrize(
+    "param, value",
+    [
+        ("n_steps", 0),
+        ("step_size", -0.1),
+        ("step_size", "big"),
+        ("target_accept", 1.0),
+        ("adapt_mass", "yes"),
+    ],
+)
+@pytest.mark.parametrize("sampler", [HMC, NUTS])
+def test_invalid_sampler_settings_raise_valueerror_naming_them(sampler, param, value):
+    """A sampler's settings live on the sampler object: a bad value is a ValueError at fit
+    naming it, given on the object or through ``set_params(sampler__<setting>=...)``."""
+    if param not in sampler().get_params():
+        pytest.skip(f"{sampler.__name__} has no {param}")
+    X, y = np.random.default_rng(0).normal(size=(10, 2)), np.arange(10.0)
+    with pytest.raises(ValueError, match=param):
+        HMCRegressor(**{**SMALL, "sampler": sampler(**{param: value})}).fit(X, y)
+    by_name = HMCRegressor(**{**SMALL, "sampler": sampler.__name__.lower()})
+    with pytest.raises(ValueError, match=param):
+        by_name.set_params(**{f"sampler__{param}": value}).fit(X, y)
+
+
 def test_too_large_step_size_warns_and_never_yields_nan(iris):
     X, y = iris
     with pytest.warns(RuntimeWarning, match="step_size"):
-        clf = HMCClassifier(calibration=None, **{**SMALL, "step_size": 50.0}).fit(X, y)
+        big = HMC(n_steps=5, step_size=50.0)
+        clf = HMCClassifier(calibration=None, **{**SMALL, "sampler": big}).fit(X, y)
     assert clf.diagnostics_["n_divergent"] > 0
     assert torch.isfinite(clf.samples_.draws).all()
     assert np.isfinite(clf.predict_proba(X)).all()

@@ -14,9 +14,11 @@ from sklearn.datasets import load_iris
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_bnn import HMCClassifier
-from sklearn_bnn.samplers import HMCKernel
+from sklearn_bnn.samplers import HMC, HMCKernel
 
-SMALL = dict(hidden_layer_sizes=(4,), n_draws=30, n_warmup=20, n_steps=3, random_state=0)
+SMALL = dict(
+    hidden_layer_sizes=(4,), n_draws=30, n_warmup=20, sampler=HMC(n_steps=3), random_state=0
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +55,11 @@ _SCRIPT = textwrap.dedent(
     import numpy as np
     from sklearn.datasets import load_iris
     from sklearn_bnn import HMCClassifier
+    from sklearn_bnn.samplers import HMC
     X, y = load_iris(return_X_y=True)
-    clf = HMCClassifier(hidden_layer_sizes=(8,), n_draws=100000, n_warmup=10, n_steps=3,
-                        n_chains=2, chain_method="parallel", n_jobs=2, init="random",
-                        verbose=True, random_state=0)
+    clf = HMCClassifier(hidden_layer_sizes=(8,), n_draws=100000, n_warmup=10,
+                        sampler=HMC(n_steps=3), n_chains=2, chain_method="parallel",
+                        n_jobs=2, init="random", verbose=True, random_state=0)
     print("fitting", flush=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -16,6 +16,7 @@ from sklearn_bnn import HMCRegressor
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.estimators.split import SplitHMCRegressor
 from sklearn_bnn.likelihoods import Gaussian, sample_gamma
+from sklearn_bnn.samplers import HMC
 
 
 def linear_module(n_in, n_out):
@@ -86,7 +87,7 @@ def test_learned_noise_matches_exact_marginal_posterior_in_y_units(normalize_y):
         normalize_y=normalize_y,
         n_draws=1000,
         n_warmup=200,
-        n_steps=8,
+        sampler=HMC(n_steps=8),
         n_chains=2,
         dtype="float64",
         random_state=0,
@@ -110,7 +111,9 @@ def test_noise_units_are_those_of_y_with_and_without_normalize_y():
     rng = np.random.default_rng(1)
     X = rng.uniform(-2, 2, size=(120, 1))
     y = 50.0 * (X[:, 0] + 0.1 * rng.normal(size=120)) + 1000.0  # noise sd 5 in y units
-    kw = dict(module=linear_module, n_draws=150, n_warmup=100, n_steps=8, random_state=0)
+    kw = dict(
+        module=linear_module, n_draws=150, n_warmup=100, sampler=HMC(n_steps=8), random_state=0
+    )
     stds = []
     for normalize_y in (False, True):
         reg = HMCRegressor(normalize_y=normalize_y, prior_precision=1e-6, **kw).fit(X, y)
@@ -130,7 +133,12 @@ def test_split_regressor_learns_noise_and_multi_output_keeps_one_per_output():
     X = rng.normal(size=(80, 2))
     Y = np.stack([X[:, 0] + 0.1 * rng.normal(size=80), X[:, 1] + 1.0 * rng.normal(size=80)], 1)
     reg = SplitHMCRegressor(
-        module=linear_module, n_splits=3, n_draws=60, n_warmup=60, n_steps=8, random_state=0
+        module=linear_module,
+        n_splits=3,
+        n_draws=60,
+        n_warmup=60,
+        sampler=HMC(n_steps=8, integrator="symmetric"),  # a split estimator's "hmc"
+        random_state=0,
     ).fit(X, Y)
     assert reg.samples_.stats["noise_precision"].shape == (1, 60, 2)
     np.testing.assert_allclose(reg.noise_std_, [0.1, 1.0], rtol=0.3)
@@ -144,7 +152,7 @@ def test_warm_start_continues_with_learned_noise():
         module=linear_module,
         n_draws=20,
         n_warmup=20,
-        n_steps=5,
+        sampler=HMC(n_steps=5),
         warm_start=True,
         normalize_y=True,
         random_state=0,

@@ -8,12 +8,16 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn_bnn import HMCClassifier, HMCRegressor, SplitHMCRegressor
 from sklearn_bnn._persistence import load, save
 from sklearn_bnn.priors import HierarchicalPrior
-from sklearn_bnn.samplers import NUTS
+from sklearn_bnn.samplers import HMC, NUTS
 
 # tiny budgets: the chains have not converged, and say so
 pytestmark = pytest.mark.filterwarnings("ignore:R-hat:RuntimeWarning")
 
-FAST = dict(hidden_layer_sizes=(8,), n_draws=20, n_warmup=20, n_steps=5, random_state=0)
+FAST = dict(
+    hidden_layer_sizes=(8,), n_draws=20, n_warmup=20, sampler=HMC(n_steps=5), random_state=0
+)
+# a split estimator's sampler by name integrates with the symmetric split leapfrog
+SPLIT_HMC = HMC(n_steps=5, integrator="symmetric")
 
 
 def _regression(n=40):
@@ -28,10 +32,13 @@ def _regression(n=40):
         lambda on: HMCClassifier(rescale_moves=on, n_chains=2, **FAST),
         lambda on: HMCRegressor(rescale_moves=on, prior_precision=HierarchicalPrior(), **FAST),
         lambda on: HMCRegressor(
-            rescale_moves=on, sampler=NUTS(max_tree_depth=4), n_chains=2, **FAST
+            rescale_moves=on, n_chains=2, **{**FAST, "sampler": NUTS(max_tree_depth=4)}
         ),
         lambda on: SplitHMCRegressor(
-            rescale_moves=on, n_splits=2, prior_precision=HierarchicalPrior(), **FAST
+            rescale_moves=on,
+            n_splits=2,
+            prior_precision=HierarchicalPrior(),
+            **{**FAST, "sampler": SPLIT_HMC},
         ),
     ],
     ids=["hmc-classifier", "hmc-hierarchical", "nuts-2-chains", "split-hierarchical"],

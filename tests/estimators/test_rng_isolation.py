@@ -20,15 +20,22 @@ from sklearn_bnn import (
     SplitHMCClassifier,
     SplitHMCRegressor,
 )
+from sklearn_bnn.samplers import HMC
 
-MCMC = dict(hidden_layer_sizes=(4,), n_draws=5, n_warmup=5, n_steps=3, random_state=0)
+
+def _split_hmc():
+    return HMC(n_steps=3, integrator="symmetric")
+
+
+MCMC = dict(hidden_layer_sizes=(4,), n_draws=5, n_warmup=5, random_state=0)
 DROPOUT = dict(hidden_layer_sizes=(4,), max_iter=3, n_predict_draws=3, random_state=0)
 
 ESTIMATORS = [
-    HMCClassifier(**MCMC),
-    HMCRegressor(**MCMC),
-    SplitHMCClassifier(n_splits=2, n_init_steps=5, **MCMC),
-    SplitHMCRegressor(n_splits=2, n_init_steps=5, **MCMC),
+    HMCClassifier(sampler=HMC(n_steps=3), **MCMC),
+    HMCRegressor(sampler=HMC(n_steps=3), **MCMC),
+    # a split estimator's sampler by name integrates with the symmetric split leapfrog
+    SplitHMCClassifier(n_splits=2, n_init_steps=5, sampler=_split_hmc(), **MCMC),
+    SplitHMCRegressor(n_splits=2, n_init_steps=5, sampler=_split_hmc(), **MCMC),
     MCDropoutClassifier(**DROPOUT),
     MCDropoutRegressor(**DROPOUT),
     MCDropoutClassifier(early_stopping=True, **DROPOUT),

@@ -10,13 +10,12 @@ from sklearn_bnn import HMCClassifier, HMCRegressor
 from sklearn_bnn._persistence import load, save
 from sklearn_bnn.estimators.split import SplitHMCRegressor
 from sklearn_bnn.priors import HierarchicalPrior
-from sklearn_bnn.samplers import RMHMC, S3HMC
+from sklearn_bnn.samplers import HMC, RMHMC, S3HMC
 
 FAST = dict(
     hidden_layer_sizes=(4,),
     n_draws=10,
     n_warmup=10,
-    n_steps=3,
     n_init_steps=150,
     random_state=0,
 )
@@ -24,11 +23,15 @@ FAST = dict(
 
 @parametrize_with_checks(
     [
-        HMCClassifier(prior_precision=HierarchicalPrior(), sampler="s3hmc", **FAST),
+        HMCClassifier(prior_precision=HierarchicalPrior(), sampler=S3HMC(n_steps=3), **FAST),
         HMCRegressor(prior_precision=HierarchicalPrior(), sampler=S3HMC(n_steps=3), **FAST),
-        HMCClassifier(prior_precision=HierarchicalPrior(scheme="gibbs"), **FAST),
+        HMCClassifier(
+            prior_precision=HierarchicalPrior(scheme="gibbs"), sampler=HMC(n_steps=3), **FAST
+        ),
         HMCRegressor(prior_precision=HierarchicalPrior(scheme="gibbs"), sampler="nuts", **FAST),
-        HMCRegressor(prior_precision=HierarchicalPrior(interweave=2), **FAST),
+        HMCRegressor(
+            prior_precision=HierarchicalPrior(interweave=2), sampler=HMC(n_steps=3), **FAST
+        ),
     ]
 )
 def test_sklearn_contract_with_a_hierarchical_prior(estimator, check):
@@ -44,7 +47,7 @@ def _regression(n=60, seed=0):
 def test_precisions_are_kept_beside_the_weights_and_survive_persistence(tmp_path):
     X, y = _regression()
     reg = HMCRegressor(
-        prior_precision=HierarchicalPrior(), sampler="s3hmc", n_chains=2, **FAST
+        prior_precision=HierarchicalPrior(), sampler=S3HMC(n_steps=3), n_chains=2, **FAST
     ).fit(X, y)
     n_weights = sum(p.numel() for p in reg.network_.module.parameters())
     assert reg.samples_.draws.shape == (2, 10, n_weights)  # weights only: prediction unchanged
@@ -65,7 +68,7 @@ def test_precisions_are_kept_beside_the_weights_and_survive_persistence(tmp_path
 def test_warm_start_continues_with_the_precisions():
     X, y = _regression()
     reg = HMCRegressor(
-        prior_precision=HierarchicalPrior(), sampler="s3hmc", warm_start=True, **FAST
+        prior_precision=HierarchicalPrior(), sampler=S3HMC(n_steps=3), warm_start=True, **FAST
     ).fit(X, y)
     reg.fit(X, y)
     assert reg.precisions_.shape[1] == 20 and reg.samples_.draws.shape[1] == 20
@@ -81,7 +84,7 @@ def test_bad_hyperprior_is_refused_by_name():
     X, y = _regression()
     with pytest.raises(ValueError, match="noise_alpha"):
         HMCRegressor(
-            prior_precision=HierarchicalPrior(noise_alpha=1.0), sampler="s3hmc", **FAST
+            prior_precision=HierarchicalPrior(noise_alpha=1.0), sampler=S3HMC(n_steps=3), **FAST
         ).fit(X, y)
 
 
@@ -104,7 +107,7 @@ def test_rmhmc_on_a_small_network():
 @pytest.mark.parametrize("scheme", ["gibbs", "joint"])
 def test_both_schemes_report_the_precisions_the_same_way(tmp_path, scheme):
     X, y = _regression()
-    sampler = "s3hmc" if scheme == "joint" else "hmc"
+    sampler = S3HMC(n_steps=3) if scheme == "joint" else HMC(n_steps=3)
     reg = HMCRegressor(
         prior_precision=HierarchicalPrior(scheme=scheme),
         sampler=sampler,
@@ -130,7 +133,8 @@ def test_both_schemes_report_the_precisions_the_same_way(tmp_path, scheme):
 
 def test_split_hmc_takes_the_gibbs_scheme_and_refuses_the_joint_one():
     X, y = _regression()
-    kw = dict(hidden_layer_sizes=(4,), n_draws=5, n_warmup=5, n_steps=3, n_splits=2)
+    split_hmc = HMC(n_steps=3, integrator="symmetric")  # a split estimator's "hmc"
+    kw = dict(hidden_layer_sizes=(4,), n_draws=5, n_warmup=5, sampler=split_hmc, n_splits=2)
     reg = SplitHMCRegressor(prior_precision=HierarchicalPrior(), **kw).fit(X, y)
     assert reg.precisions_.shape == (1, 5, 5)
     with pytest.raises(ValueError, match="scheme"):
@@ -140,13 +144,16 @@ def test_split_hmc_takes_the_gibbs_scheme_and_refuses_the_joint_one():
 def test_bad_scheme_is_refused_by_name():
     X, y = _regression()
     with pytest.raises(ValueError, match="scheme"):
-        HMCRegressor(prior_precision=HierarchicalPrior(scheme="gibs"), **FAST).fit(X, y)
+        bad = HierarchicalPrior(scheme="gibs")
+        HMCRegressor(prior_precision=bad, sampler=HMC(n_steps=3), **FAST).fit(X, y)
 
 
 @pytest.mark.parametrize(
     "make",
     [
-        lambda p: HMCRegressor(prior_precision=p, n_chains=2, warm_start=True, **FAST),
+        lambda p: HMCRegressor(
+            prior_precision=p, n_chains=2, warm_start=True, sampler=HMC(n_steps=3), **FAST
+        ),
         lambda p: HMCClassifier(prior_precision=p, sampler="nuts", **FAST),
         lambda p: SplitHMCRegressor(
             prior_precision=p, n_splits=2, hidden_layer_sizes=(4,), n_draws=5, n_warmup=5

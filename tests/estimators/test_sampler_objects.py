@@ -24,7 +24,9 @@ def iris():
 
 def test_sampler_object_and_name_give_identical_draws(iris):
     X, y = iris
-    by_name = HMCClassifier(sampler="nuts", max_tree_depth=6, **TINY).fit(X, y)
+    by_name = HMCClassifier(sampler="nuts", **TINY).set_params(sampler__max_tree_depth=6)
+    assert isinstance(by_name.sampler, NUTS)  # a sampler by name became an object to set
+    by_name.fit(X, y)
     by_object = HMCClassifier(sampler=NUTS(max_tree_depth=6), **TINY).fit(X, y)
     assert torch.equal(by_name.samples_.draws, by_object.samples_.draws)
     assert "mean_tree_depth" in by_object.diagnostics_

@@ -32,17 +32,21 @@ def test_default_classifier_fits_breast_cancer_as_well_as_an_mlp():
     assert 0 < float(torch.as_tensor(step).max()) <= cap * (1 + 1e-6)
 
 
-def test_step_size_auto_keeps_a_sampler_object_s_own_step():
-    from sklearn_bnn.samplers import SGHMC
+def test_a_sampler_s_numeric_step_is_kept_and_auto_is_chosen_from_the_data():
+    from sklearn_bnn.samplers import SGHMC, SGLD
     from sklearn_bnn.samplers.sg_step_size import AutoStepSampler
 
-    # a sampler object is wrapped only for the minibatch MAP start, keeping its own step
+    # a sampler with a step of its own is wrapped only for the minibatch MAP start, keeping it
     wrapped = SGMCMCClassifier(sampler=SGHMC(0.02))._sampler_object()
     assert isinstance(wrapped, AutoStepSampler) and not wrapped.choose_step
     plain = SGMCMCClassifier(sampler=SGHMC(0.02), init="random")._sampler_object()
     assert not isinstance(plain, AutoStepSampler)
+    # at step_size="auto" (the samplers' default), by name or as an object, the step is chosen
     assert isinstance(SGMCMCClassifier()._sampler_object(), AutoStepSampler)
     assert SGMCMCClassifier()._sampler_object().choose_step
+    assert SGMCMCClassifier(sampler=SGHMC(momentum=0.8))._sampler_object().choose_step
+    chosen = SGMCMCClassifier(sampler=SGLD(), init="random")._sampler_object()
+    assert isinstance(chosen, AutoStepSampler) and chosen.choose_step
     wrapped = SGMCMCClassifier(sampler=SGHMC(0.02), n_cycles=2)._sampler_object()
     assert isinstance(wrapped, AutoStepSampler) and not wrapped.choose_step
 

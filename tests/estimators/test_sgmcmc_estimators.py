@@ -12,13 +12,19 @@ from sklearn.preprocessing import StandardScaler
 
 import sklearn_bnn
 from sklearn_bnn import SGMCMCClassifier, SGMCMCRegressor
-from sklearn_bnn.samplers import GSGHMC
+from sklearn_bnn.samplers import GSGHMC, SAMPLERS, SGHMC
 from sklearn_bnn.targets import MinibatchTarget
+
+
+def _sg(name, step_size):
+    """The sampler ``name`` at its defaults with a fixed ``step_size``."""
+    return SAMPLERS[name](step_size=step_size)
+
 
 SMALL = dict(
     hidden_layer_sizes=(16,),
     batch_size=32,
-    step_size=0.02,
+    sampler=SGHMC(step_size=0.02),
     n_warmup=15,
     n_draws=15,
     init="random",  # the settings of docs/sgmcmc.md's iris table (random start)
@@ -36,7 +42,7 @@ def iris():
 def test_samplers_learn_iris(iris, sampler):
     X, y = iris
     step = {"sgld": 0.005, "amagold": 0.005}.get(sampler, 0.02)
-    clf = SGMCMCClassifier(**{**SMALL, "sampler": sampler, "step_size": step}).fit(X, y)
+    clf = SGMCMCClassifier(**{**SMALL, "sampler": _sg(sampler, step)}).fit(X, y)
     assert clf.score(X, y) > 0.8
     assert clf.predict_samples(X[:5]).shape == (15, 5, 3)
     assert 0 < clf.acceptance_rate_ <= 1
@@ -49,7 +55,7 @@ def test_adjusted_samplers_learn_iris(iris, sampler, step):
     (~0.6 per trajectory). Smaller steps are accepted more often but do not leave the random
     initialisation in 15 epochs (eps = 0.005: ~35-45 % accuracy, as for plain SGHMC)."""
     X, y = iris
-    clf = SGMCMCClassifier(**{**SMALL, "sampler": sampler, "step_size": step}).fit(X, y)
+    clf = SGMCMCClassifier(**{**SMALL, "sampler": _sg(sampler, step)}).fit(X, y)
     assert clf.score(X, y) > 0.85
     assert 0.3 < clf.acceptance_rate_ < 0.95
 
@@ -92,7 +98,7 @@ def test_joblib_and_weights_only_round_trips(tmp_path, iris):
     clf = SGMCMCClassifier(**SMALL).fit(X, y)
     rng = np.random.default_rng(0)
     Xr = rng.normal(size=(64, 3))
-    reg = SGMCMCRegressor(**{**SMALL, "step_size": 0.005}).fit(Xr, Xr.sum(1))
+    reg = SGMCMCRegressor(**{**SMALL, "sampler": SGHMC(step_size=0.005)}).fit(Xr, Xr.sum(1))
     for est, X_ in ((clf, X), (reg, Xr)):
         joblib.dump(est, tmp_path / "m.joblib")
         sklearn_bnn.save(est, tmp_path / "m.pt")
@@ -148,9 +154,8 @@ def test_memory_bounded_by_a_batch_on_a_memory_map(tmp_path, monkeypatch, sample
     monkeypatch.setattr(SGMCMCClassifier, "_make_target", recording_target)
     clf = SGMCMCClassifier(
         hidden_layer_sizes=(8,),
-        sampler=sampler,
+        sampler=_sg(sampler, 1e-3),
         batch_size=batch,
-        step_size=1e-3,
         n_warmup=0,
         n_draws=2,
         random_state=0,
@@ -212,9 +217,8 @@ def test_temperature_tempers_the_linear_regression_posterior_once():
             prior_precision=alpha,
             noise_precision=beta,
             temperature=T,
-            sampler="sgld",
+            sampler=_sg("sgld", 1e-3 * T),
             batch_size=n,
-            step_size=1e-3 * T,
             n_warmup=300,
             n_draws=3000,
             dtype="float64",
@@ -250,8 +254,7 @@ def test_recurrent_module_without_a_batching_rule(sampler, n_chains):
     y = X[:, ::2].sum(1)
     reg = SGMCMCRegressor(
         module=_LSTMRegressor,
-        sampler=sampler,
-        step_size=0.01,
+        sampler=_sg(sampler, 0.01),
         batch_size=10,
         n_warmup=2,
         n_draws=10,
@@ -277,6 +280,7 @@ def test_recurrent_module_with_learned_noise(cls):
     """The Gibbs step of the noise precision evaluates the residuals of every chain: with an
     ``nn.LSTM`` module it falls back to a loop too (full-batch and split targets)."""
     from sklearn_bnn import HMCRegressor, SplitHMCRegressor
+    from sklearn_bnn.samplers import HMC
 
     est_cls = {"HMCRegressor": HMCRegressor, "SplitHMCRegressor": SplitHMCRegressor}[cls]
     extra = {"n_splits": 2} if cls == "SplitHMCRegressor" else {}
@@ -288,7 +292,7 @@ def test_recurrent_module_with_learned_noise(cls):
         noise_precision=None,
         n_warmup=3,
         n_draws=3,
-        n_steps=3,
+        sampler=HMC(n_steps=3),
         n_chains=2,
         random_state=0,
         **extra,
@@ -330,9 +334,8 @@ def test_learned_noise_precision_streams_and_starts_from_the_exact_energy(monkey
     reg = SGMCMCRegressor(
         module=lambda i, o: torch.nn.Linear(i, o),
         noise_precision=None,
-        sampler=sampler,
+        sampler=_sg(sampler, 1e-5 if sampler == "sgld" else 3e-4),
         batch_size=200,
-        step_size=1e-5 if sampler == "sgld" else 3e-4,
         n_warmup=20,
         n_draws=40,
         n_chains=2,

@@ -11,12 +11,19 @@ from torch import nn
 import sklearn_bnn
 from sklearn_bnn import HMCClassifier, SplitHMCClassifier, SplitHMCRegressor
 from sklearn_bnn.diagnostics import ess
+from sklearn_bnn.samplers import HMC
+
+
+def split_hmc(integrator="symmetric", **settings):
+    """HMC with a split integrator (a split target's default: "symmetric")."""
+    return HMC(integrator=integrator, **settings)
+
 
 SMALL = dict(
     hidden_layer_sizes=(8,),
     n_draws=30,
     n_warmup=30,
-    n_steps=4,
+    sampler=split_hmc(n_steps=4),
     n_init_steps=50,
     random_state=0,
 )
@@ -44,7 +51,7 @@ def test_split_regressor_reproduces_bayesian_linear_regression_posterior():
         n_splits=3,
         n_draws=1000,
         n_warmup=150,
-        n_steps=3,
+        sampler=split_hmc(n_steps=3),
         dtype="float64",
         random_state=0,
     ).fit(X, y)
@@ -68,10 +75,9 @@ def test_classifier_on_class_sorted_data(iris_sorted, integrator):
     clf = SplitHMCClassifier(
         hidden_layer_sizes=(8,),
         n_splits=3,
-        integrator=integrator,
+        sampler=split_hmc(integrator, n_steps=5),
         n_draws=60,
         n_warmup=60,
-        n_steps=5,
         random_state=0,
     ).fit(X, y)
     assert clf.n_splits_ == 3
@@ -81,7 +87,8 @@ def test_classifier_on_class_sorted_data(iris_sorted, integrator):
 
 def test_split_size_sets_the_number_of_subsets(iris_sorted):
     X, y = iris_sorted
-    quick = {**SMALL, "n_draws": 2, "n_warmup": 0, "step_size": 0.01, "n_init_steps": 0}
+    quick = {**SMALL, "n_draws": 2, "n_warmup": 0, "n_init_steps": 0}
+    quick["sampler"] = split_hmc(n_steps=4, step_size=0.01)
     clf = SplitHMCClassifier(split_size=40, n_splits=99, **quick).fit(X, y)
     assert clf.n_splits_ == 4  # ceil(150 / 40); split_size takes precedence
     clf = SplitHMCClassifier(n_splits=500, **quick).fit(X[::8], y[::8])
@@ -113,22 +120,27 @@ def test_fit_never_evaluates_the_network_on_more_than_one_subset():
 
 def test_same_seed_same_draws(iris_sorted):
     X, y = iris_sorted
-    a = SplitHMCClassifier(integrator="randomised", **SMALL).fit(X, y)
-    b = SplitHMCClassifier(integrator="randomised", **SMALL).fit(X, y)
-    c = SplitHMCClassifier(integrator="randomised", **{**SMALL, "random_state": 1}).fit(X, y)
+    randomised = {**SMALL, "sampler": split_hmc("randomised", n_steps=4)}
+    a = SplitHMCClassifier(**randomised).fit(X, y)
+    b = SplitHMCClassifier(**randomised).fit(X, y)
+    c = SplitHMCClassifier(**{**randomised, "random_state": 1}).fit(X, y)
     assert torch.equal(a.samples_.draws, b.samples_.draws)
     assert not torch.equal(a.samples_.draws, c.samples_.draws)
 
 
 def test_joblib_and_weights_only_round_trips(tmp_path, iris_sorted):
     X, y = iris_sorted
-    clf = SplitHMCClassifier(integrator="randomised", n_splits=3, **SMALL).fit(X, y)
+    randomised = {**SMALL, "sampler": split_hmc("randomised", n_steps=4)}
+    clf = SplitHMCClassifier(n_splits=3, **randomised).fit(X, y)
     joblib.dump(clf, tmp_path / "m.joblib")
     sklearn_bnn.save(clf, tmp_path / "m.pt")
     torch.load(tmp_path / "m.pt", weights_only=True)
     for loaded in (joblib.load(tmp_path / "m.joblib"), sklearn_bnn.load(tmp_path / "m.pt")):
         assert type(loaded) is SplitHMCClassifier
-        assert loaded.get_params() == clf.get_params()
+        # equal parameters: the sampler object a copy, its settings (sampler__*) the same
+        params, loaded_params = clf.get_params(), loaded.get_params()
+        assert repr(loaded_params.pop("sampler")) == repr(params.pop("sampler"))
+        assert loaded_params == params
         assert loaded.n_splits_ == 3
         np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
 
@@ -160,8 +172,11 @@ def test_is_a_sibling_of_the_hmc_estimator_with_its_parameters_and_the_split_one
     assert not issubclass(SplitHMCClassifier, HMCClassifier)
     assert issubclass(SplitHMCClassifier, BaseSamplingEstimator)
     hmc, split = set(HMCClassifier().get_params()), set(SplitHMCClassifier().get_params())
-    assert split - hmc == {"n_splits", "split_size", "integrator", "data_device"}
+    assert split - hmc == {"n_splits", "split_size", "data_device"}
     assert hmc <= split
+    # the integrator is the sampler's setting (None: a split target's symmetric split leapfrog)
+    assert SplitHMCClassifier().get_params()["sampler__integrator"] is None
+    assert "integrator" not in SplitHMCClassifier().get_params(deep=False)
 
 
 @pytest.mark.parametrize(
@@ -170,7 +185,6 @@ def test_is_a_sibling_of_the_hmc_estimator_with_its_parameters_and_the_split_one
         ("n_splits", 0),
         ("n_splits", 2.5),
         ("split_size", 0),
-        ("integrator", "leapfrog"),
         ("data_device", "tpu"),
     ],
 )
@@ -178,6 +192,17 @@ def test_invalid_parameters_raise_valueerror_naming_them(iris_sorted, param, val
     X, y = iris_sorted
     with pytest.raises(ValueError, match=param):
         SplitHMCClassifier(**{**SMALL, param: value}).fit(X, y)
+
+
+def test_an_unknown_integrator_on_the_sampler_raises_valueerror_naming_it(iris_sorted):
+    X, y = iris_sorted
+    with pytest.raises(ValueError, match="integrator"):
+        SplitHMCClassifier(**{**SMALL, "sampler": split_hmc("rk4")}).fit(X, y)
+    with pytest.raises(ValueError, match="integrator"):
+        by_name = SplitHMCClassifier(**{**SMALL, "sampler": "hmc"})
+        by_name.set_params(sampler__integrator="rk4").fit(X, y)
+    with pytest.raises(ValueError, match="integrator"):
+        SplitHMCClassifier(integrator="naive")  # the sampler's setting, not the estimator's
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

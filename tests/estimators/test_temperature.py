@@ -28,7 +28,7 @@ def test_temperature_one_reproduces_the_untempered_draws():
     yc = (X[:, 0] > 0).astype(int)
     yr = X[:, 0] + 0.1 * rng.normal(size=30)
     kw = dict(
-        hidden_layer_sizes=(4,), n_draws=4, n_warmup=10, n_steps=10, n_init_steps=20,
+        hidden_layer_sizes=(4,), n_draws=4, n_warmup=10, n_init_steps=20,
         dtype="float64", random_state=0, temperature=1.0, rescale_moves=False,
     )  # fmt: skip
     reg_kw = dict(noise_precision=4.0, normalize_y=False)
@@ -36,7 +36,7 @@ def test_temperature_one_reproduces_the_untempered_draws():
     # fixed trajectory it drew with, on the split estimator with its own integrator too; and
     # the rescaling moves (rescale_moves=True default since), which these ReLU nets would take.
     fixed = HMC(n_steps=10, step_jitter=0.0)
-    split_fixed = HMC(n_steps=10, step_jitter=0.0, integrator=SplitHMCRegressor().integrator)
+    split_fixed = HMC(n_steps=10, step_jitter=0.0, integrator="symmetric")
     fits = {
         "classifier": HMCClassifier(**kw, sampler=fixed).fit(X, yc),
         "regressor": HMCRegressor(**reg_kw, **kw, sampler=fixed).fit(X, yr),
@@ -57,7 +57,8 @@ def test_tempered_bayesian_linear_regression_matches_its_closed_form(cls, T):
     X = rng.normal(size=(n, d))
     y = X @ np.array([1.0, -2.0]) + 0.3 + rng.normal(scale=0.5, size=n)
     alpha, beta = 2.0, 4.0
-    extra = {"n_splits": 3} if cls is SplitHMCRegressor else {}
+    split = cls is SplitHMCRegressor
+    extra = {"n_splits": 3} if split else {}
     reg = cls(
         module=lambda i, o: nn.Linear(i, o),
         prior_precision=alpha,
@@ -67,7 +68,8 @@ def test_tempered_bayesian_linear_regression_matches_its_closed_form(cls, T):
         n_warmup=200,
         # a jittered integration time of about 6 posterior sds (a fixed 10 steps happened to
         # be near-periodic at T = 0.25: ESS 30-80 of 1,200 draws)
-        trajectory_length=0.5 * np.sqrt(T),
+        # (a split estimator's "hmc": the symmetric split leapfrog)
+        sampler=HMC(trajectory_length=0.5 * np.sqrt(T), integrator="symmetric" if split else None),
         n_chains=2,
         dtype="float64",
         random_state=1,
@@ -95,7 +97,8 @@ def test_cold_classifier_draws_spread_by_the_square_root_of_the_temperature():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 2))
     y = (X[:, 0] + 0.5 * rng.normal(size=60) > 0).astype(int)
-    kw = dict(hidden_layer_sizes=(8,), n_draws=60, n_warmup=60, n_steps=10, random_state=0)
+    split_hmc = HMC(n_steps=10, integrator="symmetric")
+    kw = dict(hidden_layer_sizes=(8,), n_draws=60, n_warmup=60, sampler=split_hmc, random_state=0)
     warm = SplitHMCClassifier(n_splits=2, **kw).fit(X, y)
     cold = SplitHMCClassifier(n_splits=2, temperature=0.05, **kw).fit(X, y)
     spread_warm = warm.predict_samples(X)[..., 1].std(0).mean()
