@@ -20,12 +20,18 @@ def log_p(theta):
 
 start = torch.zeros(2, dtype=torch.float64)
 plain = sample(
-    log_p, start, HMC(n_steps=10), n_warmup=300, n_draws=2000, n_chains=1, random_state=0
+    log_p,
+    start,
+    HMC(n_steps=10, adapt_mass=True),
+    n_warmup=300,
+    n_draws=2000,
+    n_chains=1,
+    random_state=0,
 )
 bridged = sample(
     log_p,
     start,
-    BridgedHMC(split_coords=[1], split_points=1.0, n_steps=10),
+    BridgedHMC(split_coords=[1], split_points=1.0, n_steps=10, adapt_mass=True),
     n_warmup=300,
     n_draws=1000,
     n_chains=1,

@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from sklearn_bnn import HMCRegressor
+from sklearn_bnn.samplers import HMC
 
 rng = np.random.default_rng(0)
 x = rng.uniform(-3, 3, 100)
@@ -24,7 +25,7 @@ print(
     f"{'per 1k grad':>13}{'R-hat':>7}"
 )
 for label, length in (("50 steps", None), ('"auto"', "auto")):
-    reg = HMCRegressor(trajectory_length=length, **common)
+    reg = HMCRegressor(sampler=HMC(trajectory_length=length), **common)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # R-hat warnings: shown in the table
         reg.fit(X, y)

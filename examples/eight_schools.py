@@ -42,7 +42,7 @@ def main() -> None:
     result = sample(
         log_density,
         torch.zeros(10, dtype=torch.float64),
-        NUTS(max_tree_depth=8),
+        NUTS(max_tree_depth=8, adapt_mass=True),  # a diagonal mass adapted in warmup
         n_warmup=1000,
         n_draws=1000,
         n_chains=4,

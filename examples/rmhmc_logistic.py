@@ -31,14 +31,13 @@ def log_posterior(w):
 
 
 runs = {
-    "implicit (default)": (RMHMC(n_steps=3), "auto"),
-    "explicit, exact": (RMHMC(n_steps=3, integrator="explicit", omega=3.0, copy_scale=0.3), 0.2),
-    "explicit, Algorithm 4": (
-        RMHMC(n_steps=3, integrator="explicit", reset_copies=True),
-        "auto",
+    "implicit (default)": RMHMC(n_steps=3),
+    "explicit, exact": RMHMC(
+        n_steps=3, integrator="explicit", omega=3.0, copy_scale=0.3, step_size=0.2
     ),
+    "explicit, Algorithm 4": RMHMC(n_steps=3, integrator="explicit", reset_copies=True),
 }
-for name, (sampler, step_size) in runs.items():
+for name, sampler in runs.items():
     sampler.set_params(metric=SoftAbsMetric(alpha=1e6))
     t0 = time.perf_counter()
     res = sample(
@@ -48,7 +47,6 @@ for name, (sampler, step_size) in runs.items():
         n_warmup=30,
         n_draws=80,
         n_chains=2,
-        step_size=step_size,
         random_state=0,
     )
     summary = res.summary()

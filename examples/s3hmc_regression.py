@@ -10,6 +10,7 @@ import numpy as np
 
 from sklearn_bnn import HMCRegressor
 from sklearn_bnn.priors import HierarchicalPrior
+from sklearn_bnn.samplers import S3HMC
 
 rng = np.random.default_rng(0)
 X = rng.uniform(-3, 3, (80, 1))
@@ -19,8 +20,7 @@ reg = HMCRegressor(
     hidden_layer_sizes=(50,),
     activation="tanh",
     prior_precision=HierarchicalPrior(alpha=2.0, beta=1.0),
-    sampler="s3hmc",
-    n_steps=20,
+    sampler=S3HMC(n_steps=20),
     n_draws=100,
     n_warmup=150,
     n_chains=2,

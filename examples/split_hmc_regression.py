@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from sklearn_bnn import SplitHMCRegressor
+from sklearn_bnn.samplers import HMC
 
 
 def make_data(n, rng):
@@ -41,10 +42,9 @@ def main(output_dir=None):
             hidden_layer_sizes=(50, 50),
             noise_precision=100.0,  # noise sd 0.1, known here
             n_splits=4,
-            integrator=integrator,
+            sampler=HMC(integrator=integrator, n_steps=20),
             n_draws=200,
             n_warmup=200,
-            n_steps=20,
             random_state=0,
         )
         start = time.perf_counter()

@@ -138,9 +138,11 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
     >>> from sklearn.datasets import load_iris
     >>> from sklearn.preprocessing import StandardScaler
     >>> X, y = load_iris(return_X_y=True)
+    >>> from sklearn_bnn.samplers import SGHMC
     >>> X = StandardScaler().fit_transform(X)
-    >>> clf = SGMCMCClassifier(hidden_layer_sizes=(10,), batch_size=32, step_size=0.02,
-    ...                        n_warmup=20, n_draws=20, random_state=0).fit(X, y)
+    >>> clf = SGMCMCClassifier(hidden_layer_sizes=(10,), batch_size=32,
+    ...                        sampler=SGHMC(step_size=0.02), n_warmup=20, n_draws=20,
+    ...                        random_state=0).fit(X, y)
     >>> clf.predict_proba(X[:2]).shape
     (2, 3)
     """
@@ -198,9 +200,11 @@ class SGMCMCRegressor(SamplingRegressorMixin, _MinibatchParams, BaseSamplingEsti
     Examples
     --------
     >>> import numpy as np
+    >>> from sklearn_bnn.samplers import SGHMC
     >>> X = np.linspace(-1, 1, 64)[:, None]; y = np.sin(3 * X[:, 0])
     >>> reg = SGMCMCRegressor(hidden_layer_sizes=(20,), noise_precision=100.0, batch_size=16,
-    ...                       step_size=0.005, n_warmup=20, n_draws=20, random_state=0)
+    ...                       sampler=SGHMC(step_size=0.005), n_warmup=20, n_draws=20,
+    ...                       random_state=0)
     >>> reg.fit(X, y).predict(X[:3]).shape
     (3,)
     """
