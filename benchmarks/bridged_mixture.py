@@ -66,14 +66,19 @@ def run(method: str, n_draws: int, n_warmup: int, seed: int):
     t0 = time.perf_counter()
     if method == "1chain":
         res = sample(
-            MixtureTarget(), start, HMC(n_steps=10), n_draws=n_draws, n_chains=1, **common
+            MixtureTarget(),
+            start,
+            HMC(n_steps=10, adapt_mass=True),
+            n_draws=n_draws,
+            n_chains=1,
+            **common,
         )
         per_job = time.perf_counter() - t0
     elif method == "4chains":
         res = sample(
             MixtureTarget(),
             start,
-            HMC(n_steps=10),
+            HMC(n_steps=10, adapt_mass=True),
             n_draws=n_draws // 4,
             n_chains=4,
             chain_method="sequential",
@@ -81,7 +86,7 @@ def run(method: str, n_draws: int, n_warmup: int, seed: int):
         )
         per_job = (time.perf_counter() - t0) / 4
     else:
-        sampler = BridgedHMC(split_coords=[1], split_points=1.0, n_steps=10)
+        sampler = BridgedHMC(split_coords=[1], split_points=1.0, n_steps=10, adapt_mass=True)
         res = sample(
             MixtureTarget(),
             start,
@@ -100,7 +105,7 @@ def upper_box_alone(n_draws: int, n_warmup: int, seed: int):
     crossings between the pieces, and its mean."""
     target = MixtureTarget()
     sampler = ConstrainedHMC(
-        lower=[-np.inf, 1.0], upper=[np.inf, np.inf], n_steps=10, step_jitter=0.2
+        lower=[-np.inf, 1.0], upper=[np.inf, np.inf], n_steps=10, step_jitter=0.2, adapt_mass=True
     )
     res = sample(
         target,

@@ -27,7 +27,7 @@ from sklearn.datasets import make_moons
 from sklearn.metrics import accuracy_score, log_loss
 
 from sklearn_bnn import HMCClassifier
-from sklearn_bnn.samplers import BridgedHMC
+from sklearn_bnn.samplers import HMC, BridgedHMC
 
 PAPER = {1: (96.5, 57), 4: (95.8, 42), 8: (94.4, 23), 16: (95.2, 13)}
 
@@ -63,7 +63,7 @@ def main():
                 n_jobs=args.n_jobs,
             )
             if n_boxes == 1:
-                clf = HMCClassifier(n_draws=args.n_draws, n_steps=20, **params)
+                clf = HMCClassifier(n_draws=args.n_draws, sampler=HMC(n_steps=20), **params)
             else:
                 s = int(np.log2(n_boxes))
                 sampler = BridgedHMC(n_split_params=s, n_steps=20)

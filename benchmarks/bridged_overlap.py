@@ -100,7 +100,9 @@ def main():
     lower = np.full(target.dim, -np.inf)
     lower[args.coord] = 0.0
     upper = np.full(target.dim, np.inf)
-    box = ConstrainedHMC(lower=lower, upper=upper, n_steps=20, step_jitter=0.2)
+    box = ConstrainedHMC(
+        lower=lower, upper=upper, n_steps=20, step_jitter=0.2, adapt_mass=True
+    )
     start = keep.positions_[:1].to(target.dtype)
     start = to_box(
         start, torch.as_tensor(lower, dtype=start.dtype), torch.as_tensor(upper, dtype=start.dtype)

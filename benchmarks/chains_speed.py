@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from sklearn_bnn import HMCRegressor
+from sklearn_bnn.samplers import HMC
 
 
 def timed_fit(X, y, **params):
@@ -24,8 +25,7 @@ def timed_fit(X, y, **params):
         hidden_layer_sizes=(50,),
         n_warmup=0,
         n_draws=100,
-        n_steps=10,
-        step_size=1e-3,
+        sampler=HMC(n_steps=10, step_size=1e-3),
         init="random",
         noise_precision=10.0,
         random_state=0,

@@ -39,6 +39,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn_bnn import HMCClassifier, HMCRegressor
 from sklearn_bnn.diagnostics import ess_bulk
 from sklearn_bnn.metrics import gaussian_nll, negative_log_likelihood
+from sklearn_bnn.samplers import HMC
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from uci import load_uci, standardise  # noqa: E402
@@ -61,10 +62,10 @@ def concrete_problem():
 PROBLEMS = {"digits": digits_problem, "concrete": concrete_problem}
 CONFIGS = {
     "fixed": {},
-    "chees": {"trajectory_length": "auto"},
+    "chees": {"sampler": HMC(trajectory_length="auto")},
     "fixed1": {"n_chains": 1},
-    "fixed_mass": {"adapt_mass": True},
-    "chees_mass": {"trajectory_length": "auto", "adapt_mass": True},
+    "fixed_mass": {"sampler": HMC(adapt_mass=True)},
+    "chees_mass": {"sampler": HMC(trajectory_length="auto", adapt_mass=True)},
 }
 
 

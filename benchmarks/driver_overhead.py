@@ -98,7 +98,7 @@ def main() -> None:
             result = sample(
                 logdensity,
                 torch.zeros(10, dtype=torch.float64),
-                NUTS(),
+                NUTS(adapt_mass=True),  # sample()'s adaptation of a diagonal mass
                 n_warmup=args.n_warmup,
                 n_draws=args.n_draws,
                 n_chains=4,

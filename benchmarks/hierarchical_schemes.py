@@ -63,6 +63,7 @@ from sklearn_bnn import HMCClassifier, HMCRegressor
 from sklearn_bnn.diagnostics import ess_bulk, rhat
 from sklearn_bnn.metrics import expected_calibration_error, gaussian_nll, negative_log_likelihood
 from sklearn_bnn.priors import HierarchicalPrior
+from sklearn_bnn.samplers import HMC, S3HMC
 
 PROBLEMS = ("regression", "digits", "panel")
 
@@ -106,10 +107,10 @@ def make_model(problem, name, args):
     budget = dict(
         n_warmup=args.n_warmup,
         n_draws=args.n_draws,
-        n_steps=args.n_steps,
         n_chains=args.n_chains,
         random_state=args.seed,
     )
+    settings = dict(n_steps=args.n_steps)  # the sampler's
     if problem == "regression":
         cls = HMCRegressor
         budget.update(hidden_layer_sizes=(50,), activation=args.activation)
@@ -120,19 +121,20 @@ def make_model(problem, name, args):
     if match:  # the interweaving move, that many rounds: "gibbs_iw1", "gibbs_rescale_iw2"
         name, interweave = match[1], int(match[2])
     if name.endswith("_chees"):  # the integration time adapted across the chains (ChEES)
-        budget["trajectory_length"], name = "auto", name.removesuffix("_chees")
+        settings["trajectory_length"], name = "auto", name.removesuffix("_chees")
     if name.endswith("_rescale"):  # the exact unit-rescaling move (ReLU / identity MLPs)
         budget["rescale_moves"], name = True, name.removesuffix("_rescale")
     elif name in ("fixed", "gibbs", "gibbs_mass"):
         budget["rescale_moves"] = False
     if name == "fixed":
-        model = cls(**budget)
+        model = cls(sampler=HMC(**settings), **budget)
     elif name in ("gibbs", "gibbs_mass"):
-        budget["adapt_mass"] = name == "gibbs_mass"
+        settings["adapt_mass"] = name == "gibbs_mass"
         prior = HierarchicalPrior(scheme="gibbs", interweave=interweave)
-        model = cls(prior_precision=prior, **budget)
-    elif name == "joint":
-        model = cls(prior_precision=HierarchicalPrior(scheme="joint"), sampler="s3hmc", **budget)
+        model = cls(prior_precision=prior, sampler=HMC(**settings), **budget)
+    elif name == "joint":  # S3HMC takes the step count (no trajectory_length, no mass)
+        sampler = S3HMC(n_steps=settings["n_steps"])
+        model = cls(prior_precision=HierarchicalPrior(scheme="joint"), sampler=sampler, **budget)
     else:
         raise ValueError(f"unknown model {name!r}")
     return make_pipeline(StandardScaler(), model) if problem == "panel" else model

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from sklearn_bnn import HMCClassifier, HMCRegressor
+from sklearn_bnn.samplers import HMC
 
 DATA = Path(os.environ.get("UCI_DATA", Path(__file__).resolve().parents[2] / "shared/data/uci"))
 DATASETS = ("concrete", "energy", "yacht", "wine-quality-red")
@@ -41,9 +42,11 @@ PUBLISHED_RMSE = {"concrete": 4.82, "energy": 0.54, "yacht": 0.67, "wine-quality
 
 def configs(trajectory_length: float) -> dict:
     return {
-        "before": lambda var_y: dict(noise_precision=25.0 / var_y, n_steps=50),
-        "learned": lambda var_y: dict(n_steps=50),
-        "traj": lambda var_y: dict(trajectory_length=trajectory_length, adapt_mass=True),
+        "before": lambda var_y: dict(noise_precision=25.0 / var_y, sampler=HMC(n_steps=50)),
+        "learned": lambda var_y: dict(sampler=HMC(n_steps=50)),
+        "traj": lambda var_y: dict(
+            sampler=HMC(trajectory_length=trajectory_length, adapt_mass=True)
+        ),
     }
 
 
@@ -156,8 +159,8 @@ def digits(args) -> None:
     print("| --- | --- | --- | --- | --- | --- | --- |")
     base = None
     for label, kw in (
-        ("before", dict(n_steps=50)),
-        ("traj", dict(trajectory_length=args.trajectory_length, adapt_mass=True)),
+        ("before", dict(sampler=HMC(n_steps=50))),
+        ("traj", dict(sampler=HMC(trajectory_length=args.trajectory_length, adapt_mass=True))),
     ):
         if label not in args.configs:
             continue

@@ -24,7 +24,7 @@ from torch import nn
 from sklearn_bnn import HMCClassifier
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers import HMCKernel, run_chains
+from sklearn_bnn.samplers import HMC, HMCKernel, run_chains
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
 
@@ -81,8 +81,7 @@ def predict_speed(n_rows, n_draws=500, repeats=3):
             hidden_layer_sizes=(50,),
             n_draws=n_draws,
             n_warmup=0,
-            n_steps=1,
-            step_size=1e-4,
+            sampler=HMC(n_steps=1, step_size=1e-4),
             init="random",
             random_state=0,
         )

@@ -159,12 +159,10 @@ def ours_hmc(module, X, y, theta0, n_transitions, seed, split):
     result = sample(
         target,
         theta0[None],
-        HMC(n_steps=N_STEPS, integrator=integrator),
+        HMC(n_steps=N_STEPS, integrator=integrator, step_size=STEP_SIZE, adapt_mass=False),
         n_warmup=0,
         n_draws=n_transitions,
         n_chains=1,
-        step_size=STEP_SIZE,
-        adapt_mass=False,
         random_state=seed,
     )
     seconds = time.perf_counter() - start
@@ -382,12 +380,10 @@ def ours_nuts(log_p, x0, n_warmup, n_draws, seed):
     result = sample(
         log_p,
         x0[None],
-        NUTS(max_tree_depth=10),
+        NUTS(max_tree_depth=10, target_accept=0.8, adapt_mass=True),
         n_warmup=n_warmup,
         n_draws=n_draws,
         n_chains=1,
-        target_accept=0.8,
-        adapt_mass=True,
         random_state=seed,
     )
     seconds = time.perf_counter() - start

@@ -40,12 +40,13 @@ def measure(what: str, rows: int, draws: int) -> dict:
     import torch
 
     from sklearn_bnn import HMCClassifier, HMCRegressor, MCDropoutRegressor
+    from sklearn_bnn.samplers import HMC
 
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
     X_fit = rng.normal(size=(200, 10))
     y_fit = X_fit[:, 0] + 0.1 * rng.normal(size=200)
-    small = dict(hidden_layer_sizes=(50,), n_draws=draws, n_warmup=20, n_steps=5)
+    small = dict(hidden_layer_sizes=(50,), n_draws=draws, n_warmup=20, sampler=HMC(n_steps=5))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if what == "classifier":

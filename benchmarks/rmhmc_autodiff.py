@@ -166,7 +166,6 @@ def neck(n_draws=300, n_chains=4, n_warmup=50, seed=0):
         n_warmup=n_warmup,
         n_draws=n_draws,
         n_chains=n_chains,
-        step_size="auto",
         random_state=seed,
     )
     dt = time.perf_counter() - t0

@@ -94,9 +94,11 @@ def main(n_rm=300, n_hmc=3000, n_chains=2, seed=0, only=None):
     target = Funnel()
     _check_derivatives(target)
     start = torch.zeros(target.dim, dtype=torch.float64)
-    runs = [  # (name, sampler, draws per chain, step size, warmup transitions)
-        ("NUTS (adapted)", NUTS(), n_hmc, "auto", 100),
-        ("HMC hand-tuned", HMC(n_steps=25), n_hmc, 0.2, 20),
+    # (name, sampler, draws per chain, step size, warmup transitions); HMC and NUTS adapt a
+    # diagonal mass (adapt_mass=True), RMHMC's metric replaces it
+    runs = [
+        ("NUTS (adapted)", NUTS(adapt_mass=True), n_hmc, "auto", 100),
+        ("HMC hand-tuned", HMC(n_steps=25, adapt_mass=True), n_hmc, 0.2, 20),
         (
             "implicit RMHMC (adapted)",
             RMHMC(n_steps=25, integrator="implicit", max_iter=50),
@@ -140,11 +142,10 @@ def main(n_rm=300, n_hmc=3000, n_chains=2, seed=0, only=None):
         res = sample(
             target,
             start,
-            sampler,
+            sampler.set_params(step_size=eps),  # the warmup's settings are the sampler's
             n_warmup=n_warmup,
             n_draws=n,
             n_chains=n_chains,
-            step_size=eps,
             random_state=seed,
         )
         dt = time.perf_counter() - t0

@@ -61,6 +61,7 @@ from sklearn_bnn.metrics import (
     predictive_entropy,
 )
 from sklearn_bnn.priors import HierarchicalPrior
+from sklearn_bnn.samplers import HMC, S3HMC
 
 BASE_MODELS = ["hmc_default", "hmc_p10", "s3hmc", "dropout"]
 
@@ -106,24 +107,25 @@ def make_model(name, args):
     budget = dict(
         n_warmup=args.n_warmup,
         n_draws=args.n_draws,
-        n_steps=args.n_steps,
         n_chains=args.n_chains,
         random_state=args.seed,
     )
+    n_steps = args.n_steps  # the sampler's setting
     if name == "hmc_default":
-        return HMCClassifier(**budget)
+        return HMCClassifier(sampler=HMC(n_steps=n_steps), **budget)
     if name == "hmc_p10":
-        return HMCClassifier(prior_precision=10.0, **budget)
+        return HMCClassifier(prior_precision=10.0, sampler=HMC(n_steps=n_steps), **budget)
     if name == "s3hmc":
-        return HMCClassifier(prior_precision=HierarchicalPrior(), sampler="s3hmc", **budget)
+        prior = HierarchicalPrior()
+        return HMCClassifier(prior_precision=prior, sampler=S3HMC(n_steps=n_steps), **budget)
     match = re.fullmatch(r"s3hmc_a([0-9.e-]+)b([0-9.e-]+)", name)
     if match:
         prior = HierarchicalPrior(alpha=float(match[1]), beta=float(match[2]))
-        return HMCClassifier(prior_precision=prior, sampler="s3hmc", **budget)
+        return HMCClassifier(prior_precision=prior, sampler=S3HMC(n_steps=n_steps), **budget)
     match = re.fullmatch(r"s3hmc_L(\d+)", name)
     if match:
-        budget["n_steps"] = int(match[1])
-        return HMCClassifier(prior_precision=HierarchicalPrior(), sampler="s3hmc", **budget)
+        prior = HierarchicalPrior()
+        return HMCClassifier(prior_precision=prior, sampler=S3HMC(n_steps=int(match[1])), **budget)
     raise ValueError(f"unknown model {name!r}")
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from sklearn_bnn import HMCRegressor
 from sklearn_bnn.priors import HierarchicalPrior
+from sklearn_bnn.samplers import HMC, S3HMC
 
 
 def data(n, rng):
@@ -60,11 +61,11 @@ def main(n_draws=300, n_warmup=300, seed=0):
     print("|---|---|---|---|---|---|")
     t0 = time.perf_counter()
     s3 = HMCRegressor(
-        prior_precision=HierarchicalPrior(), sampler="s3hmc", n_steps=20, **common
+        prior_precision=HierarchicalPrior(), sampler=S3HMC(n_steps=20), **common
     ).fit(X, y)
     report("S3HMC, HierarchicalPrior()", s3, Xt, yt, time.perf_counter() - t0)
     t0 = time.perf_counter()
-    hmc = HMCRegressor(n_steps=20, **common).fit(X, y)
+    hmc = HMCRegressor(sampler=HMC(n_steps=20), **common).fit(X, y)
     report("HMC defaults: prior 1, noise by Gibbs", hmc, Xt, yt, time.perf_counter() - t0)
     print("\nS3HMC precisions (posterior mean, ESS bulk of log, R-hat):")
     for k, name in enumerate(s3.precision_names_):

@@ -65,7 +65,7 @@ from sklearn_bnn.metrics import (
     negative_log_likelihood,
     predictive_entropy,
 )
-from sklearn_bnn.samplers import GSGHMC, HTE, SGHMC
+from sklearn_bnn.samplers import GSGHMC, HMC, HTE, SGHMC
 
 warnings.simplefilter("ignore", RuntimeWarning)  # R-hat of single-chain runs
 
@@ -452,7 +452,7 @@ def run_part(part: str, data: dict, with_hmc: bool) -> None:
             module=cfg["module"],
             n_warmup=100,
             n_draws=100,
-            n_steps=20,
+            sampler=HMC(n_steps=20),
             init="map",
             n_init_steps=300,
             random_state=0,

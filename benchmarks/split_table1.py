@@ -25,6 +25,7 @@ import torch
 
 from sklearn_bnn import HMCRegressor, SplitHMCRegressor
 from sklearn_bnn.diagnostics import ess
+from sklearn_bnn.samplers import HMC
 
 PAPER = {"full": (0.63, 0.06, 6.92), "naive": (0.59, 0.05, 6.77)}
 PAPER.update({"randomised": (0.73, 0.07, 7.52), "symmetric": (0.88, 0.04, 7.72)})
@@ -44,8 +45,6 @@ def run(scheme: str, X, y, n_draws: int, burn: int, seed: int):
         hidden_layer_sizes=(100, 100),
         prior_precision=1.0,
         noise_precision=100.0,
-        step_size=5e-4,
-        n_steps=30,
         n_chains=10,
         init="random",
         n_warmup=burn,
@@ -53,9 +52,10 @@ def run(scheme: str, X, y, n_draws: int, burn: int, seed: int):
         random_state=seed,
     )
     if scheme == "full":
-        est = HMCRegressor(**params)
+        est = HMCRegressor(sampler=HMC(step_size=5e-4, n_steps=30), **params)
     else:
-        est = SplitHMCRegressor(n_splits=4, integrator=scheme, **params)
+        sampler = HMC(step_size=5e-4, n_steps=30, integrator=scheme)
+        est = SplitHMCRegressor(n_splits=4, sampler=sampler, **params)
     start = time.perf_counter()
     est.fit(X, y)
     wall = time.perf_counter() - start
