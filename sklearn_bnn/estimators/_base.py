@@ -30,7 +30,14 @@ from .._utils import (
 )
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ..priors import GaussianPrior, HierarchicalPrior, as_prior
-from ..samplers import CHAIN_METHODS, SAMPLERS, resolve_sampler, run_sampler, setup_sampler
+from ..samplers import (
+    CHAIN_METHODS,
+    SAMPLERS,
+    RunConfig,
+    resolve_sampler,
+    run_sampler,
+    setup_sampler,
+)
 from ..samples import PosteriorSamples
 from ..targets import FunctionalNetwork, Target, hierarchical_target
 from ._hierarchical import record_precisions
@@ -274,9 +281,6 @@ class BaseSamplingEstimator(
         """Sample ``target`` from ``start`` with the configured sampler through ``run_sampler``
         (the sampler may sample another form of the target: S3HMC's weights and precisions), in
         the torch threads the model's size calls for; keeps the chains' generator states."""
-        # the warmup's settings are the sampler's (run_sampler reads them from it); a continued
-        # chain keeps its adapted step sizes and mass
-        carried = {"step_size": start.step_size, "adapt_mass": False} if continuing else {}
         positions = start.positions
         work = n_rows * positions.shape[1] * positions.shape[0]  # forward multiply-adds
         run, self._generator_states = in_sampling_threads(work, run_sampler)(
@@ -288,12 +292,15 @@ class BaseSamplingEstimator(
             seed=start.seed,
             generator_states=start.generator_states,
             n_init_steps=start.n_init_steps,
-            run_kwargs=dict(
+            # the warmup's settings left at None are the sampler's; a continued chain keeps
+            # its adapted step sizes and mass
+            config=RunConfig(
                 n_warmup=start.n_warmup,
                 n_draws=self.n_draws,
                 thin=self.thin,
                 inv_mass=start.inv_mass,
-                **carried,
+                step_size=start.step_size,
+                adapt_mass=False if continuing else None,
             ),
             desc=type(self).__name__,
             verbose=self.verbose,

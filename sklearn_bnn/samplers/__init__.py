@@ -19,7 +19,7 @@ from ._registry import (
     resolve_sampler,
     setup_sampler,
 )
-from ._run import ChainRun, chain_seeds
+from ._run import ChainRun, RunConfig, chain_seeds
 from .adaptation import DualAveraging, find_reasonable_step_size
 from .bridged import BridgedHMC
 from .constrained import ConstrainedHMC, ConstrainedHMCKernel
@@ -76,6 +76,7 @@ __all__ = [
     "NUTS",
     "SAMPLERS",
     "ChainRun",
+    "RunConfig",
     "DualAveraging",
     "HMCKernel",
     "Info",

@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from .._seeding import root_seed, torch_seed
 from ._loop import run_chains
-from ._run import ChainRun, chain_seeds, merge_runs
+from ._run import ChainRun, RunConfig, chain_seeds, merge_runs
 from .gibbs import kernel_for
 from .init import find_mode
 
@@ -34,7 +34,7 @@ def run_chain_job(
     generator_state: torch.Tensor | None,
     seed: int | None,
     n_init_steps: int,
-    run_kwargs: dict,
+    config: RunConfig,
     desc: str,
     verbose: bool,
 ) -> tuple[ChainRun, torch.Tensor]:
@@ -59,8 +59,8 @@ def run_chain_job(
             dynamic_ncols=True,
         ) as bar:
             position = find_mode(kernel.target, position, n_init_steps, progress=bar.update)
-    state = kernel.init(position, generator, n_warmup=run_kwargs.get("n_warmup", 0))
-    run = run_chains(kernel, state, generator, verbose=verbose, desc=desc, **run_kwargs)
+    state = kernel.init(position, generator, n_warmup=config.n_warmup)
+    run = run_chains(kernel, state, generator, verbose=verbose, desc=desc, **config.loop_options())
     run.state = type(run.state)(*(t.detach().cpu() for t in run.state))
     return run, generator.get_state()
 
@@ -74,7 +74,7 @@ def run_all_chains(
     seed: int | None,
     generator_states,
     n_init_steps: int,
-    run_kwargs: dict,
+    config: RunConfig,
     desc: str,
     verbose: bool,
 ) -> tuple[ChainRun, list[torch.Tensor]]:
@@ -96,7 +96,7 @@ def run_all_chains(
         state = generator_states[0] if generator_states else None
         start = None if seed is None else torch_seed(seed)
         run, gen_state = run_chain_job(
-            kernel, positions, state, start, n_init_steps, run_kwargs, desc, verbose
+            kernel, positions, state, start, n_init_steps, config, desc, verbose
         )
         run.stats.update(kernel.describe(run.draw_stats))
         return run, [gen_state]
@@ -104,11 +104,11 @@ def run_all_chains(
     states = generator_states if generator_states else [None] * C
     jobs = []
     for c in range(C):
-        kwargs = dict(run_kwargs)
+        own = {}
         for name in ("step_size", "inv_mass"):  # per-chain values from a previous fit
-            value = run_kwargs.get(name)
+            value = getattr(config, name)
             if isinstance(value, torch.Tensor) and value.ndim >= 1 and value.shape[0] == C:
-                kwargs[name] = value[c : c + 1]
+                own[name] = value[c : c + 1]
         jobs.append(
             delayed(run_chain_job)(
                 kernel,
@@ -116,7 +116,7 @@ def run_all_chains(
                 states[c],
                 seeds[c],
                 n_init_steps,
-                kwargs,
+                config.replace(**own),
                 f"{desc} chain {c}",
                 verbose,
             )
@@ -157,18 +157,15 @@ def run_sampler(sampler, target, positions: torch.Tensor, **kwargs):
     """Run ``sampler`` on ``target`` from ``positions`` (C, D); keyword arguments as for
     :func:`run_all_chains`. Returns ``(run, generator_states)``.
 
-    The warmup's settings (``step_size``, ``target_accept``, ``adapt_mass``) are those the
-    sampler declares (:meth:`~sklearn_bnn.samplers.Sampler.warmup_options`), overridden by the
-    same keys of ``run_kwargs`` (a continued run's adapted step sizes). Through the sampler
-    protocol only: ``sampler.prepare_target(target)`` gives the density it
+    ``config`` (a :class:`RunConfig`) is the run's budget; its warmup settings left at None
+    (``step_size``, ``target_accept``, ``adapt_mass``) are those the sampler declares
+    (:meth:`~sklearn_bnn.samplers.Sampler.warmup_options`). Through the sampler protocol only:
+    ``sampler.prepare_target(target)`` gives the density it
     samples (positions with fewer coordinates are extended by its ``extend_positions``), then
     ``sampler.run(target, positions, DRIVER, ...)`` (by default: its kernel, with the target's
     Gibbs blocks, through :func:`run_all_chains`), then ``sampler.postprocess(run, target)``.
     """
-    # the warmup's settings come from the sampler object; a caller's run_kwargs give only
-    # what a run carries over (a warm start's per-chain step sizes, adapt_mass=False)
-    declared = sampler.warmup_options() if hasattr(sampler, "warmup_options") else {}
-    kwargs["run_kwargs"] = {**declared, **kwargs.get("run_kwargs", {})}
+    kwargs["config"] = kwargs.get("config", RunConfig()).with_warmup_of(sampler)
     target = sampler.prepare_target(target)
     if positions.shape[-1] < getattr(target, "dim", positions.shape[-1]):
         positions = target.extend_positions(positions)

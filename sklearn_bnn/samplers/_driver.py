@@ -15,6 +15,7 @@ from .._utils import check_scalar_param, resolve_device, resolve_dtype
 from ..samples import PosteriorSamples
 from ._chains import CHAIN_METHODS, run_sampler
 from ._registry import resolve_sampler
+from ._run import RunConfig
 from ._summary import run_summary
 
 __all__ = ["sample"]
@@ -128,12 +129,7 @@ def sample(
     target = _checked_target(logdensity, start.shape[-1], device, dtype)
     seeds = root_seed(random_state)  # one SeedSequence: "jitter" and "sampling" children
     positions = _jittered(start, n_chains, init_jitter, child(seeds, "jitter")).to(dtype)
-    run_kwargs = dict(
-        n_warmup=n_warmup,
-        n_draws=n_draws,
-        thin=thin,
-        inv_mass=None,
-    )
+    config = RunConfig(n_warmup=n_warmup, n_draws=n_draws, thin=thin)
     # a sampler named by a string adapts a diagonal mass here, where the log density is any
     # function (Stan's default); the network estimators' samplers do not by default
     sampler = resolve_sampler(sampler, adapt_mass=True)
@@ -146,7 +142,7 @@ def sample(
         seed=child(seeds, "sampling"),
         generator_states=None,
         n_init_steps=0,
-        run_kwargs=run_kwargs,
+        config=config,
         desc=type(sampler).__name__,
         verbose=verbose,
     )

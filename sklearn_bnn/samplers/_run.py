@@ -6,14 +6,61 @@ Shared by the sampling loop, the chain runners and the samplers that drive their
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 
 from .._seeding import child, root_seed, torch_seed
 from ._base import State
 
-__all__ = ["ChainRun", "chain_seeds", "merge_runs"]
+__all__ = ["ChainRun", "RunConfig", "chain_seeds", "merge_runs"]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One run of the sampling loop: its budget and its warmup, as :func:`run_chains` takes
+    them (``run_chains(kernel, state, generator, **config.loop_options())``).
+
+    ``step_size``, ``target_accept`` and ``adapt_mass`` left at None are the sampler's
+    (:meth:`~sklearn_bnn.samplers.Sampler.warmup_options`, filled in by :func:`run_sampler`;
+    the loop's defaults "auto", 0.8 and False for a sampler that declares none); a continued
+    run gives its adapted per-chain step sizes and ``adapt_mass=False`` instead.
+    """
+
+    n_warmup: int = 0
+    n_draws: int = 1
+    thin: int = 1
+    step_size: object = None  # "auto", a number, or (C,) adapted steps
+    target_accept: float | None = None
+    adapt_mass: bool | str | None = None
+    inv_mass: torch.Tensor | None = None  # (D,) or (C, D): a continued run's mass
+
+    _LOOP_DEFAULTS = {"step_size": "auto", "target_accept": 0.8, "adapt_mass": False}
+
+    def with_warmup_of(self, sampler) -> RunConfig:
+        """The warmup settings left at None taken from ``sampler`` (or the loop's defaults)."""
+        declared = sampler.warmup_options() if hasattr(sampler, "warmup_options") else {}
+        return replace(
+            self,
+            **{
+                name: declared.get(name, default)
+                for name, default in self._LOOP_DEFAULTS.items()
+                if getattr(self, name) is None
+            },
+        )
+
+    def replace(self, **changes) -> RunConfig:
+        """A copy with ``changes``."""
+        return replace(self, **changes)
+
+    def loop_options(self) -> dict:
+        """The keyword arguments of :func:`run_chains` (warmup settings still None take the
+        loop's defaults)."""
+        options = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name, default in self._LOOP_DEFAULTS.items():
+            if options[name] is None:
+                options[name] = default
+        return options
 
 
 @dataclass

@@ -53,7 +53,7 @@ def run_box(
     divergence_threshold,
     n_init_steps,
     n_proposal,
-    run_kwargs,
+    config,
     desc,
     verbose,
 ):
@@ -75,8 +75,8 @@ def run_box(
         position = find_mode(target, position, n_init_steps)
     position = to_box(position, kernel.lower, kernel.upper)
     kernel = with_gibbs_blocks(kernel, target)
-    state = kernel.init(position, generator, n_warmup=run_kwargs.get("n_warmup", 0))
-    run = run_chains(kernel, state, generator, verbose=verbose, desc=desc, **run_kwargs)
+    state = kernel.init(position, generator, n_warmup=config.n_warmup)
+    run = run_chains(kernel, state, generator, verbose=verbose, desc=desc, **config.loop_options())
     run.state = type(run.state)(*(t.detach().cpu() for t in run.state))
     proposal_gen = torch.Generator().manual_seed(torch_seed(child(seed, "proposal")))
     ll1, ll2, inside = bridge_terms(
@@ -230,7 +230,7 @@ class BridgedHMC(Sampler):
         seed,
         generator_states,
         n_init_steps,
-        run_kwargs,
+        config,
         desc,
         verbose,
     ):
@@ -256,7 +256,7 @@ class BridgedHMC(Sampler):
                 self.divergence_threshold,
                 n_init_steps,
                 self.n_proposal,
-                dict(run_kwargs),
+                config,
                 f"{desc} box {b}",
                 verbose,
             )

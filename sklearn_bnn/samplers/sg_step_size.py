@@ -293,7 +293,7 @@ class AutoStepSampler:
     def run(self, target, positions, driver, **kwargs):
         """The sampler protocol's run (see :meth:`~sklearn_bnn.samplers.Sampler.run`): MAP start,
         step choice and schedule, then the wrapped sampler's own run."""
-        run_kwargs = dict(kwargs["run_kwargs"])
+        config = kwargs["config"]
         sampler = copy.copy(self.sampler)
         n = int(target.n_data)
         train = training_step_size(n, langevin=self._langevin())
@@ -318,20 +318,20 @@ class AutoStepSampler:
                     seed=0 if seed is None else child(root_seed(seed), "init"),
                     progress=bar.update,
                 )
-        if isinstance(run_kwargs.get("step_size"), str) and self.choose_step:
+        if isinstance(config.step_size, str) and self.choose_step:
             seed = 0 if seed is None else child(root_seed(seed), "step_size")
             eps = self.choose_step_size(target, positions, seed=seed)
-            run_kwargs["step_size"] = eps.to(positions.dtype)
+            config = config.replace(step_size=eps.to(positions.dtype))
             sampler.step_size = float(eps.max())
             if budget == 0 and sampler.warmup_step_size is None:
                 sampler.warmup_step_size = max(train, float(eps.max()))
         if self.n_cycles:
             sampler.schedule = CyclicalSchedule(
                 self.n_cycles,
-                int(run_kwargs.get("n_draws", 0)),
+                int(config.n_draws),
                 self.peak_step_size if self.peak_step_size is not None else train,
             )
-        run, states = sampler.run(target, positions, driver, **{**kwargs, "run_kwargs": run_kwargs})
+        run, states = sampler.run(target, positions, driver, **{**kwargs, "config": config})
         if search is not None:
             run.stats.update(
                 init_steps=search.steps_per_chain,

@@ -18,7 +18,7 @@ from torch import nn
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.priors import HierarchicalPrior
-from sklearn_bnn.samplers import HMC, NUTS
+from sklearn_bnn.samplers import HMC, NUTS, RunConfig
 from sklearn_bnn.samplers._chains import run_sampler
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
@@ -76,7 +76,7 @@ def _sample(X, y, sampler, learn_noise, seed, n_draws=1500, interweave=0):
         seed=seed,
         generator_states=None,
         n_init_steps=0,
-        run_kwargs=dict(n_warmup=300, n_draws=n_draws, step_size="auto"),
+        config=RunConfig(n_warmup=300, n_draws=n_draws, step_size="auto"),
         desc="test",
         verbose=False,
     )

@@ -16,7 +16,7 @@ from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import GaussianPrior, HierarchicalPrior
-from sklearn_bnn.samplers import HMC, NUTS
+from sklearn_bnn.samplers import HMC, NUTS, RunConfig
 from sklearn_bnn.samplers._chains import run_sampler
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
@@ -40,7 +40,7 @@ def _run(sampler, prior, rescale, seed, n_draws):
         seed=seed,
         generator_states=None,
         n_init_steps=200,
-        run_kwargs=dict(n_warmup=300, n_draws=n_draws, step_size="auto"),
+        config=RunConfig(n_warmup=300, n_draws=n_draws, step_size="auto"),
         desc="test",
         verbose=False,
     )
