@@ -74,19 +74,23 @@ class _SGKernel(Kernel):
 
     # -- data ----------------------------------------------------------------------------------
     def _batches(self, generator):
-        """Row indices of ``n_steps`` batches: consecutive slices of random permutations."""
+        """Row indices of ``n_steps`` batches: consecutive slices of random permutations, as a
+        tensor on the data's device where the target keeps them resident (no transfer, no
+        host synchronisation), else as numpy indices. The same rows either way."""
+        device = getattr(self.target, "batch_device", None)
         done = 0
         while done < self.n_steps:
             if self.rows_per_batch >= self.n_rows:
-                perm = np.arange(self.n_rows)
+                perm = torch.arange(self.n_rows, device=generator.device)
             else:
                 perm = torch.randperm(self.n_rows, generator=generator, device=generator.device)
-                perm = perm.cpu().numpy()
+            perm = perm.to(device) if device is not None else perm.cpu().numpy()
             for b in range(self.n_batches):
                 if done == self.n_steps:
                     return
                 rows = perm[b * self.rows_per_batch : (b + 1) * self.rows_per_batch]
-                yield np.sort(rows)  # sorted: contiguous reads from a memory map
+                # sorted: contiguous reads from a memory map, and the same order on any device
+                yield rows.sort().values if device is not None else np.sort(rows)
                 done += 1
 
     def _first_rows(self):

@@ -2,8 +2,11 @@
 
 seeds/004 §2: with N data points and a batch B, (N/|B|) l_B(w) + log p(w) is an unbiased
 estimate of the log posterior density l(w) + log p(w), and its gradient of the full gradient.
-The data stay where the user keeps them (a numpy array, a memory map or a CPU tensor) and go to
-the compute device one batch at a time, so device memory is bounded by a batch whatever N is.
+Data held in memory that fit the compute device are moved there once, and the samplers draw
+their batch indices on the device too, so a minibatch step makes no transfer and no host
+synchronisation; a memory map, or data too large for the device, stay where the user keeps
+them and go to the device one batch at a time, so device memory is bounded by a batch whatever
+N is.
 """
 
 from __future__ import annotations
@@ -17,6 +20,24 @@ from ._network import FunctionalNetwork, Target
 
 __all__ = ["MinibatchTarget"]
 
+# "auto" keeps data resident on a GPU when they take at most this share of its free memory, and
+# on the CPU (one tensor copy of an in-memory array) up to this many bytes
+RESIDENT_GPU_SHARE = 0.25
+RESIDENT_CPU_BYTES = 2**30
+
+
+def fits_on_device(X, y, device) -> bool:
+    """Whether in-memory data ``X``, ``y`` (not a memory map) should live on ``device`` whole."""
+    arrays = [a for a in (X, y) if a is not None]
+    if any(isinstance(a, np.memmap) for a in arrays):
+        return False
+    nbytes = sum(int(a.nbytes) if hasattr(a, "nbytes") else 0 for a in arrays)
+    device = torch.device(device)
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return nbytes <= RESIDENT_GPU_SHARE * free
+    return nbytes <= RESIDENT_CPU_BYTES
+
 
 class MinibatchTarget(Target):
     """Log posterior density of a network's parameters, estimated batch by batch.
@@ -29,6 +50,11 @@ class MinibatchTarget(Target):
         The data, indexed by rows one batch at a time and never copied whole to the device.
     batch_size : int
         Rows per batch |B| (also the chunk size of the full-data :meth:`value_and_grad`).
+    resident : bool or "auto", default="auto"
+        Keep the data on the compute device whole (one copy, at construction), the batch
+        indices drawn there too: "auto" does for in-memory data that fit (:func:`fits_on_device`:
+        a quarter of a GPU's free memory, 1 GiB on the CPU), never for a memory map. False moves
+        each batch from where the data are.
 
     Examples
     --------
@@ -42,14 +68,38 @@ class MinibatchTarget(Target):
     torch.Size([1, 3])
     """
 
-    def __init__(self, network: FunctionalNetwork, X, y, likelihood, prior, *, batch_size: int):
+    def __init__(
+        self,
+        network: FunctionalNetwork,
+        X,
+        y,
+        likelihood,
+        prior,
+        *,
+        batch_size: int,
+        resident="auto",
+    ):
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+        if resident not in (True, False, "auto"):
+            raise ValueError(f"resident must be True, False or 'auto', got {resident!r}.")
         self.batch_size = int(batch_size)
+        self.resident = (
+            fits_on_device(X, y, network.device) if resident == "auto" else bool(resident)
+        )
         super().__init__(network, X, y, likelihood, prior)
 
     def _place(self, X, y, device=None):
-        return X, y  # kept where they are: batches are moved in :meth:`batch`
+        if not self.resident:
+            return X, y  # kept where they are: batches are moved in :meth:`batch`
+        y = y if isinstance(y, torch.Tensor) else torch.as_tensor(np.asarray(y))
+        return super()._place(X, y, device)  # once, whole: batches are gathered there
+
+    @property
+    def batch_device(self) -> torch.device | None:
+        """Where the samplers should draw batch indices (the data's device when they are
+        resident there), or None for indices on the host (numpy)."""
+        return self.X.device if self.resident else None
 
     def batch(self, rows):
         """Inputs and targets of ``rows`` (indices or a slice) on the compute device.
@@ -68,6 +118,8 @@ class MinibatchTarget(Target):
     def _rows(data, rows):
         """``data[rows]``: a tensor that owns its memory for an index array into a numpy array
         or a tensor, else what ``data`` returns (a numpy result in C order)."""
+        if isinstance(rows, torch.Tensor):  # indices drawn on the data's device
+            return data.index_select(0, rows.to(data.device))
         if isinstance(rows, np.ndarray):
             if isinstance(data, torch.Tensor):
                 return data.index_select(0, torch.from_numpy(rows).to(data.device))

@@ -220,6 +220,43 @@ def test_minibatch_refuses_a_bad_batch_size():
     X, y = _data()
     with pytest.raises(ValueError, match="batch_size"):
         MinibatchTarget(_network(), X, y, Gaussian(1.0), GaussianPrior(1.0), batch_size=0)
+    with pytest.raises(ValueError, match="resident"):
+        MinibatchTarget(
+            _network(), X, y, Gaussian(1.0), GaussianPrior(1.0), batch_size=4, resident="yes"
+        )
+
+
+def test_resident_data_give_the_same_draws_as_batches_moved_from_the_host(tmp_path):
+    """Data kept whole on the device, batch indices drawn there (no transfer per step): the
+    same rows and the same arithmetic as batches gathered from numpy, so the same draws."""
+    from sklearn_bnn.samplers import SGHMC, sample
+
+    X, y = _data()
+    targets = {}
+    for resident in (True, False):
+        targets[resident] = MinibatchTarget(
+            _network(), X.numpy(), y.numpy(), Gaussian(TAU_NOISE), GaussianPrior(PRIOR),
+            batch_size=5, resident=resident,
+        )
+    assert isinstance(targets[True].X, torch.Tensor) and targets[True].batch_device is not None
+    assert isinstance(targets[False].X, np.ndarray) and targets[False].batch_device is None
+    draws = {
+        resident: sample(
+            target, target.network.initial_position(), SGHMC(step_size=1e-3),
+            n_warmup=3, n_draws=10, n_chains=2, random_state=0,
+        ).draws
+        for resident, target in targets.items()
+    }
+    torch.testing.assert_close(draws[True], draws[False], rtol=1e-6, atol=1e-7)
+    # "auto": in-memory data that fit stay resident, a memory map never
+    path = tmp_path / "X.npy"
+    np.save(path, X.numpy())
+    mapped = np.load(path, mmap_mode="r")
+    auto = dict(batch_size=5)
+    assert MinibatchTarget(_network(), X.numpy(), y.numpy(), Gaussian(1.0), GaussianPrior(1.0),
+                           **auto).resident
+    assert not MinibatchTarget(_network(), mapped, y.numpy(), Gaussian(1.0),
+                               GaussianPrior(1.0), **auto).resident
 
 
 # ------------------------------------------------------------------------------- function
