@@ -368,10 +368,10 @@ class BaseSamplingEstimator(
 
     def _sampler_object(self):
         """The configured sampler: ``sampler`` itself when it is an object, or the registered
-        sampler of that name at its defaults; for a
-        warm start, as the sampler resumes the stored run (``resume``); then as the setup
-        registered for this family's data access makes it (``setup_sampler``: the minibatch
-        samplers' MAP start and step choice), or unchanged where there is none."""
+        sampler of that name at its defaults; for a warm start, as the sampler resumes the
+        stored run (``resume``); then as the setup registered for this family's data access
+        makes it (``setup_sampler``: the minibatch samplers' MAP start and step choice), or
+        unchanged where there is none."""
         sampler = resolve_sampler(self.sampler)
         if self._continuing() and hasattr(sampler, "resume"):
             sampler = sampler.resume(self.samples_.stats)

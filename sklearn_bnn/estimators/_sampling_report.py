@@ -30,7 +30,8 @@ class SamplingReportMixin:
         for key in ("n_divergent", "n_divergent_warmup", "n_grad_evals"):
             diag[key] += previous.get(key, 0)
         sampler = self._sampler_object()
-        if not getattr(sampler, "warmup_options", dict)().get("adapt_mass", False):
+        declared = sampler.warmup_options() if hasattr(sampler, "warmup_options") else {}
+        if not declared.get("adapt_mass", False):
             del diag["inv_mass"]
         n_div = int(run.divergent.sum())
         lp = samples.log_prob.double().numpy()
