@@ -57,6 +57,8 @@ def run_chains(
         )
     record = _Record(state, n_draws, thin)
     record.eps, record.inv_mass = adaptation.init(kernel, state, generator)
+    record.step_size_origin = getattr(adaptation, "step_size_origin", "given")
+    record.target_accept = getattr(adaptation, "target_accept", None)
     bar = _Progress(
         tqdm(
             total=n_warmup + n_draws,
@@ -115,6 +117,7 @@ class _Record:
         self.n_kept_max = n_draws // thin
         self.n_done, self.n_kept, self.n_grad, self.interrupted = 0, 0, 0, False
         self.eps = self.inv_mass = None
+        self.step_size_origin, self.target_accept = "given", None
         self.draws = torch.empty((C, self.n_kept_max, D), dtype=dtype)
         self.log_probs = torch.empty((C, self.n_kept_max), dtype=dtype)
         self.per_transition = {
@@ -185,6 +188,8 @@ class _Record:
             draw_stats={k: v[:, :n_kept] for k, v in self.draw_stats.items()},
             n_grad=self.n_grad,
             interrupted=self.interrupted,
+            step_size_origin=self.step_size_origin,
+            target_accept=self.target_accept,
         )
 
 
