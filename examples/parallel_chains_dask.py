@@ -2,7 +2,7 @@
 
 The same draws come out as with chain_method="sequential": per-chain seeds do not depend on the
 backend. Point Client at a real scheduler to use a cluster.
-Needs: pip install sklearn-bnn[distributed]
+Needs: pip install -e ".[distributed]" (in a checkout)
 Run: python examples/parallel_chains_dask.py   (about a minute)
 """
 

@@ -1,4 +1,4 @@
-"""Uncertainty plots (optional: needs matplotlib, ``pip install "sklearn-bnn[plot]"``).
+"""Uncertainty plots (optional: needs matplotlib, ``pip install -e ".[plot]"`` in a checkout).
 
 Every function draws on ``ax`` (a new figure's axes when None) and returns it.
 """
@@ -34,8 +34,8 @@ def _axes(ax):
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise ImportError(
-            'sklearn_bnn.plotting needs matplotlib; install it with pip install "sklearn-bnn[plot]"'
-            " (or pip install matplotlib)."
+            "sklearn_bnn.plotting needs matplotlib: pip install matplotlib (or, in a checkout "
+            'of sklearn_bnn, pip install -e ".[plot]").'
         ) from exc
     return plt.subplots()[1]
 

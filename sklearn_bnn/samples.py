@@ -93,7 +93,7 @@ class PosteriorSamples:
         }
 
     def to_inference_data(self, include_draws: bool = True):
-        """The draws as an ArviZ ``InferenceData`` (needs ``pip install sklearn-bnn[arviz]``).
+        """The draws as an ArviZ ``InferenceData`` (needs ArviZ: ``pip install arviz``).
 
         Parameters
         ----------
@@ -105,7 +105,8 @@ class PosteriorSamples:
             import arviz
         except ImportError as exc:
             raise ImportError(
-                "to_inference_data needs ArviZ: pip install sklearn-bnn[arviz]"
+                "to_inference_data needs ArviZ: pip install arviz (or, in a checkout of "
+                'sklearn_bnn, pip install -e ".[arviz]").'
             ) from exc
         posterior = {"log_prob": self.log_prob.double().numpy()}
         if include_draws:

@@ -20,6 +20,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from torch import nn
 
 from .._seeding import child, torch_seed
+from .._threads import module_work, sampling_threads
 from .._utils import seeded_torch
 from ..nets import build_module, check_hidden_layer_sizes
 from ._concrete_dropout import (
@@ -29,7 +30,7 @@ from ._concrete_dropout import (
     with_bernoulli_dropout,
     with_learned_dropout,
 )
-from ._dropout_masks import masked_output_samples
+from ._dropout_masks import _PREDICT_CHUNK_ELEMENTS, masked_output_samples
 from ._skorch import TensorData, history_curves, train_net
 from ._trained import TrainedEstimator
 
@@ -206,7 +207,10 @@ class _MCDropoutBase(TrainedEstimator):
         Xt = torch.tensor(X, dtype=next(net.parameters()).dtype, device=device)
         sizes = check_hidden_layer_sizes(self.hidden_layer_sizes)
         width = max([self.n_features_in_, self._n_net_outputs(), *sizes])
-        return masked_output_samples(net, Xt, self.n_predict_draws, self.mc_seed_, width, reduce)
+        T = self.n_predict_draws
+        rows = min(len(Xt), max(1, _PREDICT_CHUNK_ELEMENTS // (T * width)))  # per forward
+        with sampling_threads(module_work(net, T * rows)):  # the fits' rule (_threads.py)
+            return masked_output_samples(net, Xt, T, self.mc_seed_, width, reduce)
 
     # ----------------------------------------------------------- persistence
     def _get_state(self) -> dict:

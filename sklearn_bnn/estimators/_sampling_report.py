@@ -51,19 +51,28 @@ class SamplingReportMixin:
         self.diagnostics_ = diag
         n_transitions = run.accepted.numel()
         self.acceptance_rate_ = float(run.acceptance.mean()) if n_transitions else np.nan
+        origin = run.step_size_origin
+        if continuing:  # the chains went on at the step size of the fit they continue
+            origin = getattr(self, "_step_size_origin", origin)
+        self._step_size_origin = origin
         if n_transitions and n_div > 0.05 * n_transitions:
             warnings.warn(
-                f"{n_div} of {n_transitions} transitions diverged (rejected); the "
-                f"step_size ({float(run.step_size.mean()):.3g}) is probably too large for this "
-                "posterior: lower step_size or use step_size='auto'.",
+                f"{n_div} of {n_transitions} transitions diverged (rejected); "
+                + _divergence_advice(origin, float(run.step_size.mean()), run.target_accept),
                 RuntimeWarning,
                 stacklevel=3,
             )
         worst = np.nanmax([diag["rhat_log_prob"], diag["rhat_predictions_max"], 0.0])
         if worst > 1.1:
+            more = (
+                "fit again with warm_start=True to run the chains longer, or afresh with "
+                "more n_warmup or n_chains"
+                if continuing
+                else "increase n_warmup, n_draws or n_chains"
+            )
             warnings.warn(
                 f"R-hat {worst:.2f} > 1.1: the draws have not converged (see "
-                "diagnostics_ and summary()); increase n_warmup, n_draws or n_chains.",
+                f"diagnostics_ and summary()); {more}.",
                 RuntimeWarning,
                 stacklevel=3,
             )
@@ -74,7 +83,7 @@ class SamplingReportMixin:
         return format_summary(type(self).__name__, self.diagnostics_)
 
     def to_inference_data(self, include_weights: bool = True):
-        """The draws as an ArviZ ``InferenceData`` (needs ``pip install sklearn-bnn[arviz]``).
+        """The draws as an ArviZ ``InferenceData`` (needs ArviZ: ``pip install arviz``).
 
         Parameters
         ----------
@@ -85,3 +94,49 @@ class SamplingReportMixin:
         check_is_fitted(self)
         self.samples_.info = {"step_size": self.diagnostics_["step_size"]}
         return self.samples_.to_inference_data(include_draws=include_weights)
+
+
+def _divergence_advice(origin: str, step_size: float, target_accept) -> str:
+    """What to do about divergent transitions, from where their step size came from.
+
+    Parameters
+    ----------
+    origin : {"adapted", "given", "kernel"}
+        ``ChainRun.step_size_origin``: adapted by dual averaging in warmup, a number given by
+        the user, or the sampler's own schedule.
+    step_size : float
+        The mean step size of the draws.
+    target_accept : float or None
+        The acceptance the adapted step size aimed at.
+
+    Returns
+    -------
+    str
+        The end of the warning's sentence: the cause, and a remedy possible from that state
+        (never ``step_size='auto'`` when the step size was already adapted).
+    """
+    if origin == "adapted":
+        text = (
+            f"the step size adapted in warmup ({step_size:.3g}) is too large for the most "
+            "curved regions of this posterior"
+        )
+        if target_accept is not None and target_accept < 0.99:
+            aim = 0.9 if target_accept < 0.9 else 0.95 if target_accept < 0.95 else 0.99
+            return (
+                f"{text}: raise the sampler's target_accept ({target_accept:.2f} now, e.g. "
+                f"to {aim}) so that warmup adapts a smaller step, or lengthen the warmup "
+                "(n_warmup)."
+            )
+        return (
+            f"{text}, even at target_accept={target_accept}: lengthen the warmup (n_warmup), "
+            "or make the posterior smoother (a larger prior_precision, standardised inputs)."
+        )
+    if origin == "kernel":
+        return (
+            f"the sampler's own step size ({step_size:.3g}) is probably too large for this "
+            "posterior: give a smaller numeric step_size."
+        )
+    return (
+        f"the step_size given ({step_size:.3g}) is probably too large for this posterior: "
+        "lower it, or use step_size='auto' (with n_warmup >= 1) to adapt it in warmup."
+    )

@@ -34,6 +34,7 @@ from skorch.helper import predefined_split
 from skorch.utils import TeeGenerator
 from tqdm.auto import tqdm
 
+from .._threads import module_work, sampling_threads
 from .._utils import predict_device
 
 __all__ = [
@@ -373,7 +374,8 @@ def train_net(
     :func:`isolated_rng` seeded with ``seed``. With ``early_stopping``, skorch's EarlyStopping
     watches ``valid_loss`` (after ``warmup`` epochs) with ``patience`` and absolute threshold
     ``tol``, and restores the best weights. ``optimizer_params`` are routed to Adam as
-    skorch's ``optimizer__*`` (e.g. ``param_groups``).
+    skorch's ``optimizer__*`` (e.g. ``param_groups``). Trains in the torch intra-op threads
+    that :mod:`sklearn_bnn._threads` gives one minibatch's forward pass, as the sampling fits.
     """
     max_iter = est.max_iter
     callbacks = list(extra_callbacks)
@@ -395,7 +397,9 @@ def train_net(
     if est.verbose:
         callbacks.append(("progress", EpochProgress(max_iter, desc or type(est).__name__)))
     callbacks += copy.deepcopy(check_callbacks(est.callbacks))
-    with isolated_rng(seed, device):
+    # the torch threads of the sampling fits, by the work of one minibatch (_threads.py)
+    work = module_work(module, min(len(data), int(est.batch_size)))
+    with isolated_rng(seed, device), sampling_threads(work):
         net = BNNNet(
             module,
             loss=loss,

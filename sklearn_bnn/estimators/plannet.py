@@ -21,9 +21,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._registry import register
 from .._seeding import child, torch_seed
+from .._threads import module_work, sampling_threads
 from .._utils import check_scalar_param, draw_seed, seeded_torch
 from ..nets import PlanNet, check_hidden_layer_sizes
 from ._plannet_predictive import (
+    _ROWS_PER_FORWARD,
     combine_gaussians,
     ensemble_gaussian_draws,
     member_moments,
@@ -273,9 +275,10 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         Returns tensors of shape (n_estimators, n, D) and (n_estimators, n, D, D).
         """
         nets, Xs = self._prepare(X)
-        return member_moments(
-            nets, self.mc_seeds_, Xs, self.n_outputs_, self.n_predict_draws, self.prediction
-        )
+        T = self.n_predict_draws
+        rows = min(len(Xs), max(1, _ROWS_PER_FORWARD // T)) * T  # per forward call
+        with sampling_threads(module_work(nets[0], rows)):  # the fits' rule (_threads.py)
+            return member_moments(nets, self.mc_seeds_, Xs, self.n_outputs_, T, self.prediction)
 
     def _to_original_units(self, mean, cov=None):
         """Undo the target standardisation: ndarrays ``mean`` and, if given, ``cov``."""

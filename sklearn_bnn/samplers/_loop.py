@@ -57,13 +57,17 @@ def run_chains(
         )
     record = _Record(state, n_draws, thin)
     record.eps, record.inv_mass = adaptation.init(kernel, state, generator)
-    bar = tqdm(
-        total=n_warmup + n_draws,
-        desc=desc,
-        disable=not verbose,
-        leave=True,
-        unit="draw",
-        dynamic_ncols=True,
+    record.step_size_origin = getattr(adaptation, "step_size_origin", "given")
+    record.target_accept = getattr(adaptation, "target_accept", None)
+    bar = _Progress(
+        tqdm(
+            total=n_warmup + n_draws,
+            desc=desc,
+            disable=not verbose,
+            leave=True,
+            unit="draw",
+            dynamic_ncols=True,
+        )
     )
     try:
         _warm_up(kernel, generator, adaptation, n_warmup, record, bar)
@@ -85,7 +89,7 @@ def _warm_up(kernel, generator, adaptation, n_warmup: int, record, bar) -> None:
         record.n_grad += info.n_grad
         record.warmup_divergent += info.divergent.cpu()
         record.state, record.eps, record.inv_mass = adaptation.update(i, state, info)
-        _progress(bar, i, "warmup", kernel, info, record.warmup_divergent)
+        bar.show(i, "warmup", kernel, info, record.warmup_divergent)
     record.eps, record.inv_mass = adaptation.final()
 
 
@@ -100,7 +104,7 @@ def _draw(kernel, generator, n_draws: int, record, bar) -> None:
         record.n_grad += info.n_grad
         record.transition(i, kernel, info)
         n_div += info.divergent.cpu()
-        _progress(bar, i, "sampling", kernel, info, n_div)
+        bar.show(i, "sampling", kernel, info, n_div)
 
 
 class _Record:
@@ -113,6 +117,7 @@ class _Record:
         self.n_kept_max = n_draws // thin
         self.n_done, self.n_kept, self.n_grad, self.interrupted = 0, 0, 0, False
         self.eps = self.inv_mass = None
+        self.step_size_origin, self.target_accept = "given", None
         self.draws = torch.empty((C, self.n_kept_max, D), dtype=dtype)
         self.log_probs = torch.empty((C, self.n_kept_max), dtype=dtype)
         self.per_transition = {
@@ -183,18 +188,69 @@ class _Record:
             draw_stats={k: v[:, :n_kept] for k, v in self.draw_stats.items()},
             n_grad=self.n_grad,
             interrupted=self.interrupted,
+            step_size_origin=self.step_size_origin,
+            target_accept=self.target_accept,
         )
 
 
-def _progress(bar, i: int, phase: str, kernel, info, n_div) -> None:
-    bar.update(1)
-    if bar.disable or (i % 10 and i > 0):
-        return
-    acc = info.accept_prob.double()
-    per_chain = "/".join(f"{a:.2f}" for a in acc.tolist()) if len(acc) <= 8 else f"{acc.mean():.2f}"
-    note = kernel.progress(info)
-    bar.set_postfix_str(
-        f"{phase}{' ' + note if note else ''} acc={per_chain} "
-        f"eps={info.step_size.mean().item():.2e} div={int(n_div.sum())}",
-        refresh=False,
-    )
+class _Progress:
+    """The progress bar and what its postfix shows.
+
+    The acceptance shown is the running mean of each chain's acceptance probability over the
+    current phase (warmup, then sampling; the mean restarts at the phase change), as Stan and
+    NumPyro show it: the last transition's alone flickers between 0 and 1 with the jittered
+    step size.
+
+    Parameters
+    ----------
+    bar : tqdm.tqdm
+        The bar to update (disabled when the run is not verbose).
+    """
+
+    def __init__(self, bar):
+        self.bar = bar
+        self.phase = None
+        self.acc_sum = None
+        self.n = 0
+
+    def show(self, i: int, phase: str, kernel, info, n_div) -> None:
+        """Count transition ``i`` of ``phase`` and, every tenth, refresh the postfix.
+
+        Parameters
+        ----------
+        i : int
+            The transition's index within its phase.
+        phase : str
+            ``"warmup"`` or ``"sampling"``; a new phase restarts the running mean.
+        kernel : Kernel
+            The kernel, asked for its own few words (``kernel.progress(info)``).
+        info : Info
+            The transition's statistics.
+        n_div : torch.Tensor
+            The divergences of the phase so far, per chain.
+        """
+        bar = self.bar
+        bar.update(1)
+        if bar.disable:
+            return
+        acc = torch.nan_to_num(info.accept_prob.detach().double().cpu(), nan=0.0)
+        if phase != self.phase:
+            self.phase, self.acc_sum, self.n = phase, torch.zeros_like(acc), 0
+        self.acc_sum += acc
+        self.n += 1
+        if i % 10 and i > 0:
+            return
+        mean = self.acc_sum / self.n
+        per_chain = (
+            "/".join(f"{a:.2f}" for a in mean.tolist()) if len(mean) <= 8 else f"{mean.mean():.2f}"
+        )
+        note = kernel.progress(info)
+        bar.set_postfix_str(
+            f"{phase}{' ' + note if note else ''} acc={per_chain} "
+            f"eps={info.step_size.mean().item():.2e} div={int(n_div.sum())}",
+            refresh=False,
+        )
+
+    def close(self) -> None:
+        """Close the bar."""
+        self.bar.close()

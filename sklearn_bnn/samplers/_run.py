@@ -88,6 +88,11 @@ class ChainRun:
     # sampled values drawn by Gibbs blocks (kept in the chain state, not in ``draws``), whose
     # per-draw statistics the estimators report as sampled hyperparameters, by name
     gibbs_coordinates: list = field(default_factory=list)
+    # where the draws' step size came from: "adapted" (dual averaging in warmup), "given" (a
+    # number passed to the loop) or "kernel" (a kernel with a step-size schedule of its own);
+    # the estimators' divergence warning gives the advice that fits it
+    step_size_origin: str = "given"
+    target_accept: float | None = None  # the acceptance the adapted step size aimed at
 
 
 def chain_seeds(seed, n_chains: int) -> list[int]:
@@ -122,4 +127,6 @@ def merge_runs(runs: list[ChainRun]) -> ChainRun:
         },
         n_grad=sum(r.n_grad for r in runs),
         interrupted=any(r.interrupted for r in runs),
+        step_size_origin=runs[0].step_size_origin,
+        target_accept=runs[0].target_accept,
     )

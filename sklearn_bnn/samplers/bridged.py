@@ -311,15 +311,18 @@ class BridgedHMC(Sampler):
         low = [b for b in np.flatnonzero(overlap < self.min_overlap).tolist() if b not in bad]
         if low:
             shown = ", ".join(f"{b}: {overlap[b]:.1e}" for b in low)
+            fewer = ""  # two boxes (one split) are already the fewest
+            if len(runs) > 2:
+                how = "boxes" if self.boxes is not None else "split_coords or n_split_params"
+                fewer = f"fewer boxes ({how}), "
             warnings.warn(
                 f"the Gaussian proposal of bridge sampling barely overlaps the posterior draws "
                 f"of boxes {low} (overlap {shown}; 1 = perfect, min_overlap={self.min_overlap}): "
                 "their log masses are decided by a few extreme draws and the box weights are "
                 "arbitrary. This happens when a box's posterior is far from Gaussian (curved or "
                 "multimodal inside the box, as for neural networks), and more draws per box do "
-                "not cure it; use fewer boxes (n_split_params), boxes that separate the modes "
-                "(boxes=...), or plain HMC chains. Check box_bridge_overlap and "
-                "box_log_mass_se.",
+                f"not cure it; use {fewer}boxes that separate the modes (boxes=...), or plain "
+                "HMC chains. Check box_bridge_overlap and box_log_mass_se.",
                 RuntimeWarning,
                 stacklevel=4,
             )
@@ -378,4 +381,6 @@ def _resample(runs, weight, n_chains: int, seed) -> ChainRun:
         draw_stats=draw_stats,
         n_grad=sum(r.n_grad for r in runs),
         interrupted=any(r.interrupted for r in runs),
+        step_size_origin=runs[0].step_size_origin,
+        target_accept=runs[0].target_accept,
     )

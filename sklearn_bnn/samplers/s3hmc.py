@@ -108,8 +108,9 @@ class S3HMC(Sampler):
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         if not isinstance(target, HierarchicalTarget):
             raise ValueError(
-                "S3HMC samples weights jointly with their precisions: it needs a hierarchical "
-                f"target (prior=HierarchicalPrior(...) on the estimators), got "
+                "S3HMC samples a network's weights jointly with their precisions: it needs a "
+                "network Target (which it extends itself, as the estimators' sampler='s3hmc') "
+                "or a HierarchicalTarget (sklearn_bnn.targets.hierarchical_target), got "
                 f"{type(target).__name__}."
             )
         temperature = getattr(target, "temperature", 1.0)

@@ -66,7 +66,8 @@ class WindowAdaptation:
         """The step size (C,) and inverse mass of the first transition from ``state``."""
         C, D = state.position.shape
         dtype, device = state.position.dtype, state.position.device
-        self._adapt = isinstance(self.step_size, str) and kernel.adapts_step_size
+        self._kernel_adapts = kernel.adapts_step_size
+        self._adapt = isinstance(self.step_size, str) and self._kernel_adapts
         if self._adapt and self.n_warmup == 0:
             raise ValueError(
                 "step_size='auto' is adapted during warmup, but n_warmup=0: give n_warmup >= 1 "
@@ -91,6 +92,16 @@ class WindowAdaptation:
         self._prepare_windows(kernel.target, device)
         self._rescued, self._n_chains = [], C
         return self._eps, self._inv_mass
+
+    @property
+    def step_size_origin(self) -> str:
+        """Where the step size of the draws comes from, once :meth:`init` has run:
+        ``"adapted"`` (dual averaging), ``"kernel"`` (a kernel that chooses its own step or
+        schedule, ``adapts_step_size = False``: the stochastic-gradient ones) or ``"given"``
+        (a number for a kernel that could have adapted it)."""
+        if self._adapt:
+            return "adapted"
+        return "given" if self._kernel_adapts else "kernel"
 
     def _kernel_metric(self, kernel, n_chains: int, device, dtype):
         """The metric the step-size search uses: the kernel's constant one when it has one

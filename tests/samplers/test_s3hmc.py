@@ -140,7 +140,7 @@ def test_hyperpriors_that_make_g_tau_indefinite_are_refused(alpha, noise, match)
 
 
 def test_s3hmc_refuses_a_target_without_hyperparameters():
-    with pytest.raises(ValueError, match="HierarchicalPrior"):
+    with pytest.raises(ValueError, match="HierarchicalTarget"):
         sample(lambda x: -(x**2).sum(), torch.zeros(2), S3HMC(), n_warmup=1, n_draws=1)
 
 
