@@ -19,13 +19,38 @@ _DTYPES = {
 }
 
 
-def resolve_device(device: str | torch.device | None) -> torch.device:
+#: Forward multiply-adds per gradient (rows x parameters x chains) from which
+#: ``device="auto"`` runs on CUDA rather than the CPU. Provisional: the log-midpoint of two
+#: H100 measurements of issue 31 (one chain, the default 100-unit MLP): digits 0-6, 884 rows x
+#: 7,207 parameters = 6.4e6, where the CPU was faster (0.067 s against CUDA's 0.083 s per
+#: transition), and 160,000 rows x 5,605 parameters = 9.0e8, where CUDA was far faster
+#: (0.071 s); sqrt(6.4e6 x 9.0e8) = 7.6e7. ``benchmarks/gpu_speed.py`` measures the crossover.
+AUTO_CUDA_WORK = 7.6e7
+
+
+def resolve_device(device: str | torch.device | None, work=None) -> torch.device:
     """Turn ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or ``"auto"`` into a :class:`torch.device`.
 
-    ``"auto"`` picks CUDA when it is available and the CPU otherwise.
+    ``"auto"`` (or None) is the CPU where CUDA is not available. Where it is, CUDA when the
+    work per gradient is at least :data:`AUTO_CUDA_WORK` multiply-adds, the CPU below it (a
+    small network on a small data set runs faster there: each kernel launch costs more than
+    its arithmetic); CUDA when ``work`` is not given.
+
+    Parameters
+    ----------
+    device : str, torch.device or None
+    work : float or callable, optional
+        Forward multiply-adds per gradient (rows x parameters x chains), or a function
+        returning it, called only when ``device`` is ``"auto"`` and CUDA is available.
     """
     if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if not torch.cuda.is_available():
+            return torch.device("cpu")
+        if callable(work):
+            work = work()
+        if work is not None and work < AUTO_CUDA_WORK:
+            return torch.device("cpu")
+        return torch.device("cuda")
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:
@@ -40,10 +65,17 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return dev
 
 
+def mlp_parameter_count(n_in: int, hidden_layer_sizes, n_out: int) -> int:
+    """Weights and biases of a fully connected network with these layer widths."""
+    widths = [int(n_in), *(int(h) for h in hidden_layer_sizes), int(n_out)]
+    return sum((a + 1) * b for a, b in zip(widths[:-1], widths[1:], strict=False))
+
+
 def predict_device(device) -> torch.device:
     """Device for prediction: the fit-time ``device``, or the CPU where CUDA is missing.
 
-    A model fitted on a GPU and loaded on a machine without one predicts on the CPU.
+    A model fitted on a GPU and loaded on a machine without one predicts on the CPU. The
+    estimators pass the device their fit resolved (``"auto"`` decided once, at fit time).
     """
     if device not in ("cpu", None) and not torch.cuda.is_available():
         return torch.device("cpu")

@@ -227,7 +227,11 @@ class BaseSamplingEstimator(
             y_numeric=not self._is_classifier(),
         )
         targets, n_outputs = self._prepare_targets(y, reset=not continuing)
-        device, dtype = resolve_device(self.device), resolve_dtype(self.dtype)
+        device = resolve_device(
+            self.device, work=lambda: self._work_per_gradient(X.shape[0], X.shape[1], n_outputs)
+        )
+        self._fit_device = str(device)  # where predictions run: "auto" is decided here, once
+        dtype = resolve_dtype(self.dtype)
         seeds = root_seed(self.random_state)  # the fit's one SeedSequence (_seeding.py)
         if continuing:
             self._check_warm_start(X.shape[1], n_outputs)
@@ -276,6 +280,17 @@ class BaseSamplingEstimator(
             generator_states=self._generator_states,
             inv_mass=self._inv_mass,
         )
+
+    def _work_per_gradient(self, n_rows: int, n_features: int, n_outputs: int) -> float:
+        """Forward multiply-adds of one gradient of all chains, for ``device="auto"``: rows
+        (a batch's for a minibatch sampler) x the network's parameters x chains."""
+        net = FunctionalNetwork(
+            meta_module(lambda: self._build_network(0, n_features, n_outputs)), device="meta"
+        )
+        rows = n_rows
+        if self._data_access == "minibatch":
+            rows = min(int(getattr(self, "batch_size", n_rows)), n_rows)
+        return rows * net.dim * self.n_chains
 
     def _run_chains(self, target, start: _ChainStart, n_rows: int, continuing: bool):
         """Sample ``target`` from ``start`` with the configured sampler through ``run_sampler``
@@ -384,7 +399,7 @@ class BaseSamplingEstimator(
         if validate:
             check_is_fitted(self)
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        network = self.network_.to(predict_device(self.device))
+        network = self.network_.to(predict_device(getattr(self, "_fit_device", self.device)))
         return network.forward_batched(self.samples_.flat(), X, transform=transform, mean=mean)
 
     def __sklearn_tags__(self):

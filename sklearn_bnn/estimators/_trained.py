@@ -14,13 +14,13 @@ import copy
 from numbers import Integral
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._registry import WeightsOnlyMixin
 from .._seeding import child, root_seed
-from .._utils import resolve_device, resolve_dtype
+from .._utils import mlp_parameter_count, resolve_device, resolve_dtype
 from ..nets import ACTIVATIONS, check_hidden_layer_sizes
 from ._skorch import TRAINING_CONSTRAINTS, needs_validation, predict_device, validation_split
 
@@ -51,8 +51,19 @@ class TrainedEstimator(WeightsOnlyMixin, BaseEstimator):
         self._validate_params()
         check_hidden_layer_sizes(self.hidden_layer_sizes)
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], **validate_kwargs)
-        device, dtype = resolve_device(self.device), resolve_dtype(self.dtype)
-        return X, y, device, dtype, root_seed(self.random_state)
+        device = resolve_device(self.device, work=lambda: self._work_per_gradient(X, y))
+        self._fit_device = str(device)  # where predictions run: "auto" is decided here, once
+        return X, y, device, resolve_dtype(self.dtype), root_seed(self.random_state)
+
+    def _work_per_gradient(self, X, y) -> float:
+        """Forward multiply-adds of one training step, for ``device="auto"``: the rows of a
+        batch times the parameters of the configured MLP (one output per class or target)."""
+        if is_classifier(self):
+            n_out = len(np.unique(y))
+        else:
+            n_out = 1 if np.ndim(y) < 2 else np.shape(y)[1]
+        rows = min(int(getattr(self, "batch_size", X.shape[0])), X.shape[0])
+        return rows * mlp_parameter_count(X.shape[1], self.hidden_layer_sizes, n_out)
 
     def _split_rows(self, n: int, seeds, stratify=None):
         """``(train, valid)`` row indices: a held-out part when early stopping (or a callback)
@@ -76,7 +87,7 @@ class TrainedEstimator(WeightsOnlyMixin, BaseEstimator):
         modules = getattr(self, attribute)
         modules = list(modules) if isinstance(modules, (list, tuple)) else [modules]
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        device = predict_device(self.device)
+        device = predict_device(getattr(self, "_fit_device", self.device))
         if device.type != "cpu":
             modules = [copy.deepcopy(m).to(device) for m in modules]
         return X, device, modules

@@ -62,9 +62,8 @@ class DualAveraging:
         self.log_eps_bar = torch.zeros_like(initial_step_size)
         self.log_eps = torch.log(initial_step_size)
         self.log_eps_floor = self.log_eps - math.log(1e10)
-        self.count = torch.zeros(  # updates, per chain
-            initial_step_size.shape, dtype=torch.long, device=initial_step_size.device
-        )
+        # updates per chain, on the host: Algorithm 5's weights are Python numbers of them
+        self.counts = [0] * initial_step_size.shape[0]
         self.recent_accept = torch.full_like(initial_step_size, math.nan)  # moving average
         self.m = 0
 
@@ -77,12 +76,23 @@ class DualAveraging:
     def final_step_size(self) -> torch.Tensor:
         """The averaged step size, frozen after warmup (the current one for a chain that has
         had no update yet)."""
-        return torch.where(self.count > 0, torch.exp(self.log_eps_bar), self.step_size)
+        if all(self.counts):
+            return torch.exp(self.log_eps_bar)
+        if not any(self.counts):
+            return self.step_size
+        updated = self.count.to(self.log_eps.device) > 0
+        return torch.where(updated, torch.exp(self.log_eps_bar), self.step_size)
+
+    @property
+    def count(self) -> torch.Tensor:
+        """Updates per chain (C,), as a tensor on the host."""
+        return torch.tensor(self.counts, dtype=torch.long)
 
     def update(self, accept_prob: torch.Tensor) -> None:
-        """Take one transition's acceptance probability (C,) into account."""
+        """Take one transition's acceptance probability (C,) into account (device arithmetic
+        only: the iteration counts it needs are kept on the host)."""
         self.m += 1
-        self.count = self.count + 1
+        self.counts = [m + 1 for m in self.counts]
         accept_prob = torch.nan_to_num(accept_prob, nan=0.0).to(self.h_bar)
         # Algorithm 5's weights, per chain, in Python floats (one value per distinct count)
         w, root, eta = self._weights(
@@ -101,30 +111,26 @@ class DualAveraging:
     def _weights(self, *functions):
         """Each function of the iteration count, per chain: a Python float when every chain
         has the same count (the common case), else a (C,) tensor."""
-        counts = self.count.tolist()
+        counts = self.counts
         if len(set(counts)) == 1:
-            return [f(int(counts[0])) for f in functions]
-        h = self.h_bar
+            return [f(counts[0]) for f in functions]
+        h = self.h_bar  # after a rescue only: one small copy to the device
         return [
-            torch.tensor([f(int(m)) for m in counts], dtype=h.dtype, device=h.device)
+            torch.tensor([f(m) for m in counts], dtype=h.dtype, device=h.device)
             for f in functions
         ]
 
     def adopt(self, chains: torch.Tensor, donors: torch.Tensor) -> None:
         """Give each chain of ``chains`` (indices) the adaptation state of the matching chain of
         ``donors``: it goes on from there as if it had been that chain."""
-        for name in (
-            "mu",
-            "h_bar",
-            "log_eps_bar",
-            "log_eps",
-            "log_eps_floor",
-            "count",
-            "recent_accept",
-        ):
+        for name in ("mu", "h_bar", "log_eps_bar", "log_eps", "log_eps_floor", "recent_accept"):
             value = getattr(self, name).clone()
             value[chains] = value[donors]
             setattr(self, name, value)
+        counts = list(self.counts)
+        for c, d in zip(chains.tolist(), donors.tolist(), strict=True):
+            counts[c] = self.counts[d]
+        self.counts = counts
 
 
 def collapsed_chains(averager: DualAveraging, ratio: float = 1e-2, min_updates: int = 20):
@@ -143,25 +149,37 @@ def collapsed_chains(averager: DualAveraging, ratio: float = 1e-2, min_updates: 
     collapsed, healthy : tensors of chain indices
     """
     eps = averager.final_step_size
-    judged = averager.count >= min_updates
-    if int(judged.sum()) < 2:
-        empty = torch.zeros(0, dtype=torch.long, device=eps.device)
+    empty = torch.zeros(0, dtype=torch.long, device=eps.device)
+    judged_host = [m >= min_updates for m in averager.counts]
+    if sum(judged_host) < 2:
         return empty, empty
-    log_eps = torch.log(eps)
+    collapsed = _collapsed_mask(torch.log(eps), judged_host, ratio)
+    if not bool(collapsed.any()):  # the one host read of a warmup transition
+        return empty, empty
+    judged = torch.tensor(judged_host, device=eps.device)
+    return collapsed.nonzero().squeeze(1), (judged & ~collapsed).nonzero().squeeze(1)
+
+
+def _collapsed_mask(log_eps: torch.Tensor, judged_host: list, ratio: float) -> torch.Tensor:
+    """The collapsed chains as a (C,) mask, computed on the device without a host read.
+
+    The fixed point of "below ``ratio`` times the median of the judged chains not found
+    collapsed", iterated from none: each pass only adds chains, so it settles within one pass
+    per chain and later passes change nothing (the loop has no exit test to read). Where no
+    healthy chain would be left, none counts as collapsed.
+    """
+    if all(judged_host):  # the common case: every chain has had as many updates
+        judged = torch.ones_like(log_eps, dtype=torch.bool)
+    else:
+        judged = torch.tensor(judged_host, device=log_eps.device)
     collapsed = torch.zeros_like(judged)
-    for _ in range(len(eps)):  # the median of the chains not (yet) found collapsed
+    threshold = math.log(ratio)
+    for _ in range(sum(judged_host)):
         rest = judged & ~collapsed
-        if int(rest.sum()) < 1:
-            break
-        median = log_eps[rest].median()
-        now = judged & (log_eps < median + math.log(ratio))
-        if torch.equal(now, collapsed):
-            break
-        collapsed = now
-    healthy = judged & ~collapsed
-    if not healthy.any():
-        collapsed = torch.zeros_like(collapsed)
-    return collapsed.nonzero().squeeze(1), healthy.nonzero().squeeze(1)
+        median = torch.where(rest, log_eps, torch.full_like(log_eps, math.nan)).nanmedian()
+        now = judged & (log_eps < median + threshold)
+        collapsed = torch.where(rest.any(), now, collapsed)
+    return collapsed & (judged & ~collapsed).any()
 
 
 def rescue_collapsed_chains(averager: DualAveraging, state: State, **criteria):

@@ -78,41 +78,72 @@ class ChEESTrajectory:
             self.fixed_time = math.exp(self.log_time_average)
         return self.fixed_time
 
-    def n_steps(self, mean_step_size: float, generator: torch.Generator) -> int:
+    def n_steps(self, mean_step_size, generator: torch.Generator) -> int:
         """Leapfrog steps of the next trajectory: ceil(h T / eps), h uniform in (0, 1)."""
+        return self.steps_and_time(mean_step_size, generator)[0]
+
+    def steps_and_time(self, mean_step_size, generator: torch.Generator):
+        """The leapfrog steps of the next trajectory (:meth:`n_steps`) and T, as Python
+        numbers: the uniform h, and the mean step size and T where they are on the device,
+        come to the host in one transfer (the transition's one read)."""
         u = torch.rand((), generator=generator, dtype=torch.float64, device=generator.device)
-        n = math.ceil((1.0 - u.item()) * self.time / mean_step_size)
-        return int(min(max(n, 1), self.max_steps))
+        parts = [u]
+        on_device = isinstance(mean_step_size, torch.Tensor)
+        if on_device:
+            parts.append(mean_step_size.to(u).reshape(()))
+        log_time = self.log_time if self.adapting else None
+        if isinstance(log_time, torch.Tensor):
+            parts.append(log_time.to(u))
+        values = torch.stack(parts).tolist()
+        u, mean_step_size = values[0], values[1] if on_device else mean_step_size
+        time = math.exp(values[-1]) if isinstance(log_time, torch.Tensor) else self.time
+        n = math.ceil((1.0 - u) * time / mean_step_size)
+        return int(min(max(n, 1), self.max_steps)), time
 
     def update(self, start, end, velocity, times, accept_prob, divergent) -> None:
         """Count one transition; during warmup, one Adam step of log T on the ChEES gradient
         of the chains' trajectories (``start``, ``end``, ``velocity`` (C, D), ``times`` the
-        integration time of each chain (C,))."""
+        integration time of each chain (C,)).
+
+        Device arithmetic throughout (log T, its average and Adam's moment become 0-d tensors
+        on the chains' device): a non-finite gradient leaves them as they were by a mask, not a
+        branch, so nothing waits for the host.
+        """
         if not self.adapting:
             self.count += 1
             return
-        grad = chees_gradient(start, end, velocity, times, accept_prob, divergent)
-        if math.isfinite(grad):
-            self.second_moment = self.beta2 * self.second_moment + (1 - self.beta2) * grad**2
-            corrected = self.second_moment / (1 - self.beta2 ** (self.count + 1))
-            move = self.learning_rate * grad / (math.sqrt(corrected) + 1e-8)
-            self.log_time += max(-self.clip, min(self.clip, move))
+        grad = _chees_gradient(start, end, velocity, times, accept_prob, divergent)
+        finite = torch.isfinite(grad)
+        grad = torch.where(finite, grad, torch.zeros_like(grad))
+        second = self.beta2 * self.second_moment + (1 - self.beta2) * grad**2
+        second = torch.where(finite, second, self.second_moment)
+        self.second_moment = second
+        corrected = second / (1 - self.beta2 ** (self.count + 1))
+        move = self.learning_rate * grad / (torch.sqrt(corrected) + 1e-8)
+        move = torch.where(finite, move.clamp(-self.clip, self.clip), torch.zeros_like(move))
+        self.log_time = self.log_time + move
         self.count += 1
         weight = self.count**-0.5
         self.log_time_average = (1 - weight) * self.log_time_average + weight * self.log_time
 
 
 def chees_gradient(start, end, velocity, times, accept_prob, divergent) -> float:
-    """The acceptance-weighted mean over chains of d ChEES / d log T (module docstring)."""
+    """The acceptance-weighted mean over chains of d ChEES / d log T (module docstring); NaN
+    when no chain weighs anything."""
+    return float(_chees_gradient(start, end, velocity, times, accept_prob, divergent))
+
+
+def _chees_gradient(start, end, velocity, times, accept_prob, divergent) -> torch.Tensor:
+    """:func:`chees_gradient` as a 0-d float64 tensor on the chains' device (no host read)."""
     finite = torch.isfinite(end).all(-1) & ~divergent
     weight = torch.where(finite, accept_prob, torch.zeros_like(accept_prob)).double()
-    if float(weight.sum()) <= 0:
-        return float("nan")
+    total = weight.sum()
     end = torch.where(finite[:, None], end, start).double()
     velocity = torch.where(finite[:, None], velocity, torch.zeros_like(velocity)).double()
     start = start.double()
-    end_centred = end - (weight[:, None] * end).sum(0) / weight.sum()
+    end_centred = end - (weight[:, None] * end).sum(0) / total
     start_centred = start - start.mean(0)
     change = end_centred.square().sum(-1) - start_centred.square().sum(-1)
     per_chain = times.double() * change * (end_centred * velocity).sum(-1)
-    return float((weight * per_chain).sum() / weight.sum())
+    gradient = (weight * per_chain).sum() / total
+    return torch.where(total > 0, gradient, torch.full_like(gradient, math.nan))

@@ -361,19 +361,26 @@ class HMCKernel(Kernel):
     def trajectory_steps(self, eps: torch.Tensor, generator: torch.Generator) -> int:
         """Leapfrog steps of the next trajectory: ``n_steps`` (jittered by
         ``n_steps_jitter``), or the jittered integration time over the mean step size (one
-        uniform from ``generator`` either way; none for a fixed ``n_steps``)."""
+        uniform from ``generator`` either way; none for a fixed ``n_steps``).
+
+        The count is a Python int, so a jittered one reads the host once per transition,
+        before the trajectory is queued: the uniform and whatever device value it needs (the
+        mean step size, ChEES's time) in one transfer. A fixed ``n_steps`` reads nothing.
+        """
         if self.chees is not None:
-            mean_eps = float(eps.double().mean())
-            if self.chees.log_time is None:
-                self.chees.start(self.n_steps * mean_eps)
-            return self.chees.n_steps(mean_eps, generator)
+            mean_eps = eps.double().mean()
+            if self.chees.log_time is None:  # the first transition of a run
+                self.chees.start(self.n_steps * float(mean_eps))
+            n, self._chees_time = self.chees.steps_and_time(mean_eps, generator)
+            return n
         if self.trajectory_length is None:
             if not self.n_steps_jitter:
                 return self.n_steps
             u = torch.rand((), generator=generator, dtype=torch.float64, device=eps.device).item()
             return max(1, round(self.n_steps * (1 + self.n_steps_jitter * (2 * u - 1))))
-        u = torch.rand((), generator=generator, dtype=torch.float64, device=eps.device).item()
-        n = math.ceil((0.5 + u) * self.trajectory_length / float(eps.double().mean()))
+        u = torch.rand((), generator=generator, dtype=torch.float64, device=eps.device)
+        u, mean_eps = torch.stack([u, eps.double().mean()]).tolist()
+        n = math.ceil((0.5 + u) * self.trajectory_length / mean_eps)
         return int(min(max(n, 1), self.max_steps))
 
     def _step_size(self, state: State, step_size):
@@ -429,7 +436,7 @@ class HMCKernel(Kernel):
             extra = {"n_steps": torch.full_like(accept_prob, n_steps, dtype=torch.long)}
         if self.chees is not None:
             extra["trajectory_time"] = torch.full(
-                accept_prob.shape, self.chees.time, dtype=torch.float64
+                accept_prob.shape, self._chees_time, dtype=torch.float64
             )
             self.chees.update(
                 q, proposal.position, metric.velocity(p1), n_steps * eps, accept_prob, divergent

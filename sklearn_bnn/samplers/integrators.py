@@ -118,8 +118,12 @@ def leapfrog(
 
     p <- p + (eps/2) grad log p(w); w <- w + eps M^-1 p; p <- p + (eps/2) grad log p(w).
     Consecutive half momentum steps are fused, so each step costs exactly one gradient, and the
-    gradient at the start comes from the cached ``state``. Stops early when every chain has left
-    the finite region (a divergence; the caller rejects it).
+    gradient at the start comes from the cached ``state``. Once every chain has left the finite
+    region (a divergence; the caller rejects it), the trajectory stays where that happened.
+
+    No step reads a value on the host: whether every chain has diverged is a device flag that
+    freezes the end point, not a branch, so the ``n_steps`` steps queue on a GPU without waiting
+    (they are all computed, and counted, even past a divergence).
     """
     metric = as_metric(inv_mass)
     step = step_size[:, None]
@@ -127,15 +131,21 @@ def leapfrog(
     q = state.position
     p = kick(momentum, state.grad, half)
     log_prob, grad = state.log_prob, state.grad
-    n_grad = 0
+    stopped = None  # (1, 1) bool: every chain had a non-finite log density at some step
     for i in range(n_steps):
-        q = drift(q, p, step, metric)
-        log_prob, grad = target.value_and_grad(q)
-        n_grad += 1
-        p = kick(p, grad, step if i < n_steps - 1 else half)
-        if not torch.isfinite(log_prob).any():
-            break
-    return State(q, log_prob, grad), p, n_grad
+        q_new = drift(q, p, step, metric)
+        lp_new, grad_new = target.value_and_grad(q_new)
+        p_new = kick(p, grad_new, step if i < n_steps - 1 else half)
+        if stopped is None:
+            q, log_prob, grad, p = q_new, lp_new, grad_new, p_new
+        else:
+            q = torch.where(stopped, q, q_new)
+            p = torch.where(stopped, p, p_new)
+            grad = torch.where(stopped, grad, grad_new)
+            log_prob = torch.where(stopped[0], log_prob, lp_new)
+        dead = ~torch.isfinite(log_prob).any().reshape(1, 1)
+        stopped = dead if stopped is None else stopped | dead
+    return State(q, log_prob, grad), p, n_steps
 
 
 def naive_split(
@@ -185,8 +195,6 @@ def randomised_split(
             path.kick(m, half)
             path.drift(sub_step)
             path.kick(m, half)
-        if path.diverged():
-            break
     return path.end_state(), path.momentum, path.n_evals / n_splits
 
 
@@ -224,8 +232,6 @@ def symmetric_split(
             path.kick(m, half)
             if m > 0:
                 path.drift(sub_step)
-        if path.diverged():
-            break
     return path.end_state(), path.momentum, path.n_evals / n_splits
 
 
@@ -262,14 +268,6 @@ class _SplitPath:
         """w <- w + step * M^-1 p, ``step`` (C, 1)."""
         drift(self.position, self.momentum, step, self.metric, fused=True, out=self.position)
         self._known.clear()
-
-    def diverged(self) -> bool:
-        """True when no chain's momentum is finite any more.
-
-        Tested on the sum over coordinates, which is non-finite when any coordinate is (or
-        when they overflow together, a divergence too): one reduction instead of a mask.
-        """
-        return not torch.isfinite(self.momentum.sum(-1)).any()
 
     def end_state(self) -> State:
         """The current position with the full-data log density and gradient (all subsets)."""

@@ -99,7 +99,7 @@ class PriorPrecisionGibbs:
         """Shape and rate (C, K), float64, of every group's Gamma conditional at ``theta``."""
         theta = theta.detach().double()
         sum_sq = torch.stack([w.square().sum(-1) for w in theta.split(self.sizes, -1)], -1)
-        n = torch.tensor(self.sizes, dtype=torch.float64, device=theta.device)
+        n = self._on_device("_sizes", theta.device)
         shape = ((self.alpha - 1.0 + 0.5 * n) / temperature + 1.0).expand_as(sum_sq)
         return shape, (self.beta + 0.5 * sum_sq) / temperature
 
@@ -116,7 +116,19 @@ class PriorPrecisionGibbs:
 
     def condition(self, target, tau: torch.Tensor):
         """The target with every chain's prior precisions set to its row of ``tau`` (C, K)."""
-        return target.with_prior_precision(tau[:, self.groups.to(tau.device)])
+        return target.with_prior_precision(tau[:, self._on_device("groups", tau.device)])
+
+    def _on_device(self, name: str, device) -> torch.Tensor:
+        """``groups`` or the sizes (float64) on ``device``, copied there once: a copy from
+        the host at every transition would wait for the device."""
+        cache = self.__dict__.setdefault("_device_copies", {})
+        key = (name, str(device))
+        if key not in cache:
+            if name == "groups":
+                cache[key] = self.groups.to(device)
+            else:
+                cache[key] = torch.tensor(self.sizes, dtype=torch.float64, device=device)
+        return cache[key]
 
     @property
     def stat_names(self) -> list:

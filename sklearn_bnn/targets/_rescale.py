@@ -45,6 +45,8 @@ __all__ = [
 
 #: Activations with a(c z) = c a(z) for every c > 0.
 HOMOGENEOUS = (nn.ReLU, nn.Identity)
+#: Rejection rounds of :func:`sample_log_concave`, drawn together, and the passes of them.
+ROUNDS_PER_PASS, PASSES = 25, 4
 
 
 def homogeneous_layers(network) -> list | None:
@@ -135,8 +137,11 @@ def sample_log_concave(h, dh, mode, curvature, ok, generator: torch.Generator) -
     v_- < v* < v_+ where h has dropped by about 1, and the tangent lines of h at v_- and v_+
     beyond them. Concavity makes it an envelope wherever v_- and v_+ land (a few Newton steps
     from the quadratic approximation place them), so every accepted draw is exact; acceptance
-    is about 0.5-0.7 a round. The rounds end when every element is accepted (at most 200; an
-    element left after them, with probability below 1e-30, stays at v = 0).
+    is about 0.5-0.7 a round. The rounds are drawn :data:`ROUNDS_PER_PASS` at a time,
+    vectorised, in :data:`PASSES` passes, and each element keeps its first accepted
+    proposal: the draw a round-by-round loop would return, with no host read to decide when
+    to stop. An element left after the 100 rounds, with probability below 1e-30, stays at
+    v = 0.
 
     Parameters
     ----------
@@ -171,12 +176,11 @@ def sample_log_concave(h, dh, mode, curvature, ok, generator: torch.Generator) -
     out = torch.zeros_like(mode)
     todo = ok.clone()
     opts = dict(generator=generator, dtype=mode.dtype, device=mode.device)
-    for _ in range(200):
-        if not bool(todo.any()):
-            break
-        pick = torch.rand(mode.shape, **opts) * total
-        u = torch.rand(mode.shape, **opts)
-        e = -torch.log1p(-torch.rand(mode.shape, **opts))  # Exp(1)
+    shape = (ROUNDS_PER_PASS, *mode.shape)
+    for _ in range(PASSES):  # every pass runs: no host read decides when to stop
+        pick = torch.rand(shape, **opts) * total
+        u = torch.rand(shape, **opts)
+        e = -torch.log1p(-torch.rand(shape, **opts))  # Exp(1)
         in_mid = pick < mass_mid
         in_right = ~in_mid & (pick < mass_mid + mass_r)
         v = torch.where(
@@ -189,9 +193,11 @@ def sample_log_concave(h, dh, mode, curvature, ok, generator: torch.Generator) -
             torch.zeros_like(v),
             torch.where(in_right, h_r + slope_r * (v - right), h_l + slope_l * (v - left)),
         )
-        accept = torch.log(torch.rand(mode.shape, **opts)) < h(v) - top - envelope
-        take = todo & accept & torch.isfinite(v)
-        out = torch.where(take, v, out)
+        accept = torch.log(torch.rand(shape, **opts)) < h(v) - top - envelope
+        accept &= torch.isfinite(v)
+        first = accept.to(torch.uint8).argmax(0, keepdim=True)  # the first accepted round
+        take = todo & accept.any(0)
+        out = torch.where(take, v.gather(0, first).squeeze(0), out)
         todo &= ~take
     return out
 
@@ -284,7 +290,7 @@ class UnitRescaleGibbs(_RescaleBlock):
                 + tau[:, b0 : b0 + h] * bias.square()
             )
             B = 0.5 * (tau[:, v0 : v0 + n_out * h].view(C, n_out, h) * V.square()).sum(1)
-            k = torch.tensor(0.5 * (n_in + 1 - n_out), dtype=x.dtype, device=x.device)
+            k = torch.full_like(A, 0.5 * (n_in + 1 - n_out))
             log_u = sample_log_gig(k, 2 * A / temperature, 2 * B / temperature, generator)
             c = torch.exp(0.5 * log_u)  # (C, h)
             W.mul_(c[:, :, None])
@@ -357,13 +363,19 @@ class LayerRescaleGibbs(_RescaleBlock):
 
     def _draw(self, blocks, generator, T):
         """log c^2 (C,) for one layer; ``blocks``: (coordinates (C, n_t), +1 up / -1 down)."""
-        signs = torch.tensor([sign for _, sign in blocks], dtype=torch.float64)
-        sizes = torch.tensor([w.shape[1] for w, _ in blocks], dtype=torch.float64)
         sum_sq = torch.stack([w.square().sum(-1) for w, _ in blocks], -1)  # (C, 3)
         shift = torch.log(sum_sq / (2 * self.beta))  # -inf for an all-zero tensor: no term
-        power = (self.alpha - 1.0 + 0.5 * sizes) / T + 1.0  # alpha'_t
-        half_k = 0.5 * float((signs * sizes).sum())
-        signs, power = signs.to(shift.device), power.to(shift.device)
+        half_k = 0.5 * sum(sign * w.shape[1] for w, sign in blocks)
+        # (+1, +1, -1) and alpha'_t = (alpha - 1 + n_t / 2) / T + 1 per tensor, filled on the
+        # device rather than copied from the host
+        signs = torch.ones_like(shift[0])
+        signs[2] = -1.0
+        power = torch.stack(
+            [
+                torch.full_like(shift[0, 0], (self.alpha - 1.0 + 0.5 * w.shape[1]) / T + 1.0)
+                for w, _ in blocks
+            ]
+        )
 
         def dh(v):
             return half_k - (signs * power * torch.sigmoid(signs * v[..., None] + shift)).sum(-1)

@@ -118,7 +118,7 @@ def test_collapsed_chains_compares_each_chain_with_the_others():
     collapsed, healthy = collapsed_chains(averager)
     assert collapsed.tolist() == [2, 4]
     assert healthy.tolist() == [0, 1, 3]
-    averager.count[1] = 3  # too few updates to judge
+    averager.counts[1] = 3  # too few updates to judge (the counts live on the host)
     assert 1 not in collapsed_chains(averager)[1].tolist()
     # a factor 20 between chains is a difference, not a collapse
     averager.log_eps_bar = torch.log(torch.tensor([0.1, 0.2, 0.01, 0.05, 0.1]))
