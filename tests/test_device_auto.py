@@ -21,6 +21,7 @@ from sklearn_bnn import (
     _utils,
 )
 from sklearn_bnn._utils import AUTO_CUDA_WORK, mlp_parameter_count, resolve_device
+from sklearn_bnn.samplers import HMC
 
 
 def test_without_cuda_auto_is_always_the_cpu(monkeypatch):
@@ -60,13 +61,13 @@ def test_the_work_is_only_computed_when_it_decides(monkeypatch):
 
 X, Y = make_classification(60, 5, n_informative=3, random_state=0)
 Y_REG = X[:, 0] + 0.1 * X[:, 1]
-FAST = dict(hidden_layer_sizes=(8,), n_draws=5, n_warmup=5, n_steps=3, random_state=0)
+FAST = dict(hidden_layer_sizes=(8,), n_draws=5, n_warmup=5, random_state=0)
 TRAINED = dict(hidden_layer_sizes=(8,), max_iter=2, batch_size=16, n_predict_draws=3)
 
 ESTIMATORS = [
-    (HMCClassifier(**FAST), Y),
-    (HMCRegressor(**FAST), Y_REG),
-    (SplitHMCClassifier(n_splits=2, n_init_steps=10, **FAST), Y),
+    (HMCClassifier(sampler=HMC(n_steps=3), **FAST), Y),
+    (HMCRegressor(sampler=HMC(n_steps=3), **FAST), Y_REG),
+    (SplitHMCClassifier(n_splits=2, n_init_steps=10, sampler=HMC(n_steps=3), **FAST), Y),
     (SGMCMCClassifier(hidden_layer_sizes=(8,), batch_size=16, n_draws=3, n_warmup=3), Y),
     (MCDropoutClassifier(random_state=0, **TRAINED), Y),
     (MCDropoutRegressor(random_state=0, **TRAINED), Y_REG),
