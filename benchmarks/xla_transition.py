@@ -149,10 +149,11 @@ def start(X, n_chains, seed=0):
     return torch.stack(rows).numpy()
 
 
-def timed(step) -> float:
-    begin = time.perf_counter()
+def timed(step) -> tuple[float, float]:
+    """Wall and process CPU seconds of one call of ``step``."""
+    wall, cpu = time.perf_counter(), time.process_time()
     step()
-    return time.perf_counter() - begin
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def worker(args):
@@ -184,7 +185,8 @@ def worker(args):
             "torch_threads": torch.get_num_threads(),
             "chains": C,
             "load": load,
-            **{name: statistics.median(t) for name, t in times.items()},
+            **{name: statistics.median(w for w, _ in t) for name, t in times.items()},
+            **{f"cpu_{name}": statistics.median(c for _, c in t) for name, t in times.items()},
             **{f"accept_{name}": float(np.mean(a)) for name, (_, a) in runs.items()},
         }
         print(json.dumps(row), flush=True)
@@ -207,9 +209,12 @@ def run_setting(args, threads: str) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
+    """Wall seconds per transition and ratios to JAX; the CPU-time ratios (process CPU
+    seconds, less sensitive to other jobs on a shared machine) beside them."""
     head = (
         "| threads | chains | JAX s | ours s | ours / JAX | general s | general / JAX | "
-        "accept (JAX, ours) | load |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        "CPU ours / JAX | CPU general / JAX | accept (JAX, ours) | load |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     )
     lines = [head]
     for r in rows:
@@ -217,7 +222,9 @@ def table(rows: list[dict]) -> str:
         lines.append(
             f"| {threads} | {r['chains']} | {r['jax']:.4f} | {r['ours']:.4f} | "
             f"{r['ours'] / r['jax']:.2f}x | {r['general']:.4f} | "
-            f"{r['general'] / r['jax']:.2f}x | {r['accept_jax']:.2f}, {r['accept_ours']:.2f} | "
+            f"{r['general'] / r['jax']:.2f}x | {r['cpu_ours'] / r['cpu_jax']:.2f}x | "
+            f"{r['cpu_general'] / r['cpu_jax']:.2f}x | "
+            f"{r['accept_jax']:.2f}, {r['accept_ours']:.2f} | "
             f"{r['load'][0]:.1f}-{r['load'][1]:.1f} |"
         )
     return "\n".join(lines)

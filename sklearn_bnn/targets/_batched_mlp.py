@@ -320,11 +320,12 @@ class BatchedMLP:
         return self._gaussian(f, self._transposed(y), likelihood, C)
 
     def _categorical(self, f, y):
+        # log p = sum of log_softmax(f) at the labels; d/df = onehot - softmax(f)
+        C = f.shape[0]
         log_p = torch.log_softmax(f, 1)
         onehot = self._onehot_of(y, f)
-        value = (log_p * onehot).sum((1, 2))
-        grad = torch.exp(log_p).neg_().add_(onehot)
-        return value, grad
+        value = torch.mv(log_p.view(C, -1), onehot.view(-1))
+        return value, torch.sub(onehot, log_p.exp_())
 
     def _transposed(self, y):
         """``y`` (n, n_out) as (n_out, n), cached for the same tensor."""
@@ -345,9 +346,8 @@ class BatchedMLP:
 
     def _bernoulli(self, f, y):
         # log p = y f - softplus(f); d/df = y - sigmoid(f)
-        value = (f * y - F.softplus(f)).sum((1, 2))
-        grad = torch.sigmoid(f).neg_().add_(y)
-        return value, grad
+        value = torch.sub(f * y, F.softplus(f)).sum((1, 2))
+        return value, torch.sub(y, torch.sigmoid(f))
 
     def _gaussian(self, f, y, likelihood, C):
         # log p = n/2 (sum log tau - n_out log 2 pi) - sum tau (f - y)^2 / 2; d/df = -tau (f - y)
