@@ -16,8 +16,10 @@ rescale moves, the gradient cached between steps) and the Metropolis test:
 
 Seconds per transition after warm-up, the median of interleaved repeats, ratios from the same
 run; each thread setting runs in its own process (XLA reads its thread flags at import):
-torch's default threads with XLA's default, then one thread for both. The load average is
-read at the start and end of each. JAX is imported here only, never by the package.
+torch's default threads with XLA's default, then one thread for both. Subnormal floats are
+flushed to zero in torch's calling thread, as the package's fits do and as XLA does. The load
+average is read at the start and end of each chain count. JAX is imported here only, never
+by the package.
 
 Run: ``python benchmarks/xla_transition.py [--chains 1 8 32 128] [--threads default 1]``;
 ``--quick`` for a smoke run (1 and 8 chains, 5 steps, 2 repeats).
@@ -162,6 +164,7 @@ def worker(args):
 
     if args.threads != "default":
         torch.set_num_threads(int(args.threads))
+    torch.set_flush_denormal(True)  # as a fit does (sklearn_bnn._utils), and as XLA does
     X, y = digits()
     for C in args.chains:
         theta0 = start(X, C)
@@ -204,8 +207,15 @@ def run_setting(args, threads: str) -> list[dict]:
     cmd += ["--chains", *map(str, args.chains), "--n-steps", str(args.n_steps)]
     cmd += ["--repeats", str(args.repeats), "--warmup", str(args.warmup)]
     cmd += ["--step-size", str(args.step_size)]
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    rows = []
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) as proc:
+        for line in proc.stdout:  # each row as it comes: a long run shows its progress
+            if line.startswith("{"):
+                rows.append(json.loads(line))
+                print(table(rows[-1:]).splitlines()[-1], flush=True)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return rows
 
 
 def table(rows: list[dict]) -> str:
