@@ -1,0 +1,383 @@
+"""A hand-written, chain-batched gradient of the package's MLP (issue 31).
+
+For the package's own :class:`~sklearn_bnn.nets.MLP` (Linear, activation, ..., Linear) under
+the package's categorical, Bernoulli or Gaussian likelihood, the log-likelihood of C chains and
+its gradient with respect to each chain's flat parameter vector are computed here without
+autograd: the chain dimension is carried through batched matrix products
+(:func:`torch.baddbmm`, :func:`torch.bmm`), the backward pass is written out (each
+activation's derivative, the likelihood's derivative with respect to the network's output),
+and every layer's gradient lands in the target's flat layout. The first layer, whose input is
+shared by all chains, is one ordinary matrix product for all of them, forward and backward.
+
+Compared with ``vmap`` over ``functional_call`` and autograd this removes the fixed cost per
+call (graph building, batching rules) and keeps every product a plain BLAS call. The
+:class:`~sklearn_bnn.targets.Target` uses it where it applies (:meth:`BatchedMLP.accepts`) and
+falls back to the general path otherwise; the prior is added outside, in closed form, as for
+the general path.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..likelihoods import Bernoulli, Categorical, Gaussian
+
+__all__ = ["BatchedMLP"]
+
+
+# -- activations: value and derivative --------------------------------------------------------
+# Each derivative takes the pre-activation z and the activation a = f(z) (whichever is cheaper)
+# and returns f'(z); None marks the identity (no multiplication at all).
+
+
+def _relu_grad(z, a, module):
+    return a > 0  # as torch's own backward of relu: 0 at z = 0 (unused: see _Layer)
+
+
+def _tanh_grad(z, a, module):
+    return 1 - a * a
+
+
+def _sigmoid_grad(z, a, module):
+    return a * (1 - a)
+
+
+def _gelu_grad(z, a, module):
+    cdf = 0.5 * (1 + torch.erf(z * (1 / math.sqrt(2))))
+    pdf = torch.exp(-0.5 * z * z) * (1 / math.sqrt(2 * math.pi))
+    return cdf + z * pdf
+
+
+def _silu_grad(z, a, module):
+    s = torch.sigmoid(z)
+    return s * (1 + z * (1 - s))
+
+
+def _elu_grad(z, a, module):
+    return torch.where(z > 0, torch.ones_like(z), a + module.alpha)
+
+
+#: Exact activation classes handled here -> (forward, derivative); None: the identity.
+_ACTIVATIONS = {
+    nn.ReLU: (torch.relu, _relu_grad),
+    nn.Tanh: (torch.tanh, _tanh_grad),
+    nn.Sigmoid: (torch.sigmoid, _sigmoid_grad),
+    nn.GELU: (F.gelu, _gelu_grad),
+    nn.SiLU: (F.silu, _silu_grad),
+    nn.ELU: (None, _elu_grad),  # forward needs the module's alpha: see _Layer.activate
+    nn.Identity: None,
+}
+
+
+def _supported_activation(module: nn.Module) -> bool:
+    kind = type(module)
+    if kind not in _ACTIVATIONS:
+        return False
+    if kind is nn.GELU:
+        return module.approximate == "none"
+    return True
+
+
+class _Layer:
+    """One Linear layer of the MLP and the activation after it (None for the last layer or
+    the identity): offsets of its weight (out, in) and bias (out,) in the flat vector."""
+
+    def __init__(self, w_start, b_start, n_out, n_in, activation):
+        self.w = slice(w_start, w_start + n_out * n_in)
+        self.b = slice(b_start, b_start + n_out)
+        self.n_out, self.n_in = n_out, n_in
+        self.module = activation
+        entry = None if activation is None else _ACTIVATIONS[type(activation)]
+        self.forward_fn, self.derivative = (None, None) if entry is None else entry
+        #: the derivative is a function of the activation alone: activate in place, keep no z
+        self.in_place = self.derivative in (None, _relu_grad, _tanh_grad, _sigmoid_grad)
+
+    def activate(self, z: torch.Tensor) -> torch.Tensor:
+        """f(z): in place (z is overwritten) when :attr:`in_place`, else a new tensor."""
+        if self.module is None:
+            return z
+        if self.derivative is _relu_grad:
+            return z.relu_()
+        if self.derivative is _tanh_grad:
+            return z.tanh_()
+        if self.derivative is _sigmoid_grad:
+            return z.sigmoid_()
+        if self.forward_fn is None:  # ELU
+            return F.elu(z, alpha=self.module.alpha)
+        return self.forward_fn(z)
+
+    def backward_through(self, da: torch.Tensor, z: torch.Tensor, a: torch.Tensor):
+        """The gradient with respect to the pre-activation z from ``da``, the one with respect
+        to a = f(z), in place in ``da`` (``z`` may be ``a`` itself: see :attr:`in_place`)."""
+        if self.derivative is None:
+            return da
+        if self.derivative is _relu_grad:  # one fused pass: torch's own backward of relu
+            return torch.ops.aten.threshold_backward.grad_input(da, a, 0, grad_input=da)
+        return da.mul_(self.derivative(z, a, self.module))
+
+
+class BatchedMLP:
+    """Log-likelihood and gradient of C chains of an MLP, without autograd.
+
+    Built by :meth:`for_network` for a :class:`~sklearn_bnn.targets.FunctionalNetwork` whose
+    module is exactly the package's :class:`~sklearn_bnn.nets.MLP` with every parameter
+    trainable, a bias on every layer and supported activations; None otherwise.
+
+    Parameters
+    ----------
+    layers : list of _Layer
+        In order, input side first.
+    dim : int
+        Length D of the flat parameter vector.
+    """
+
+    def __init__(self, layers: list[_Layer], dim: int):
+        self.layers = layers
+        self.dim = dim
+        self._onehot = None
+        self._x1t = None
+        self._work = None
+        self._yt = None
+
+    @classmethod
+    def for_network(cls, network) -> BatchedMLP | None:
+        """The batched gradient of ``network``'s module, or None when it is not one this class
+        reproduces exactly (the target then keeps its general path)."""
+        from ..nets import MLP  # nets imports no target: no cycle
+
+        module = network.module
+        if type(module) is not MLP:
+            return None
+        children = [m for m in module if type(m) is not nn.Dropout]  # dropout: eval mode
+        linears = children[0::2]
+        activations = children[1::2]
+        if len(linears) != len(activations) + 1:
+            return None
+        if not all(type(m) is nn.Linear and m.bias is not None for m in linears):
+            return None
+        if not all(_supported_activation(m) for m in activations):
+            return None
+        expected = []
+        index = {id(p): n for n, p in module.named_parameters()}
+        for lin in linears:
+            expected += [index[id(lin.weight)], index[id(lin.bias)]]
+        if list(network.names) != expected:
+            return None  # a frozen tensor, or another order: not the flat layout assumed
+        starts = dict(zip(network.names, _starts(network.sizes), strict=True))
+        layers = []
+        for i, lin in enumerate(linears):
+            act = activations[i] if i < len(activations) else None
+            act = None if type(act) is nn.Identity else act
+            n_out, n_in = lin.weight.shape
+            layers.append(
+                _Layer(starts[index[id(lin.weight)]], starts[index[id(lin.bias)]], n_out, n_in, act)
+            )
+        return cls(layers, network.dim)
+
+    # -- what is handled ----------------------------------------------------------------------
+    def accepts(self, theta, likelihood, X, y) -> bool:
+        """Whether :meth:`log_likelihood_and_grad` gives exactly the general path's density for
+        these positions (C, D), likelihood and data (plain Python checks on types and shapes:
+        no host sync)."""
+        if not isinstance(X, torch.Tensor) or X.ndim != 2 or not X.is_floating_point():
+            return False
+        if theta.ndim != 2 or theta.shape[1] != self.dim:
+            return False
+        if theta.dtype != X.dtype or theta.device != X.device or y.device != X.device:
+            return False
+        n_chains = theta.shape[0]
+        if X.shape[1] != self.layers[0].n_in or not isinstance(y, torch.Tensor):
+            return False
+        n, n_out = X.shape[0], self.layers[-1].n_out
+        kind = type(likelihood)
+        if kind is Categorical:
+            return y.ndim == 1 and y.shape[0] == n and not y.is_floating_point() and n_out > 1
+        if kind is Bernoulli:
+            return tuple(y.shape) == (n, n_out) and y.is_floating_point()
+        if kind is Gaussian:
+            if tuple(y.shape) != (n, n_out) or not y.is_floating_point():
+                return False
+            per_chain = likelihood.chain_precision
+            if per_chain is not None:
+                return per_chain.ndim == 2 and tuple(per_chain.shape) == (n_chains, n_out)
+            tau = likelihood.precision
+            return not isinstance(tau, torch.Tensor) or tau.numel() in (1, n_out)
+        return False
+
+    # -- the computation ----------------------------------------------------------------------
+    def log_likelihood_and_grad(self, theta: torch.Tensor, X, y, likelihood):
+        """Log-likelihood of every chain (C,) and its gradient (C, D) at ``theta`` (C, D).
+
+        Call only where :meth:`accepts` said yes. No graph is built and nothing is synced.
+        """
+        theta = theta.detach()
+        C = theta.shape[0]
+        X1t = self._inputs_with_ones(X)
+        work = self._workspace(C, X1t)
+        zs, acts, f = self._forward(theta, X1t, work)
+        value, d_out = self._likelihood(f, y, likelihood, C)
+        grad = self._backward(theta, X1t, zs, acts, d_out, work)
+        return value, grad
+
+    def _inputs_with_ones(self, X: torch.Tensor) -> torch.Tensor:
+        """``[X, 1]`` transposed (d + 1, n), cached for the same ``X``: the first layer's weight
+        and bias then act in one matrix product, forward and backward."""
+        cached = self._x1t
+        key = (X.data_ptr(), X._version, tuple(X.shape), X.dtype, X.device)
+        if cached is None or cached[0] != key or cached[1] is not X:
+            ones = torch.ones(X.shape[0], 1, dtype=X.dtype, device=X.device)
+            x1t = torch.cat([X, ones], 1).t().contiguous()
+            self._x1t = cached = (key, X, x1t)
+        return cached[2]
+
+    #: Largest workspace kept between calls, in bytes; above it buffers are allocated per call.
+    max_workspace_bytes = 2**28
+
+    def _workspace(self, C: int, X1t: torch.Tensor):
+        """Per hidden layer, the buffers (C, width, n) of its activation and of the gradient
+        with respect to it, reused from one call to the next (a fresh large allocation costs
+        its page faults on every call on a CPU); None when they would be too large to keep.
+        Only this object writes them, and nothing handed out is a view of them."""
+        n = X1t.shape[1]
+        key = (C, n, X1t.dtype, X1t.device)
+        if self._work is not None and self._work[0] == key:
+            return self._work[1]
+        widths = [layer.n_out for layer in self.layers[:-1]]
+        size = 2 * C * n * sum(widths) * X1t.element_size()
+        if size > self.max_workspace_bytes:
+            return None
+        buffers = [
+            (X1t.new_empty((C, h, n)), X1t.new_empty((C, h, n))) for h in widths
+        ]
+        self._work = (key, buffers)
+        return buffers
+
+    def _forward(self, theta, X1t, work):
+        """Every hidden layer's pre-activation and activation, feature-major (C, width, n),
+        and the output (C, n_out, n).
+
+        Feature-major keeps each chain's hidden values one contiguous (width, n) block: the
+        first layer is one product for all chains, (C * h, d + 1) @ (d + 1, n), and its
+        weight gradient another, (C * h, n) @ (n, d + 1), both already in the flat layout;
+        the later layers are batched products of contiguous blocks.
+        """
+        C, n = theta.shape[0], X1t.shape[1]
+        first = self.layers[0]
+        Wb = torch.cat(
+            [
+                theta[:, first.w].view(C, first.n_out, first.n_in),
+                theta[:, first.b].view(C, first.n_out, 1),
+            ],
+            2,
+        )
+        out = None if work is None or len(self.layers) == 1 else work[0][0]
+        z = torch.mm(Wb.view(C * first.n_out, first.n_in + 1), X1t, out=_flat(out))
+        z = z.view(C, first.n_out, n)
+        zs, acts = [], []
+        for i, layer in enumerate(self.layers[1:], 1):
+            a = self.layers[i - 1].activate(z)
+            zs.append(z)
+            acts.append(a)
+            W = theta[:, layer.w].view(C, layer.n_out, layer.n_in)
+            b = theta[:, layer.b].unsqueeze(2)  # (C, n_out, 1)
+            out = None if work is None or i == len(self.layers) - 1 else work[i][0]
+            z = torch.baddbmm(b, W, a, out=out)
+        return zs, acts, z
+
+    def _backward(self, theta, X1t, zs, acts, d_out, work):
+        """The gradient (C, D) from ``d_out`` (C, n_out, n), the one with respect to the
+        output, layer by layer."""
+        C = theta.shape[0]
+        pieces = []
+        dz = d_out  # w.r.t. the last pre-activation
+        for i in range(len(self.layers) - 1, 0, -1):
+            layer, below = self.layers[i], self.layers[i - 1]
+            a = acts[i - 1]
+            pieces.append(dz.sum(2))  # bias
+            pieces.append(torch.bmm(dz, a.transpose(1, 2)).view(C, -1))  # weight
+            W = theta[:, layer.w].view(C, layer.n_out, layer.n_in)
+            out = None if work is None else work[i - 1][1]
+            da = torch.bmm(W.transpose(1, 2), dz, out=out)  # (C, n_in, n)
+            dz = below.backward_through(da, zs[i - 1], a)
+        first = self.layers[0]
+        g = torch.mm(dz.view(C * first.n_out, -1), X1t.t()).view(C, first.n_out, -1)
+        pieces.append(g[:, :, -1])
+        pieces.append(g[:, :, :-1].reshape(C, -1))
+        return torch.cat(pieces[::-1], 1)
+
+    def _likelihood(self, f, y, likelihood, C):
+        """Log-likelihood per chain (C,) of outputs ``f`` (C, n_out, n), and its gradient with
+        respect to ``f`` (C, n_out, n)."""
+        kind = type(likelihood)
+        if kind is Categorical:
+            return self._categorical(f, y)
+        if kind is Bernoulli:
+            return self._bernoulli(f, self._transposed(y))
+        return self._gaussian(f, self._transposed(y), likelihood, C)
+
+    def _categorical(self, f, y):
+        # log p = sum of log_softmax(f) at the labels; d/df = onehot - softmax(f)
+        C = f.shape[0]
+        log_p = torch.log_softmax(f, 1)
+        onehot = self._onehot_of(y, f)
+        value = torch.mv(log_p.view(C, -1), onehot.view(-1))
+        return value, torch.sub(onehot, log_p.exp_())
+
+    def _transposed(self, y):
+        """``y`` (n, n_out) as (n_out, n), cached for the same tensor."""
+        cached = self._yt
+        key = (y.data_ptr(), y._version, tuple(y.shape), y.dtype, y.device)
+        if cached is None or cached[0] != key or cached[1] is not y:
+            self._yt = cached = (key, y, y.t().contiguous())
+        return cached[2]
+
+    def _onehot_of(self, y, f):
+        """One-hot columns of the labels ``y`` in ``f``'s dtype, cached for the same tensor."""
+        cached = self._onehot
+        key = (y.data_ptr(), y._version, y.shape[0], f.dtype, f.device)
+        if cached is None or cached[0] != key or cached[1] is not y:
+            onehot = F.one_hot(y, f.shape[1]).to(f.dtype).t().contiguous()  # (n_out, n)
+            self._onehot = cached = (key, y, onehot)
+        return cached[2]
+
+    def _bernoulli(self, f, y):
+        # log p = y f - softplus(f); d/df = y - sigmoid(f)
+        value = torch.sub(f * y, F.softplus(f)).sum((1, 2))
+        return value, torch.sub(y, torch.sigmoid(f))
+
+    def _gaussian(self, f, y, likelihood, C):
+        # log p = n/2 (sum log tau - n_out log 2 pi) - sum tau (f - y)^2 / 2; d/df = -tau (f - y)
+        n_out, n = f.shape[1], f.shape[2]
+        tau = likelihood.chain_precision
+        if tau is None:
+            tau = likelihood.precision
+        resid = f - y
+        if isinstance(tau, torch.Tensor):
+            tau = tau.to(f).reshape(-1, n_out, 1) if tau.numel() > 1 else tau.to(f).reshape(1, 1, 1)
+            log_tau = torch.log(tau).sum((1, 2))
+            if tau.shape[1] == 1:
+                log_tau = log_tau * n_out
+        else:  # a float: no tensor to build
+            tau = float(tau)
+            log_tau = n_out * math.log(tau)
+        weighted = resid * tau
+        sq = (weighted * resid).sum((1, 2))
+        value = 0.5 * n * (log_tau - n_out * math.log(2 * math.pi)) - 0.5 * sq
+        return value, weighted.neg_()
+
+
+def _flat(buffer):
+    """A (C, h, n) buffer as the (C * h, n) matrix it is, or None."""
+    return None if buffer is None else buffer.view(-1, buffer.shape[-1])
+
+
+def _starts(sizes):
+    out, start = [], 0
+    for n in sizes:
+        out.append(start)
+        start += n
+    return out
