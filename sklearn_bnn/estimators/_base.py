@@ -270,7 +270,7 @@ class BaseSamplingEstimator(
                 inv_mass=start.inv_mass,
                 **options,
             ),
-            desc=type(self).__name__,
+            desc=getattr(self, "_progress_desc", type(self).__name__),  # a stage's name
             verbose=self.verbose,
         )
         return run
