@@ -98,7 +98,13 @@ def demo(out_dir: Path, budget: dict, seed: int = 0) -> dict:
     )
     _print_budget(budget)
     hmc_params = {"random_state": seed, "verbose": True, **budget}
-    models, seconds = _fit_models(X_train, y_train, hmc_params, seed)
+    n_threads = _demo_threads(X_train.shape, hmc_params)
+    print(
+        f"fit times: every model on {n_threads} thread{'s' * (n_threads > 1)}, the number the "
+        "package's rule gives the HMC fit (sklearn_bnn._threads): torch's threads for HMC, and "
+        "the BLAS/OpenMP threads of scikit-learn's MLPs, limited to the same with threadpoolctl"
+    )
+    models, seconds = _fit_models(X_train, y_train, hmc_params, seed, n_threads)
     draws, probas = _probabilities(models, X_test, X_ood)
     labels = np.asarray(IN_CLASSES)
     rows = {}
@@ -117,7 +123,7 @@ def demo(out_dir: Path, budget: dict, seed: int = 0) -> dict:
     except ImportError:
         print('matplotlib is not installed: no figures (pip install -e ".[plot]")')
     else:
-        for path in write_figures(out_dir, y_test, probas, labels, rows):
+        for path in write_figures(out_dir, y_test, probas, labels, rows, draws):
             print(f"figure written to {path}")
     return results
 
@@ -135,23 +141,51 @@ def _print_budget(budget: dict) -> None:
         print("HMCClassifier at its defaults")
 
 
-def _fit_models(X_train, y_train, hmc_params: dict, seed: int):
-    """HMC, one MLP and the deep ensemble, each behind a scaler, and their fit times."""
+def _demo_threads(shape, hmc_params: dict) -> int:
+    """The torch threads the package's rule (:mod:`sklearn_bnn._threads`) gives the demo's HMC
+    fit: one forward pass is rows x weights x chains multiply-adds.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        ``(n_rows, n_features)`` of the training set.
+    hmc_params : dict
+        The HMC fit's parameters (the others at the estimator's defaults).
+
+    Returns
+    -------
+    int
+    """
+    from . import HMCClassifier
+    from ._threads import threads_for
+
+    params = {**HMCClassifier().get_params(), **hmc_params}
+    sizes = [shape[1], *params["hidden_layer_sizes"], len(IN_CLASSES)]
+    n_weights = sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:], strict=False))
+    return threads_for(shape[0] * n_weights * params["n_chains"])
+
+
+def _fit_models(X_train, y_train, hmc_params: dict, seed: int, n_threads: int = 1):
+    """HMC, one MLP and the deep ensemble, each behind a scaler, and their fit times, every
+    fit on ``n_threads`` threads (torch's for HMC, the MLPs' BLAS threads through
+    threadpoolctl), so that the times compare."""
     from sklearn.neural_network import MLPClassifier
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
+    from threadpoolctl import threadpool_limits
 
-    from . import HMCClassifier
+    from . import HMCClassifier, fit_threads
 
-    hmc = make_pipeline(StandardScaler(), HMCClassifier(**hmc_params))
-    seconds = {"HMC": _fit_seconds(hmc, X_train, y_train)}
-    mlp = make_pipeline(StandardScaler(), MLPClassifier(random_state=seed))
-    seconds["MLP"] = _fit_seconds(mlp, X_train, y_train)
-    members = [
-        make_pipeline(StandardScaler(), MLPClassifier(random_state=seed + k))
-        for k in range(N_MEMBERS)
-    ]
-    seconds[f"{N_MEMBERS} MLPs"] = sum(_fit_seconds(m, X_train, y_train) for m in members)
+    with fit_threads(n_threads), threadpool_limits(limits=n_threads):
+        hmc = make_pipeline(StandardScaler(), HMCClassifier(**hmc_params))
+        seconds = {"HMC": _fit_seconds(hmc, X_train, y_train)}
+        mlp = make_pipeline(StandardScaler(), MLPClassifier(random_state=seed))
+        seconds["MLP"] = _fit_seconds(mlp, X_train, y_train)
+        members = [
+            make_pipeline(StandardScaler(), MLPClassifier(random_state=seed + k))
+            for k in range(N_MEMBERS)
+        ]
+        seconds[f"{N_MEMBERS} MLPs"] = sum(_fit_seconds(m, X_train, y_train) for m in members)
     return {"HMC": hmc, "MLP": mlp, f"{N_MEMBERS} MLPs": members}, seconds
 
 

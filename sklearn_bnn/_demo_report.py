@@ -126,6 +126,34 @@ def _compare(a: dict, b: dict, key: str) -> int:
     return _BETTER[key] if x > y else -_BETTER[key]
 
 
+def _fit_time(mine: float, theirs: float) -> str:
+    """How a fit time compares with another, in words that fit the ratio.
+
+    Parameters
+    ----------
+    mine, theirs : float
+        Fit seconds of the model read about and of the one it is compared with.
+
+    Returns
+    -------
+    str
+        "N times as long" when slower, "N times as fast" when faster, "about as long" within
+        5 %, followed by both times.
+    """
+    both = f"({mine:.1f} s against {theirs:.1f} s)"
+    ratio = mine / theirs
+    if 1 / 1.05 <= ratio <= 1.05:
+        return f"about as long {both}"
+    if ratio > 1:
+        return f"{_times(ratio)} times as long {both}"
+    return f"faster, {_times(1 / ratio)} times as fast {both}"
+
+
+def _times(ratio: float) -> str:
+    """A ratio as printed: no decimals from 10 on, one below."""
+    return f"{ratio:.0f}" if ratio >= 10 else f"{ratio:.1f}"
+
+
 def reading(rows: dict, bayes: str, others: tuple[str, ...]) -> list[str]:
     """Plain sentences saying where ``bayes`` beats each of ``others`` and where it does not.
 
@@ -167,10 +195,7 @@ def reading(rows: dict, bayes: str, others: tuple[str, ...]) -> list[str]:
         lines.append("  worse:  " + ("; ".join(worse) if worse else "nowhere"))
         if tied:
             lines.append("  equal:  " + "; ".join(tied))
-        lines.append(
-            f"  fit time: {b['seconds'] / o['seconds']:.0f} times as long "
-            f"({b['seconds']:.1f} s against {o['seconds']:.1f} s)"
-        )
+        lines.append(f"  fit time: {_fit_time(b['seconds'], o['seconds'])}")
     gap = b["mean_confidence"] - b["accuracy"]
     if round(gap, 3) != 0:
         side = "over-confident" if gap > 0 else "under-confident"
@@ -186,44 +211,110 @@ def reading(rows: dict, bayes: str, others: tuple[str, ...]) -> list[str]:
     return lines
 
 
-def write_figures(out_dir, y_test, probas, labels, rows) -> list[Path]:
-    """Reliability, risk-coverage and OOD-entropy figures of each model's predictive.
+_STYLES = (
+    {"linestyle": "-", "linewidth": 1.6, "marker": "o", "markevery": (0.0, 0.09), "zorder": 3},
+    {"linestyle": "--", "linewidth": 1.6, "marker": "s", "markevery": (0.03, 0.09), "zorder": 2},
+    {
+        "linestyle": "-",
+        "linewidth": 5,
+        "alpha": 0.45,
+        "marker": "^",
+        "markersize": 8,
+        "markevery": (0.06, 0.09),
+        "zorder": 1,
+    },
+)
+"""Line styles of the first, second and third model in the risk-coverage plot: each its own
+line and markers (at staggered places), the third a wide pale band under the others, so that
+curves that coincide (HMC's and the ensemble's at 100 % accuracy) both stay visible."""
+
+
+def write_figures(out_dir, y_test, probas, labels, rows, draws=None) -> list[Path]:
+    """Reliability, risk-coverage and OOD-uncertainty figures of each model's predictive.
 
     ``probas[name]`` is the pair (test, OOD) of the probabilities the table scored: the model
-    average for the MLPs, HMC's calibrated ``predict_proba``.
+    average for the MLPs, HMC's calibrated ``predict_proba``; ``draws[name]``, when given, the
+    pair of per-draw (or per-member) probabilities, from which the mutual information is read.
+
+    Parameters
+    ----------
+    out_dir : Path
+        Folder the PNG files go to.
+    y_test : ndarray of shape (n_test,)
+    probas : dict
+        Model name to the pair (test, OOD) of predictive probabilities.
+    labels : array-like of shape (n_classes,)
+    rows : dict
+        Model name to its scores (:func:`score_model`).
+    draws : dict, optional
+        Model name to the pair (test, OOD) of per-draw probabilities (n_draws, n, n_classes).
+
+    Returns
+    -------
+    list of Path
+        ``reliability.png`` (one panel per model, each bin's count beside its point),
+        ``risk_coverage.png`` and ``entropy_ood.png`` (predictive entropy, and beneath it the
+        mutual information of the models that have several draws or members).
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .plotting import plot_accuracy_coverage, plot_entropy_histogram, plot_reliability_diagram
+    from .plotting import (
+        plot_accuracy_coverage,
+        plot_entropy_histogram,
+        plot_mutual_information_histogram,
+        plot_reliability_diagram,
+    )
 
     names = list(probas)
     paths = []
-    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 4.5))
+    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 5.2))
     for ax, name in zip(axes, names, strict=True):
         plot_reliability_diagram(y_test, probas[name][0], labels=labels, ax=ax, label=name)
-        ax.set_title(f"{name}: reliability")
+        ax.set_title(f"{name}: reliability (inputs per bin beside each point)", fontsize=9)
     paths.append(out_dir / "reliability.png")
     fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for name in names:
-        plot_accuracy_coverage(y_test, probas[name][0], labels=labels, ax=ax, label=name)
-    ax.set_title("Digits 0-6 test set: accuracy when the most uncertain are refused")
+    fig, ax = plt.subplots(figsize=(6.5, 4.8))
+    for name, style in zip(names, _STYLES, strict=False):
+        plot_accuracy_coverage(y_test, probas[name][0], labels=labels, ax=ax, label=name, **style)
+    ax.set_xlim(50, 100)  # below half the inputs kept, every model is at 100 %
+    ax.set_title("Digits 0-6 test set: accuracy when the most uncertain are refused", fontsize=10)
     paths.append(out_dir / "risk_coverage.png")
     fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
     plt.close(fig)
 
-    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.8), sharey=True)
-    for ax, name in zip(axes, names, strict=True):
-        title = f"{name} (OOD AUROC {rows[name]['auroc_entropy']:.3f})"
+    n_rows = 1 if draws is None else 2
+    fig, axes = plt.subplots(
+        n_rows, len(names), figsize=(4.5 * len(names), 3.8 * n_rows), squeeze=False
+    )
+    for ax, name in zip(axes[0], names, strict=True):
+        title = f"{name}: entropy (OOD AUROC {rows[name]['auroc_entropy']:.3f})"
         plot_entropy_histogram(probas[name][0], probas[name][1], ax=ax, title=title)
-    axes[0].set_ylabel("density (test 0-6 against unseen 7-9)")
-    for ax in axes[1:]:
-        ax.set_ylabel("")
+    if draws is not None:
+        for ax, name in zip(axes[1], names, strict=True):
+            d_test, d_ood = draws[name]
+            if len(d_test) < 2:  # one network: no disagreement to measure
+                ax.text(
+                    0.5,
+                    0.5,
+                    f"{name}: one network,\nno mutual information",
+                    ha="center",
+                    va="center",
+                    transform=ax.transAxes,
+                )
+                ax.set_axis_off()
+                continue
+            title = f"{name}: mutual information (OOD AUROC {rows[name]['auroc_mi']:.3f})"
+            plot_mutual_information_histogram(d_test, d_ood, ax=ax, title=title)
+    for row in axes:
+        row[0].set_ylabel("density (test 0-6 against unseen 7-9)")
+        for ax in row[1:]:
+            ax.set_ylabel("")
+    fig.tight_layout()
     paths.append(out_dir / "entropy_ood.png")
     fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
     plt.close(fig)

@@ -12,6 +12,7 @@ from .metrics import (
     accuracy_coverage_curve,
     cumulative_accuracy,
     expected_calibration_error,
+    mutual_information,
     mutual_information_matrix,
     predictive_entropy,
     top_label_calibration_curve,
@@ -24,6 +25,7 @@ __all__ = [
     "plot_cumulative_accuracy",
     "plot_accuracy_coverage",
     "plot_entropy_histogram",
+    "plot_mutual_information_histogram",
 ]
 
 
@@ -49,11 +51,14 @@ def plot_reliability_diagram(
     labels=None,
     ax=None,
     label: str | None = None,
+    show_counts: bool = True,
 ):
     """Reliability diagram: accuracy against confidence of the top-label prediction.
 
     Points on the diagonal are calibrated; below it the model is over-confident. The legend
-    gives the ECE (:func:`~sklearn_bnn.metrics.expected_calibration_error`).
+    gives the ECE (:func:`~sklearn_bnn.metrics.expected_calibration_error`) and sits under the
+    axes, where it hides no point; each point is labelled with the number of inputs in its bin
+    (a bin of three inputs says little).
 
     Parameters
     ----------
@@ -64,12 +69,14 @@ def plot_reliability_diagram(
     ax : matplotlib Axes, optional
     label : str, optional
         Legend entry (the ECE is appended).
+    show_counts : bool, default=True
+        Write the number of inputs (the total sample weight) of each bin beside its point.
 
     Returns
     -------
     matplotlib Axes
     """
-    accuracy, confidence, _ = top_label_calibration_curve(
+    accuracy, confidence, weight = top_label_calibration_curve(
         y_true, y_prob, n_bins=n_bins, strategy=strategy, labels=labels
     )
     ece = expected_calibration_error(
@@ -78,16 +85,32 @@ def plot_reliability_diagram(
     ax = _axes(ax)
     ax.plot([0, 1], [0, 1], linestyle=":", color="gray", label="perfectly calibrated")
     name = f"{label} " if label else ""
-    ax.plot(confidence, accuracy, marker="o", label=f"{name}(ECE = {ece:.3f})")
+    (line,) = ax.plot(confidence, accuracy, marker="o", label=f"{name}(ECE = {ece:.3f})")
+    if show_counts:
+        for x, y, n in zip(confidence, accuracy, weight, strict=True):
+            ax.annotate(
+                f"{n:.0f}",
+                (x, y),
+                xytext=(-4, 5),
+                textcoords="offset points",
+                ha="right",
+                fontsize=7,
+                color=line.get_color(),
+            )
     ax.set(
         xlabel="confidence (top-label probability)",
         ylabel="accuracy",
         xlim=(0, 1),
-        ylim=(0, 1),
+        ylim=(0, 1.05),
         title="Reliability diagram",
     )
-    ax.legend(loc="upper left")
+    _legend_below(ax)
     return ax
+
+
+def _legend_below(ax) -> None:
+    """The legend under the axes (below the x label), where it covers no data."""
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8, frameon=False)
 
 
 def plot_entropy_cdf(y_true, y_prob, *, labels=None, ax=None, label: str | None = None):
@@ -229,7 +252,7 @@ def plot_cumulative_accuracy(
 
 
 def plot_accuracy_coverage(
-    y_true, y_prob, *, uncertainty=None, labels=None, ax=None, label: str | None = None
+    y_true, y_prob, *, uncertainty=None, labels=None, ax=None, label: str | None = None, **style
 ):
     """Accuracy on the inputs kept against the fraction kept, the most uncertain refused first.
 
@@ -248,6 +271,9 @@ def plot_accuracy_coverage(
         Class labels of the columns.
     ax : matplotlib Axes, optional
     label : str, optional
+    **style
+        Passed to ``ax.plot`` (``linestyle``, ``marker``, ``markevery``, ...): give each model
+        its own, so that curves that coincide stay visible.
 
     Returns
     -------
@@ -257,7 +283,7 @@ def plot_accuracy_coverage(
         y_true, y_prob, uncertainty=uncertainty, labels=labels
     )
     ax = _axes(ax)
-    ax.plot(100 * coverage, accuracy, label=label)
+    ax.plot(100 * coverage, accuracy, label=label, **style)
     ax.set(
         xlabel="inputs kept (%), the most uncertain refused first",
         ylabel="accuracy on the inputs kept",
@@ -306,4 +332,47 @@ def plot_entropy_histogram(y_prob_in, y_prob_out, *, bins: int = 20, ax=None, ti
         title=title or "Predictive entropy",
     )
     ax.legend(loc="upper center")
+    return ax
+
+
+def plot_mutual_information_histogram(
+    y_prob_samples_in, y_prob_samples_out, *, bins: int = 20, ax=None, title=None
+):
+    """Histograms of the mutual information on in- and out-of-distribution inputs.
+
+    The mutual information between the prediction and the weights
+    (:func:`~sklearn_bnn.metrics.mutual_information`) is the part of the predictive entropy
+    that comes from the draws (or members) disagreeing: a model that knows what it has not
+    seen puts the out-of-distribution inputs at high values. Both histograms are normalised to
+    unit area and share bins over ``[0, max]``.
+
+    Parameters
+    ----------
+    y_prob_samples_in, y_prob_samples_out : array-like of shape (n_draws, n_samples, n_classes)
+        Per-draw probabilities on in- and out-of-distribution inputs, with the same classes
+        and at least two draws.
+    bins : int, default=20
+    ax : matplotlib Axes, optional
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    if np.shape(y_prob_samples_out)[-1] != np.shape(y_prob_samples_in)[-1]:
+        raise ValueError("y_prob_in and y_prob_out must have the same number of classes.")
+    mi_in = mutual_information(y_prob_samples_in)
+    mi_out = mutual_information(y_prob_samples_out)
+    top = max(float(np.max(mi_in)), float(np.max(mi_out)), 1e-12)
+    edges = np.linspace(0.0, top, bins + 1)
+    ax = _axes(ax)
+    style = {"bins": edges, "density": True, "alpha": 0.6}
+    ax.hist(mi_in, label=f"in distribution (n = {len(mi_in)})", **style)
+    ax.hist(mi_out, label=f"out of distribution (n = {len(mi_out)})", **style)
+    ax.set(
+        xlabel="mutual information (nats)",
+        ylabel="density",
+        title=title or "Mutual information",
+    )
+    ax.legend(loc="upper right")
     return ax

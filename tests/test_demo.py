@@ -19,7 +19,13 @@ def test_quick_demo_end_to_end(tmp_path, capsys):
     # two threads made this test 6x slower.
     with threadpool_limits(1):
         assert cli.main(["demo", "--quick", "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
+    # every model timed on the same threads, and said so
+    assert "fit times: every model on 1 thread" in printed
+    # the two stages of HMC's fit have progress bars of their own names
+    assert "HMCClassifier calibration stage" in captured.err
+    assert "HMCClassifier sampling (all" in captured.err
     header = next(line for line in printed.splitlines() if line.startswith("model"))
     assert header.split()[1:] == " ".join(report.COLUMNS).split()
     for name in ("HMC", "MLP", "5 MLPs"):
@@ -77,3 +83,12 @@ def test_table_has_the_columns():
     lines = report.format_table(rows).splitlines()
     assert lines[0].split()[1:] == " ".join(report.COLUMNS).split()
     assert lines[2].split()[6] == "-"
+
+
+def test_fit_time_sentence_says_faster_when_it_is():
+    """The issue's case: HMC 22.5 s against 33.7 s was printed as '1 times as long'."""
+    assert report._fit_time(22.5, 33.7) == "faster, 1.5 times as fast (22.5 s against 33.7 s)"
+    assert report._fit_time(33.7, 22.5) == "1.5 times as long (33.7 s against 22.5 s)"
+    assert report._fit_time(40.0, 1.0) == "40 times as long (40.0 s against 1.0 s)"
+    assert report._fit_time(1.0, 40.0).startswith("faster, 40 times as fast")
+    assert report._fit_time(10.2, 10.0).startswith("about as long")

@@ -40,6 +40,11 @@ def test_reliability_diagram(draws, tmp_path):
     np.testing.assert_allclose(line.get_xdata(), conf)
     np.testing.assert_allclose(line.get_ydata(), acc)
     assert "ECE" in line.get_label()
+    # every bin's count beside its point, and the legend outside the axes (it hides no point)
+    _, _, counts = top_label_calibration_curve(y, p.mean(0), n_bins=10)
+    assert [t.get_text() for t in ax.texts] == [f"{n:.0f}" for n in counts]
+    legend = ax.get_legend()
+    assert legend.get_bbox_to_anchor().y1 < ax.get_window_extent().y0
     _saves_png(ax, tmp_path)
 
 
@@ -78,5 +83,30 @@ def test_cumulative_accuracy(draws, tmp_path):
 
 def test_clear_message_without_matplotlib(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
-    with pytest.raises(ImportError, match=r"sklearn-bnn\[plot\]"):
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[plot\]"'):
         plotting.plot_cumulative_accuracy([0, 1], [[[0.9, 0.1], [0.2, 0.8]]])
+
+
+def test_accuracy_coverage_takes_a_line_style(draws):
+    y, p = draws
+    ax = plotting.plot_accuracy_coverage(y, p, label="m", linestyle="--", marker="s")
+    (line,) = ax.get_lines()
+    assert line.get_linestyle() == "--" and line.get_marker() == "s"
+
+
+def test_mutual_information_histogram(draws, tmp_path):
+    from sklearn_bnn.metrics import mutual_information
+
+    y, p = draws
+    ax = plotting.plot_mutual_information_histogram(p[:, :100], p[:, 100:])
+    heights = [sum(b.get_height() * b.get_width() for b in c) for c in ax.containers]
+    np.testing.assert_allclose(heights, 1.0)  # both histograms have unit area
+    assert ax.get_xlabel() == "mutual information (nats)"
+    assert ax.containers[0].patches[-1].get_x() + ax.containers[0].patches[-1].get_width() == (
+        pytest.approx(
+            max(mutual_information(p[:, :100]).max(), mutual_information(p[:, 100:]).max())
+        )
+    )
+    _saves_png(ax, tmp_path)
+    with pytest.raises(ValueError, match="same number of classes"):
+        plotting.plot_mutual_information_histogram(p, p[..., :2])

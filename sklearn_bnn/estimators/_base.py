@@ -317,7 +317,7 @@ class BaseSamplingEstimator(
                 step_size=start.step_size,
                 adapt_mass=False if continuing else None,
             ),
-            desc=type(self).__name__,
+            desc=getattr(self, "_progress_desc", type(self).__name__),  # a stage's name
             verbose=self.verbose,
         )
         return run

@@ -190,7 +190,12 @@ class TemperatureCalibrationMixin:
             return super()._fit(X, y)
         fit_rows, held = split
         n_phase = max(self.thin, self.n_draws // 4)
-        with _overridden(self, n_draws=n_phase), warnings.catch_warnings():
+        name = type(self).__name__  # the two stages' progress bars say which is which
+        stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
+        with (
+            _overridden(self, n_draws=n_phase, _progress_desc=stage),
+            warnings.catch_warnings(),
+        ):
             # the calibration phase's own convergence is not the fit's: its draws are dropped
             warnings.filterwarnings("ignore", message="R-hat", category=RuntimeWarning)
             super()._fit(_safe_indexing(X, fit_rows), _safe_indexing(y, fit_rows))
@@ -199,7 +204,12 @@ class TemperatureCalibrationMixin:
         proba = self._predictive_mean(_safe_indexing(X, held))
         codes = np.searchsorted(self.classes_, _safe_indexing(np.asarray(y), held))
         posterior = temperature_posterior(proba, codes)
-        with _overridden(self, warm_start=True, _drop_previous_draws=True):
+        with _overridden(
+            self,
+            warm_start=True,
+            _drop_previous_draws=True,
+            _progress_desc=f"{name} sampling (all {len(fit_rows) + len(held)} rows)",
+        ):
             super()._fit(X, y)
         self.calibration_posterior_ = posterior
         # the posterior mean of log T, reported as one temperature
