@@ -138,10 +138,8 @@ class BatchedMLP:
     def __init__(self, layers: list[_Layer], dim: int):
         self.layers = layers
         self.dim = dim
-        self._onehot = None
-        self._x1t = None
-        self._work = None
-        self._yt = None
+        self._cache = {}  # derived copies of the data, per data tensor (see _derived)
+        self._work = {}  # workspaces, per (C, n, dtype, device)
 
     @classmethod
     def for_network(cls, network) -> BatchedMLP | None:
@@ -187,11 +185,11 @@ class BatchedMLP:
             return False
         if theta.ndim != 2 or theta.shape[1] != self.dim:
             return False
+        if not isinstance(y, torch.Tensor) or X.shape[1] != self.layers[0].n_in:
+            return False
         if theta.dtype != X.dtype or theta.device != X.device or y.device != X.device:
             return False
         n_chains = theta.shape[0]
-        if X.shape[1] != self.layers[0].n_in or not isinstance(y, torch.Tensor):
-            return False
         n, n_out = X.shape[0], self.layers[-1].n_out
         kind = type(likelihood)
         if kind is Categorical:
@@ -224,18 +222,35 @@ class BatchedMLP:
         return value, grad
 
     def _inputs_with_ones(self, X: torch.Tensor) -> torch.Tensor:
-        """``[X, 1]`` transposed (d + 1, n), cached for the same ``X``: the first layer's weight
-        and bias then act in one matrix product, forward and backward."""
-        cached = self._x1t
-        key = (X.data_ptr(), X._version, tuple(X.shape), X.dtype, X.device)
-        if cached is None or cached[0] != key or cached[1] is not X:
+        """``[X, 1]`` transposed (d + 1, n): the first layer's weight and bias then act in one
+        matrix product, forward and backward."""
+
+        def make():
             ones = torch.ones(X.shape[0], 1, dtype=X.dtype, device=X.device)
-            x1t = torch.cat([X, ones], 1).t().contiguous()
-            self._x1t = cached = (key, X, x1t)
-        return cached[2]
+            return torch.cat([X, ones], 1).t().contiguous()
+
+        return self._derived("x1t", X, make)
+
+    #: How many derived copies of data tensors are kept (a split target's subsets each have
+    #: theirs; a minibatch target's batches come and go).
+    max_cached = 16
+
+    def _derived(self, name: str, data: torch.Tensor, make, *extra):
+        """``make()``, cached for the same ``data`` tensor (same storage, version and shape)
+        and ``extra`` key; the cache is emptied when it holds :attr:`max_cached` entries."""
+        key = (name, data.data_ptr(), data._version, tuple(data.shape), data.dtype,
+               data.device, *extra)  # fmt: skip
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] is data:
+            return hit[1]
+        if len(self._cache) >= self.max_cached:
+            self._cache.clear()
+        value = make()
+        self._cache[key] = (data, value)  # the reference keeps data_ptr from being reused
+        return value
 
     #: Largest workspace kept between calls, in bytes; above it buffers are allocated per call.
-    max_workspace_bytes = 2**28
+    max_workspace_bytes = 2**27
 
     def _workspace(self, C: int, X1t: torch.Tensor):
         """Per hidden layer, the buffers (C, width, n) of its activation and of the gradient
@@ -244,16 +259,16 @@ class BatchedMLP:
         Only this object writes them, and nothing handed out is a view of them."""
         n = X1t.shape[1]
         key = (C, n, X1t.dtype, X1t.device)
-        if self._work is not None and self._work[0] == key:
-            return self._work[1]
+        if key in self._work:
+            return self._work[key]
         widths = [layer.n_out for layer in self.layers[:-1]]
         size = 2 * C * n * sum(widths) * X1t.element_size()
         if size > self.max_workspace_bytes:
             return None
-        buffers = [
-            (X1t.new_empty((C, h, n)), X1t.new_empty((C, h, n))) for h in widths
-        ]
-        self._work = (key, buffers)
+        if len(self._work) >= 4:  # a few sizes at a time (a split target's subsets)
+            self._work.clear()
+        buffers = [(X1t.new_empty((C, h, n)), X1t.new_empty((C, h, n))) for h in widths]
+        self._work[key] = buffers
         return buffers
 
     def _forward(self, theta, X1t, work):
@@ -328,21 +343,17 @@ class BatchedMLP:
         return value, torch.sub(onehot, log_p.exp_())
 
     def _transposed(self, y):
-        """``y`` (n, n_out) as (n_out, n), cached for the same tensor."""
-        cached = self._yt
-        key = (y.data_ptr(), y._version, tuple(y.shape), y.dtype, y.device)
-        if cached is None or cached[0] != key or cached[1] is not y:
-            self._yt = cached = (key, y, y.t().contiguous())
-        return cached[2]
+        """``y`` (n, n_out) as (n_out, n)."""
+        return self._derived("yt", y, lambda: y.t().contiguous())
 
     def _onehot_of(self, y, f):
-        """One-hot columns of the labels ``y`` in ``f``'s dtype, cached for the same tensor."""
-        cached = self._onehot
-        key = (y.data_ptr(), y._version, y.shape[0], f.dtype, f.device)
-        if cached is None or cached[0] != key or cached[1] is not y:
-            onehot = F.one_hot(y, f.shape[1]).to(f.dtype).t().contiguous()  # (n_out, n)
-            self._onehot = cached = (key, y, onehot)
-        return cached[2]
+        """One-hot columns (n_out, n) of the labels ``y`` in ``f``'s dtype."""
+        n_out = f.shape[1]
+
+        def make():
+            return F.one_hot(y, n_out).to(f.dtype).t().contiguous()
+
+        return self._derived("onehot", y, make, n_out, f.dtype)
 
     def _bernoulli(self, f, y):
         # log p = y f - softplus(f); d/df = y - sigmoid(f)

@@ -212,6 +212,18 @@ def test_repeated_calls_do_not_share_results():
     _check(target, theta)
 
 
+def test_many_data_pieces_keep_the_caches_bounded():
+    """Batches that come and go (a minibatch target's) are each evaluated right, and the
+    copies derived from them do not pile up."""
+    target = _target()
+    theta = _positions(target, 3)
+    fast = target._batched()
+    for start in range(25):
+        rows = slice(start, start + 10)
+        _check(target, theta, target.X[rows].clone(), target.y[rows].clone(), prior_weight=0.5)
+        assert len(fast._cache) <= fast.max_cached and len(fast._work) <= 4
+
+
 class _Sub(MLP):
     def forward(self, x):
         return 2 * super().forward(x)
