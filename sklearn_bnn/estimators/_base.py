@@ -128,6 +128,8 @@ class BaseSamplingEstimator(
 
     def _check_params(self) -> None:
         """scikit-learn's constraints, then the checks that involve several parameters."""
+        if getattr(self, "_unexpected", None):
+            raise ValueError(_refusal(type(self), self.sampler, self._unexpected))
         self._validate_params()
         check_hidden_layer_sizes(self.hidden_layer_sizes)
         if self.module is None and self.activation not in ACTIVATIONS:
@@ -156,9 +158,11 @@ class BaseSamplingEstimator(
 
     # -- nested sampler settings -----------------------------------------------------
     def get_params(self, deep=True):
-        """The estimator's parameters; with ``deep``, the sampler's settings as
+        """The estimator's parameters (and any keyword it was given that it does not take,
+        which ``fit`` refuses); with ``deep``, the sampler's settings as
         ``sampler__<setting>`` too, also for a sampler given by name (its defaults)."""
         params = super().get_params(deep=deep)
+        params.update(getattr(self, "_unexpected", {}))
         if deep and isinstance(self.sampler, str):
             try:
                 named = resolve_sampler(self.sampler)
@@ -175,6 +179,9 @@ class BaseSamplingEstimator(
         becomes a new object of that name with its defaults first, so
         ``HMCClassifier().set_params(sampler__n_steps=20)`` and a ``GridSearchCV`` over
         ``sampler__n_steps`` change the fit."""
+        unexpected = getattr(self, "_unexpected", {})
+        for name in [k for k in params if k in unexpected]:  # refused by fit, as at __init__
+            unexpected[name] = params.pop(name)
         sampler = params.get("sampler", getattr(self, "sampler", None))
         if isinstance(sampler, str) and any(k.startswith("sampler__") for k in params):
             named = resolve_sampler(sampler)
@@ -417,12 +424,14 @@ class BaseSamplingEstimator(
 def store_params(estimator, arguments: dict) -> None:
     """The body of a public estimator's ``__init__``: store every argument unchanged under its
     own name (scikit-learn's convention), from ``locals()``. Keywords the signature does not
-    name (its ``**kwargs``) are refused with a ValueError that says where each belongs."""
-    if arguments.get("kwargs"):
-        raise ValueError(_refusal(type(estimator), arguments.get("sampler"), arguments["kwargs"]))
+    name (its ``**kwargs``) are kept as they are too, listed by ``get_params`` so that a clone
+    keeps them, and refused by ``fit`` with a ValueError that says where each belongs (a
+    sampler's setting belongs on the sampler): never dropped, and nothing raises in
+    ``__init__``, as scikit-learn's contract asks."""
     for name, value in arguments.items():
         if name not in ("self", "__class__", "kwargs"):
             setattr(estimator, name, value)
+    estimator._unexpected = dict(arguments.get("kwargs") or {})
 
 
 def _refusal(cls, sampler, settings: dict) -> str:

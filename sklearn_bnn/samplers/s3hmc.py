@@ -67,9 +67,9 @@ class S3HMC(Sampler):
     divergence_threshold : float, default=1000
         Energy error above which a trajectory counts as divergent.
 
-    step_size, target_accept
-        The warmup's settings, as for :class:`~sklearn_bnn.samplers.HMC` (defaults "auto" and
-        0.8).
+    step_size, target_accept, adapt_mass
+        The warmup's settings, as for :class:`~sklearn_bnn.samplers.HMC` (defaults "auto",
+        0.8, False).
 
     Examples
     --------
@@ -92,6 +92,7 @@ class S3HMC(Sampler):
         divergence_threshold=1000.0,
         step_size="auto",
         target_accept=0.8,
+        adapt_mass=False,
     ):
         self.n_steps = n_steps
         self.tol = tol
@@ -99,6 +100,7 @@ class S3HMC(Sampler):
         self.divergence_threshold = divergence_threshold
         self.step_size = step_size
         self.target_accept = target_accept
+        self.adapt_mass = adapt_mass
 
     def check_target(self, target) -> None:
         self.warmup_options()

@@ -325,6 +325,10 @@ class AutoStepSampler:
             sampler.step_size = float(eps.max())
             if budget == 0 and sampler.warmup_step_size is None:
                 sampler.warmup_step_size = max(train, float(eps.max()))
+        elif isinstance(sampler.step_size, str) and not isinstance(config.step_size, str):
+            # a continued run (warm start, the calibrated fit's second stage) goes on at the
+            # steps it chose before, which the run carries; the kernel's own is their largest
+            sampler.step_size = float(torch.as_tensor(config.step_size).max())
         if self.n_cycles:
             sampler.schedule = CyclicalSchedule(
                 self.n_cycles,

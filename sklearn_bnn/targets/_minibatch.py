@@ -27,9 +27,11 @@ RESIDENT_CPU_BYTES = 2**30
 
 
 def fits_on_device(X, y, device) -> bool:
-    """Whether in-memory data ``X``, ``y`` (not a memory map) should live on ``device`` whole."""
+    """Whether data ``X``, ``y`` should live on ``device`` whole: numpy arrays in memory or
+    tensors that fit; never a memory map or another array-like (a lazy store reads rows)."""
     arrays = [a for a in (X, y) if a is not None]
-    if any(isinstance(a, np.memmap) for a in arrays):
+    in_memory = (np.ndarray, torch.Tensor)
+    if any(isinstance(a, np.memmap) or not isinstance(a, in_memory) for a in arrays):
         return False
     nbytes = sum(int(a.nbytes) if hasattr(a, "nbytes") else 0 for a in arrays)
     device = torch.device(device)

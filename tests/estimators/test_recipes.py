@@ -187,6 +187,6 @@ def test_the_estimator_recipe_fits_predicts_clones_and_survives_a_file(toy_estim
     with pytest.raises(ValueError, match="max_rows"):
         toy_estimator(max_rows=0).fit(X, y)
     with pytest.raises(ValueError, match="step_size"):
-        toy_estimator(step_size=0.1)
+        toy_estimator(step_size=0.1).fit(X, y)
     sklearn_bnn.save(reg, tmp_path / "toy.pt")
     np.testing.assert_array_equal(sklearn_bnn.load(tmp_path / "toy.pt").predict(X), reg.predict(X))

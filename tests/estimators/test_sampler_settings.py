@@ -1,7 +1,8 @@
 """One way to configure a sampler: its settings live on the sampler object only.
 
-Every MCMC estimator refuses a sampler's setting given flat (a ValueError saying where it
-belongs), every nested ``sampler__<setting>`` that the chosen sampler does not take is a
+Every MCMC estimator refuses a sampler's setting given flat (at ``fit``, as scikit-learn
+validates: a ValueError saying where it belongs; ``clone`` keeps it, so no copy drops it
+silently), every nested ``sampler__<setting>`` that the chosen sampler does not take is a
 ValueError naming it, and a ``GridSearchCV`` over ``sampler__n_steps`` changes the fit.
 """
 
@@ -61,10 +62,12 @@ def test_a_setting_the_chosen_sampler_does_not_take_is_refused_naming_it(estimat
     own = set(estimator_cls._get_param_names())
     foreign = sorted(set(ALL_SETTINGS) - taken - own)
     assert foreign, "every registered sampler takes every setting: the test checks nothing"
+    X, y = _tiny_data(estimator_cls)
     for name in foreign:
-        # flat, at construction
+        # flat: kept by the constructor and by clone, refused by fit
+        built = estimator_cls(sampler=sampler, **{name: ALL_SETTINGS[name]})
         with pytest.raises(ValueError, match=name):
-            estimator_cls(sampler=sampler, **{name: ALL_SETTINGS[name]})
+            clone(built).fit(X, y)
         # nested, through set_params (the route of GridSearchCV and Pipeline)
         with pytest.raises(ValueError, match=name):
             estimator_cls(sampler=sampler).set_params(**{f"sampler__{name}": ALL_SETTINGS[name]})
@@ -73,11 +76,12 @@ def test_a_setting_the_chosen_sampler_does_not_take_is_refused_naming_it(estimat
 @pytest.mark.parametrize(("estimator_cls", "sampler"), CASES)
 def test_a_setting_the_chosen_sampler_takes_is_routed_to_it(estimator_cls, sampler):
     taken = SAMPLERS[sampler]().get_params(deep=False)
+    X, y = _tiny_data(estimator_cls)
     for name, value in taken.items():
-        # flat: refused, and the message says how to set it on this sampler
+        # flat: refused by fit, and the message says how to set it on this sampler
         if name not in estimator_cls._get_param_names():
             with pytest.raises(ValueError, match=f"sampler__{name}"):
-                estimator_cls(sampler=sampler, **{name: value})
+                estimator_cls(sampler=sampler, **{name: value}).fit(X, y)
     est = estimator_cls(sampler=sampler)
     deep = est.get_params(deep=True)
     assert {f"sampler__{k}" for k in taken} <= set(deep)
@@ -88,17 +92,22 @@ def test_a_setting_the_chosen_sampler_takes_is_routed_to_it(estimator_cls, sampl
 
 
 def test_a_sampler_setting_given_flat_says_where_it_belongs():
+    X, y = _tiny_data(HMCClassifier)
     with pytest.raises(ValueError, match=r"sampler=HMC\(n_steps=7\)"):
-        HMCClassifier(n_steps=7)
+        HMCClassifier(n_steps=7).fit(X, y)
     with pytest.raises(ValueError, match="NUTS does not take it"):
-        HMCClassifier(sampler="nuts", n_steps=7)
+        HMCClassifier(sampler="nuts", n_steps=7).fit(X, y)
     with pytest.raises(ValueError, match="max_tree_depth"):
-        HMCClassifier(sampler="hmc", max_tree_depth=3)
+        HMCClassifier(sampler="hmc", max_tree_depth=3).fit(X, y)
     # a sampler object and a flat setting: refused, never a silent drop
     with pytest.raises(ValueError, match="n_steps"):
-        HMCClassifier(sampler=HMC(n_steps=5), n_steps=7)
+        HMCClassifier(sampler=HMC(n_steps=5), n_steps=7).fit(X, y)
     with pytest.raises(ValueError, match="has no parameter 'not_a_setting'"):
-        HMCClassifier(not_a_setting=1)
+        HMCClassifier(not_a_setting=1).fit(X, y)
+    # shown, kept and settable as given: what was asked is never lost on the way to fit
+    est = HMCClassifier(n_steps=7)
+    assert est.get_params()["n_steps"] == 7 and "n_steps=7" in repr(est)
+    assert clone(est).set_params(n_steps=8).get_params()["n_steps"] == 8
 
 
 @pytest.mark.parametrize("estimator_cls", TRAINED_ESTIMATORS)
@@ -127,6 +136,14 @@ def test_nested_settings_reach_the_sampler_through_a_pipeline():
     pipe.set_params(hmcregressor__sampler__n_steps=12, hmcregressor__sampler__target_accept=0.9)
     sampler = pipe[-1].sampler
     assert (sampler.n_steps, sampler.target_accept) == (12, 0.9)
+
+
+def _tiny_data(estimator_cls):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 2))
+    if estimator_cls().__sklearn_tags__().estimator_type == "classifier":
+        return X, (X[:, 0] > 0).astype(int)
+    return X, X[:, 0]
 
 
 def _regression_data():

@@ -193,7 +193,7 @@ def test_ensemble_reducer_on_sgmcmc_draws(iris):
     assert reducer.predict_samples(X).shape == (reducer.n_members_, len(X), 3)
     assert reducer.score(X, y) > 0.8
     clf = SGMCMCClassifier(**SMALL).fit(X, y)
-    frozen = EnsembleReducer(FrozenEstimator(clf), metric="ece", random_state=0).fit(X, y)
+    frozen = EnsembleReducer(FrozenEstimator(clf), scoring="ece", random_state=0).fit(X, y)
     assert frozen.n_members_ <= 15 and frozen.predict_proba(X[:3]).shape == (3, 3)
 
 
