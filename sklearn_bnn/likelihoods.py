@@ -87,7 +87,7 @@ class Gaussian:
             return 0.5 * n * (log_tau - n_out * math.log(2 * math.pi)) - 0.5 * sq
         tau = self.precision
         if isinstance(tau, torch.Tensor) and tau.ndim > 0:
-            tau = tau.to(output)
+            tau = self._like(tau, output)
             sq = ((output - y) ** 2 * tau).sum()
             # the constant in float64 as a Python number would be, without a host read
             log_tau = torch.log(tau).sum().double()
@@ -118,12 +118,23 @@ class Gaussian:
         tensor (C, n_out)
         """
         a, b = self.prior
+        if isinstance(b, torch.Tensor):  # one rate per output
+            b = self._like(b, sum_sq.double())
         shape = torch.full_like(
             sum_sq, (a - 1.0 + 0.5 * n) / temperature + 1.0, dtype=torch.float64
         )
-        rate = (float(b) + 0.5 * sum_sq.double()) / temperature
+        rate = (b + 0.5 * sum_sq.double()) / temperature
         tau = sample_gamma(shape, generator) / rate
         return tau.to(sum_sq.dtype)
+
+    def _like(self, tensor: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        """``tensor`` (a stored precision or rate) on ``like``'s device and dtype, converted
+        once and kept: a copy from the host at every gradient would wait for the device."""
+        cache = self.__dict__.setdefault("_converted", {})
+        key = (id(tensor), like.device, like.dtype)
+        if key not in cache:
+            cache[key] = (tensor, tensor.to(like))  # holding tensor keeps its id unique
+        return cache[key][1]
 
     def with_chain_precision(self, tau: torch.Tensor) -> Gaussian:
         """A copy of this likelihood whose chains have the precisions ``tau`` (C, n_out)."""

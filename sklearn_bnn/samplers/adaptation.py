@@ -155,7 +155,8 @@ def collapsed_chains(averager: DualAveraging, ratio: float = 1e-2, min_updates: 
         return empty, empty
     collapsed = _collapsed_mask(torch.log(eps), judged_host, ratio)
     if not bool(collapsed.any()):  # the one host read of a warmup transition
-        return empty, empty
+        # every judged chain is healthy: their indices, known on the host (a CPU tensor)
+        return empty, torch.arange(len(judged_host))[[c for c, j in enumerate(judged_host) if j]]
     judged = torch.tensor(judged_host, device=eps.device)
     return collapsed.nonzero().squeeze(1), (judged & ~collapsed).nonzero().squeeze(1)
 

@@ -218,6 +218,24 @@ def test_a_transition_with_gibbs_blocks_reads_nothing(interweave):
     assert counter.calls == []
 
 
+def test_a_per_output_gaussian_reads_nothing_after_its_first_call():
+    """A vector precision and a per-output Gamma rate (a multi-output regressor's): no read
+    (the log-likelihood summed its log-precisions with ``.item()`` at every gradient). Their
+    copy to the device, once, is not something a CPU run can see."""
+    likelihood = Gaussian(torch.tensor([4.0, 9.0]), prior=(2.0, torch.tensor([1.0, 0.5])))
+    output = torch.randn(6, 2, dtype=F64)
+    y = torch.zeros(6, 2, dtype=F64)
+    sum_sq = torch.rand(3, 2, dtype=F64)
+    g = torch.Generator().manual_seed(0)
+    likelihood.log_prob(output, y)
+    likelihood.sample_precision(sum_sq, 6, g)
+    with counting() as counter:
+        for _ in range(3):
+            likelihood.log_prob(output, y)
+            likelihood.sample_precision(sum_sq, 6, g)
+    assert counter.calls == []
+
+
 #: Host reads of one sampling transition in the loop: the per-draw statistics (accept_prob,
 #: accepted, acceptance, divergent, energy_error, the draw and its log density) and the
 #: divergence count, each a copy to the CPU after the transition.
