@@ -24,7 +24,7 @@ IN_CLASSES = (0, 1, 2, 3, 4, 5, 6)
 DEMO_BUDGET = {"n_warmup": 200, "n_draws": 200}
 """Transitions of the demo's HMC fit (the estimator's defaults are 500 and 500)."""
 
-QUICK_BUDGET = {"n_warmup": 10, "n_draws": 10, "n_steps": 10, "n_init_steps": 50}
+QUICK_BUDGET = {"n_warmup": 10, "n_draws": 10, "sampler__n_steps": 10, "n_init_steps": 50}
 """``--quick``: a smoke test of the whole demo, not a posterior worth reading."""
 
 N_MEMBERS = 5
@@ -177,7 +177,8 @@ def _fit_models(X_train, y_train, hmc_params: dict, seed: int, n_threads: int = 
     from . import HMCClassifier, fit_threads
 
     with fit_threads(n_threads), threadpool_limits(limits=n_threads):
-        hmc = make_pipeline(StandardScaler(), HMCClassifier(**hmc_params))
+        # set_params routes sampler__n_steps (the quick budget) to the sampler
+        hmc = make_pipeline(StandardScaler(), HMCClassifier().set_params(**hmc_params))
         seconds = {"HMC": _fit_seconds(hmc, X_train, y_train)}
         mlp = make_pipeline(StandardScaler(), MLPClassifier(random_state=seed))
         seconds["MLP"] = _fit_seconds(mlp, X_train, y_train)
