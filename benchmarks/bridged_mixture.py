@@ -81,7 +81,7 @@ def run(method: str, n_draws: int, n_warmup: int, seed: int):
             HMC(n_steps=10, adapt_mass=True),
             n_draws=n_draws // 4,
             n_chains=4,
-            chain_method="sequential",
+            n_jobs=1,
             **common,
         )
         per_job = (time.perf_counter() - t0) / 4
@@ -93,7 +93,7 @@ def run(method: str, n_draws: int, n_warmup: int, seed: int):
             sampler,
             n_draws=n_draws // 2,
             n_chains=1,
-            chain_method="sequential",
+            n_jobs=1,
             **common,
         )
         per_job = (time.perf_counter() - t0) / 2

@@ -70,7 +70,6 @@ def main():
                 clf = HMCClassifier(
                     n_draws=args.n_draws // n_boxes,
                     sampler=sampler,
-                    chain_method="parallel",
                     **params,
                 )
             t0 = time.perf_counter()

@@ -43,6 +43,7 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="0: torch's default")
     parser.add_argument("--chains", type=int, nargs="*", default=[8], help="vectorized counts")
     parser.add_argument("--methods", nargs="*", default=["vectorized", "sequential", "parallel"])
+    # how each is asked for: the estimators' n_jobs
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -57,11 +58,10 @@ def main():
         for method in args.methods:
             if C == 1:
                 continue
-            n_jobs = 2 if method == "parallel" else None
-            t = min(
-                timed_fit(X, y, n_chains=C, chain_method=method, n_jobs=n_jobs) for _ in range(2)
-            )
-            rows.append((f"{C} chains, {method}" + (f" ({n_jobs} jobs)" if n_jobs else ""), C, t))
+            n_jobs = {"vectorized": None, "sequential": 1, "parallel": 2}[method]
+            t = min(timed_fit(X, y, n_chains=C, n_jobs=n_jobs) for _ in range(2))
+            jobs = f" (n_jobs={n_jobs})" if n_jobs is not None else ""
+            rows.append((f"{C} chains, {method}{jobs}", C, t))
     threads = torch.get_num_threads()
     print(f"MLP [13, 50, 1], 500 rows, 100 draws per chain, L = 10, {threads} thread(s)")
     print(f"{'':<32}{'wall (s)':>10}{'per draw (ms)':>15}{'vs 1 chain':>12}")

@@ -72,6 +72,7 @@ from sklearn_bnn.likelihoods import Categorical  # noqa: E402
 from sklearn_bnn.nets import MLP  # noqa: E402
 from sklearn_bnn.priors import GaussianPrior  # noqa: E402
 from sklearn_bnn.samplers import HMCKernel, run_chains  # noqa: E402
+from sklearn_bnn.samplers.init import MAPStart
 from sklearn_bnn.targets import FunctionalNetwork, Target  # noqa: E402
 
 N_STEPS = 50
@@ -347,7 +348,7 @@ def numpyro_section(X, y, device, clock, smoke):
 def estimator_section(X, y, X_te, y_te, device, smoke):
     params = dict(device=device, random_state=0)
     if smoke:
-        params.update(n_warmup=10, n_draws=10, n_init_steps=20, n_steps=5)
+        params.update(n_warmup=10, n_draws=10, init=MAPStart(n_steps=20), n_steps=5)
     clf = HMCClassifier(**params)
     start = time.perf_counter()
     with warnings.catch_warnings():

@@ -175,7 +175,7 @@ def precision_rows(est):
         ]
     tau = est.precisions_.double().numpy()  # (chains, draws, K), fitted units
     grads = float(np.sum(est.diagnostics_["n_grad_evals"]))
-    if est.chain_method == "vectorized":  # counted once per batched step of all chains
+    if est.n_jobs is None:  # counted once per batched step of all chains
         grads *= est.samples_.n_chains
     draws = est.samples_.draws.double()
     sum_sq = {
@@ -210,7 +210,7 @@ def interweave_figures(est):
         return ""
     K = len(est.network_.sizes)
     transitions = est.n_warmup + est.n_draws + 1  # the chains' first draw included
-    if est.chain_method != "vectorized":  # counted as the gradients are: once per batched pass
+    if est.n_jobs is not None:  # counted as the gradients are: once per batched pass
         transitions *= est.n_chains
     return (
         f"interweave accept {float(np.mean(np.asarray(accept))):.2f}, "

@@ -104,9 +104,9 @@ from sklearn_bnn.metrics import (  # noqa: E402
 # follow the package's public vocabulary and live here alone, so a rename touches this dict.
 P = {
     "draws": "n_draws",  # posterior draws per chain
-    "steps": "n_steps",  # integrator steps per transition
+    "steps": "sampler__n_steps",  # integrator steps per transition
     "warmup": "n_warmup",
-    "init_steps": "n_init_steps",
+    "init_steps": "init__n_steps",  # "auto": 500 full-data Adam steps
     "epochs": "max_iter",
 }
 TIMING_PARAMS = {
@@ -477,7 +477,9 @@ def time_hmc(name, X_train, y_train, seed):
 
     def gradients(params):  # MAP start, then (steps + 1) gradients per transition at most
         transitions = params[P["warmup"]] + params[P["draws"]]
-        return params[P["init_steps"]] + transitions * (defaults[P["steps"]] + 1)
+        init = params[P["init_steps"]]
+        init = 500 if init == "auto" else init
+        return init + transitions * (defaults[P["steps"]] + 1)
 
     per_gradient = seconds / gradients(timing)
     return {

@@ -66,6 +66,7 @@ from sklearn_bnn.metrics import (
     predictive_entropy,
 )
 from sklearn_bnn.samplers import GSGHMC, HMC, HTE, SGHMC
+from sklearn_bnn.samplers.init import MAPStart
 
 warnings.simplefilter("ignore", RuntimeWarning)  # R-hat of single-chain runs
 
@@ -366,8 +367,7 @@ def sg_classifier(part: str, name: str, step: float, cfg: dict) -> SGMCMCClassif
         module=cfg["module"],
         sampler=sampler,
         batch_size=cfg["batch_size"],
-        init="map",
-        n_init_steps=cfg["n_init_steps"],
+        init=cfg["init"],
         n_warmup=cfg["n_warmup"],
         n_draws=cfg["n_draws"],
         random_state=0,
@@ -378,7 +378,7 @@ CONFIG = {
     "digits": {
         "module": DigitsCNN,
         "batch_size": 64,
-        "n_init_steps": 300,
+        "init": MAPStart(n_steps=300),
         "n_warmup": 20,
         "n_draws": 60,
         "tune_epochs": (20, 60),
@@ -389,7 +389,7 @@ CONFIG = {
     "tabular": {
         "module": tabular_mlp,
         "batch_size": 256,
-        "n_init_steps": 100,
+        "init": MAPStart(n_steps=100),
         "n_warmup": 2,
         "n_draws": 20,
         "tune_epochs": (2, 4),
@@ -453,8 +453,7 @@ def run_part(part: str, data: dict, with_hmc: bool) -> None:
             n_warmup=100,
             n_draws=100,
             sampler=HMC(n_steps=20),
-            init="map",
-            n_init_steps=300,
+            init=MAPStart(n_steps=300),
             random_state=0,
         )
         hmc, secs = timed(lambda: hmc.fit(X, y))

@@ -20,7 +20,6 @@ clf = HMCClassifier(
     sampler=BridgedHMC(n_split_params=2, n_steps=20),
     n_warmup=200,
     n_draws=250,  # per box
-    chain_method="parallel",
     n_jobs=2,
     random_state=0,
 )

@@ -1,6 +1,6 @@
 """Chains as joblib jobs on a Dask cluster (here a local one on loopback).
 
-The same draws come out as with chain_method="sequential": per-chain seeds do not depend on the
+The same draws come out as with n_jobs=1: per-chain seeds do not depend on the
 backend. Point Client at a real scheduler to use a cluster.
 Needs: pip install -e ".[distributed]" (in a checkout)
 Run: python examples/parallel_chains_dask.py   (about a minute)
@@ -27,8 +27,8 @@ if __name__ == "__main__":
         Client(cluster),
     ):
         with joblib.parallel_config(backend="dask"):
-            on_dask = HMCClassifier(chain_method="parallel", n_jobs=4, **params).fit(X, y)
-    local = HMCClassifier(chain_method="sequential", **params).fit(X, y)
+            on_dask = HMCClassifier(n_jobs=4, **params).fit(X, y)
+    local = HMCClassifier(n_jobs=1, **params).fit(X, y)
     print(on_dask.summary())
     print(
         "identical draws to the sequential run:",

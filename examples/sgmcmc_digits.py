@@ -45,7 +45,7 @@ for name, sampler in samplers.items():
         hidden_layer_sizes=(100,),
         sampler=sampler,
         batch_size=64,
-        init="map",  # minibatch Adam to scikit-learn's stopping rule (n_init_steps="auto")
+        init="map",  # minibatch Adam to scikit-learn's stopping rule (MAPStart(n_steps="auto"))
         n_warmup=10,
         n_draws=60,
         random_state=0,

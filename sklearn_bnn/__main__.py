@@ -24,7 +24,7 @@ IN_CLASSES = (0, 1, 2, 3, 4, 5, 6)
 DEMO_BUDGET = {"n_warmup": 200, "n_draws": 200}
 """Transitions of the demo's HMC fit (the estimator's defaults are 500 and 500)."""
 
-QUICK_BUDGET = {"n_warmup": 10, "n_draws": 10, "sampler__n_steps": 10, "n_init_steps": 50}
+QUICK_BUDGET = {"n_warmup": 10, "n_draws": 10, "sampler__n_steps": 10, "init__n_steps": 50}
 """``--quick``: a smoke test of the whole demo, not a posterior worth reading."""
 
 N_MEMBERS = 5

@@ -99,6 +99,29 @@ def _sampler_settings_folded(params: dict, known, where: str, depth: int) -> dic
     return params
 
 
+def _merged_params_folded(params: dict, known, where: str, depth: int) -> dict:
+    """``params`` of an older file with the estimator parameters that another one carries now
+    (issue 32) folded into it: ``chain_method`` into ``n_jobs`` (vectorized: None; sequential
+    or parallel, which gave the same draws: the jobs, at least one), ``n_init_steps`` into
+    ``init`` (0 steps: "random"; another budget than the default: a MAPStart of that budget)."""
+    out = dict(params)
+    if "chain_method" in out and "chain_method" not in known and "n_jobs" in known:
+        method = decode(out.pop("chain_method"), f"{where}: parameter 'chain_method'", depth)
+        jobs = decode(out.get("n_jobs"), f"{where}: parameter 'n_jobs'", depth)
+        out["n_jobs"] = (
+            None if method == "vectorized" else (1 if method == "sequential" else jobs or 1)
+        )
+    if "n_init_steps" in out and "n_init_steps" not in known and "init" in known:
+        steps = decode(out.pop("n_init_steps"), f"{where}: parameter 'n_init_steps'", depth)
+        if out.get("init", "map") == "map" and steps not in (500, "auto"):
+            out["init"] = (
+                "random"
+                if steps == 0
+                else {"__object__": "MAPStart", "state": {"__dict__": {"n_steps": steps}}}
+            )
+    return out
+
+
 # Parameters removed because another parameter sets the same quantity: a file that stores one
 # loads without it (its fitted state is intact); a value that had an effect then is named in a
 # warning, since a new fit of the loaded estimator follows the remaining parameter.
@@ -386,6 +409,7 @@ def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
     known = set(cls._get_param_names())
     params = _sampler_settings_folded(_renamed(params, known), known, where, depth)
     params = _removed_dropped(params, known, where, depth)
+    params = _merged_params_folded(params, known, where, depth)
     missing = [
         _RENAMED_PARAMS.get(m, m) if type(m) is str and m not in known else m for m in missing
     ]

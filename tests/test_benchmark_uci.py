@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sklearn_bnn.samplers.init import MAPStart
+
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("uci_benchmark", ROOT / "benchmarks" / "uci.py")
 uci = importlib.util.module_from_spec(_spec)
@@ -34,7 +36,7 @@ def test_loader_reads_disjoint_splits_of_the_documented_sizes():
 
 def test_one_tiny_run_per_kind_and_the_table():
     hmc = dict(uci.MODELS["hmc"][1], hidden_layer_sizes=(5,), n_draws=10, n_warmup=10,
-               n_chains=2, n_init_steps=20)  # fmt: skip
+               n_chains=2, init=MAPStart(n_steps=20))  # fmt: skip
     mcd = dict(uci.MODELS["mcdropout"][1], max_iter=2, n_predict_draws=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -22,6 +22,7 @@ from sklearn_bnn import (
 )
 from sklearn_bnn._utils import AUTO_CUDA_WORK, mlp_parameter_count, resolve_device
 from sklearn_bnn.samplers import HMC
+from sklearn_bnn.samplers.init import MAPStart
 
 
 def test_without_cuda_auto_is_always_the_cpu(monkeypatch):
@@ -67,7 +68,7 @@ TRAINED = dict(hidden_layer_sizes=(8,), max_iter=2, batch_size=16, n_predict_dra
 ESTIMATORS = [
     (HMCClassifier(sampler=HMC(n_steps=3), **FAST), Y),
     (HMCRegressor(sampler=HMC(n_steps=3), **FAST), Y_REG),
-    (SplitHMCClassifier(n_splits=2, n_init_steps=10, sampler=HMC(n_steps=3), **FAST), Y),
+    (SplitHMCClassifier(n_splits=2, init=MAPStart(n_steps=10), sampler=HMC(n_steps=3), **FAST), Y),
     (SGMCMCClassifier(hidden_layer_sizes=(8,), batch_size=16, n_draws=3, n_warmup=3), Y),
     (MCDropoutClassifier(random_state=0, **TRAINED), Y),
     (MCDropoutRegressor(random_state=0, **TRAINED), Y_REG),

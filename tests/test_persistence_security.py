@@ -28,9 +28,12 @@ from sklearn_bnn import (
     PlanNetRegressor,
 )
 from sklearn_bnn._persistence import encode, register_network
+from sklearn_bnn.samplers.init import MAPStart
 
 DATA = Path(__file__).parent / "data"
-FAST_HMC = dict(hidden_layer_sizes=(3,), n_draws=6, n_warmup=2, n_init_steps=2, random_state=0)
+FAST_HMC = dict(
+    hidden_layer_sizes=(3,), n_draws=6, n_warmup=2, init=MAPStart(n_steps=2), random_state=0
+)
 
 
 def _data():
@@ -101,8 +104,10 @@ def test_file_written_before_the_allow_list_loads():
     # float32 probabilities computed on another CPU round differently in the last bits
     # (BLAS and vectorised kernels): a load that decoded anything wrongly is off by far more.
     np.testing.assert_allclose(
-        loaded.predict_proba(expected["X"].numpy()), expected["proba"].numpy(),
-        rtol=1e-5, atol=1e-6,
+        loaded.predict_proba(expected["X"].numpy()),
+        expected["proba"].numpy(),
+        rtol=1e-5,
+        atol=1e-6,
     )
     # that file stores the parameters under their names before 0.1.0's vocabulary, and the
     # sampler's settings flat on the estimator: they are read onto its sampler
@@ -142,7 +147,10 @@ def test_flat_sampler_settings_of_older_files_move_onto_their_sampler(files, tmp
     assert isinstance(loaded.sampler, HMC)
     got = loaded.sampler.get_params()
     assert (got["n_steps"], got["step_size"], got["target_accept"], got["adapt_mass"]) == (
-        7, 0.01, 0.9, True,
+        7,
+        0.01,
+        0.9,
+        True,
     )  # max_tree_depth is NUTS's: "hmc" never took it, and it is dropped
     X = _data()[0]
     np.testing.assert_array_equal(loaded.predict(X), files[0]["hmc_reg"].predict(X))
@@ -282,7 +290,7 @@ def test_nested_estimator_of_an_unregistered_class(files, tmp_path):
         ("activation", "os.system"),
         ("sampler", "__import__('os').system('touch pwned')"),
         ("dtype", "os.system"),
-        ("chain_method", "subprocess.Popen"),
+        ("init", "subprocess.Popen"),
     ],
 )
 def test_code_like_strings_stay_strings(files, tmp_path, param, value):

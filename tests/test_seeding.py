@@ -8,6 +8,7 @@ import torch
 from sklearn_bnn import HMCRegressor, SGMCMCClassifier, SplitHMCClassifier
 from sklearn_bnn._seeding import child, numpy_rng, root_seed, torch_seed
 from sklearn_bnn.samplers import HMC, chain_seeds
+from sklearn_bnn.samplers.init import MAPStart
 
 
 def test_children_depend_on_their_path_only():
@@ -54,7 +55,7 @@ def data():
     return X, (X[:, 0] - X[:, 1] > 0).astype(int), X @ np.array([1.0, -0.5, 0.2])
 
 
-SMALL = dict(hidden_layer_sizes=(4,), n_draws=6, n_warmup=6, n_init_steps=5, n_chains=2)
+SMALL = dict(hidden_layer_sizes=(4,), n_draws=6, n_warmup=6, init=MAPStart(n_steps=5), n_chains=2)
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from sklearn_bnn import (
 )
 from sklearn_bnn._threads import WORK_PER_THREAD, sampling_threads, threads_for
 from sklearn_bnn.samplers import HMC
+from sklearn_bnn.samplers.init import MAPStart
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def _model():
         hidden_layer_sizes=(5,),
         n_warmup=5,
         sampler=HMC(n_steps=3),
-        n_init_steps=5,
+        init=MAPStart(n_steps=5),
         random_state=0,
         n_draws=5,
     )

@@ -31,13 +31,14 @@ from .._utils import (
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ..priors import GaussianPrior, HierarchicalPrior, as_prior
 from ..samplers import (
-    CHAIN_METHODS,
     SAMPLERS,
     RunConfig,
     resolve_sampler,
     run_sampler,
     setup_sampler,
 )
+from ..samplers._chains import check_n_jobs
+from ..samplers.init import resolve_start
 from ..samples import PosteriorSamples
 from ..targets import FunctionalNetwork, Target, hierarchical_target
 from ._hierarchical import record_precisions
@@ -52,7 +53,7 @@ class _ChainStart(NamedTuple):
     positions: torch.Tensor  # (C, D)
     step_size: object  # None (the sampler's warmup setting), or the stored per-chain steps
     n_warmup: int
-    n_init_steps: object  # int (SG-MCMC: also "auto")
+    start: object  # a MAPStart, or None: the chains start where they are
     seed: object  # the run's SeedSequence; None continues the stored generator states
     generator_states: list | None
     inv_mass: torch.Tensor | None
@@ -101,10 +102,8 @@ class BaseSamplingEstimator(
         "sampler": [str, HasMethods(["build"])],
         "thin": [Interval(Integral, 1, None, closed="left")],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
-        "chain_method": [StrOptions(set(CHAIN_METHODS))],
         "n_jobs": [Integral, None],
-        "init": [StrOptions({"map", "random"})],
-        "n_init_steps": [Interval(Integral, 0, None, closed="left")],
+        "init": [StrOptions({"map", "random"}), HasMethods(["find", "budget"])],
         "device": [str, torch.device],
         "dtype": [StrOptions({"float32", "float64"}), torch.dtype, type],
         "verbose": ["verbose"],
@@ -138,6 +137,7 @@ class BaseSamplingEstimator(
             )
         resolve_dtype(self.dtype)
         self._check_sampler_access(self._sampler_object())  # ValueErrors naming `sampler`
+        check_n_jobs(self.n_jobs)
         if self.thin > self.n_draws:
             raise ValueError(f"thin={self.thin} must not exceed n_draws={self.n_draws}.")
 
@@ -156,36 +156,55 @@ class BaseSamplingEstimator(
                 f"(data_access={access!r})."
             )
 
-    # -- nested sampler settings -----------------------------------------------------
+    # -- nested settings ---------------------------------------------------------------
+    # parameters that a name may give and that stand for an object with settings of its own,
+    # reached as <parameter>__<setting>; how a name becomes that object at its defaults
+    _NAMED_OBJECTS = {"sampler": resolve_sampler, "init": resolve_start}
+
     def get_params(self, deep=True):
         """The estimator's parameters (and any keyword it was given that it does not take,
-        which ``fit`` refuses); with ``deep``, the sampler's settings as
-        ``sampler__<setting>`` too, also for a sampler given by name (its defaults)."""
+        which ``fit`` refuses); with ``deep``, the settings of the sampler and of the MAP start
+        as ``sampler__<setting>`` and ``init__<setting>`` too, also where a name gives them
+        (its object's defaults)."""
         params = super().get_params(deep=deep)
         params.update(getattr(self, "_unexpected", {}))
-        if deep and isinstance(self.sampler, str):
+        if not deep:
+            return params
+        for name, resolve in self._NAMED_OBJECTS.items():
+            value = getattr(self, name, None)
+            if not isinstance(value, str):
+                continue
             try:
-                named = resolve_sampler(self.sampler)
+                named = resolve(value)
             except ValueError:  # an unknown name: fit says so
-                return params
-            params.update(
-                {f"sampler__{k}": v for k, v in named.get_params(deep=False).items()}
-            )
+                continue
+            if named is not None:  # init="random" has no settings
+                params.update(
+                    {f"{name}__{k}": v for k, v in named.get_params(deep=False).items()}
+                )
         return params
 
     def set_params(self, **params):
-        """Set parameters, a sampler's own as ``sampler__<setting>`` (a name not among the
-        sampler's settings is a ValueError naming it and the sampler). A sampler given by name
-        becomes a new object of that name with its defaults first, so
-        ``HMCClassifier().set_params(sampler__n_steps=20)`` and a ``GridSearchCV`` over
-        ``sampler__n_steps`` change the fit."""
+        """Set parameters, a sampler's own as ``sampler__<setting>`` and the MAP start's as
+        ``init__<setting>`` (a name not among the object's settings is a ValueError naming it).
+        A sampler or start given by name becomes a new object of that name with its defaults
+        first, so ``HMCClassifier().set_params(sampler__n_steps=20)`` and a ``GridSearchCV``
+        over ``sampler__n_steps`` or ``init__n_steps`` change the fit."""
         unexpected = getattr(self, "_unexpected", {})
         for name in [k for k in params if k in unexpected]:  # refused by fit, as at __init__
             unexpected[name] = params.pop(name)
-        sampler = params.get("sampler", getattr(self, "sampler", None))
-        if isinstance(sampler, str) and any(k.startswith("sampler__") for k in params):
-            named = resolve_sampler(sampler)
-            params = {"sampler": named, **{k: v for k, v in params.items() if k != "sampler"}}
+        for name, resolve in self._NAMED_OBJECTS.items():
+            value = params.get(name, getattr(self, name, None))
+            nested = sorted(k for k in params if k.startswith(f"{name}__"))
+            if not (isinstance(value, str) and nested):
+                continue
+            named = resolve(value)
+            if named is None:
+                raise ValueError(
+                    f"{name}={value!r} has no settings, got {nested}: set {name}='map' or "
+                    f"{name}=MAPStart(...) (sklearn_bnn.samplers.init) first."
+                )
+            params = {name: named, **{k: v for k, v in params.items() if k != name}}
         return super().set_params(**params)
 
     # -- fitting ----------------------------------------------------------------
@@ -268,7 +287,7 @@ class BaseSamplingEstimator(
             positions=torch.stack([FunctionalNetwork(n).initial_position() for n in nets]),
             step_size=None,
             n_warmup=self.n_warmup,
-            n_init_steps=self.n_init_steps if self.init == "map" else 0,
+            start=resolve_start(self.init),
             seed=child(seeds, "sampling"),
             generator_states=None,
             inv_mass=None,
@@ -282,7 +301,7 @@ class BaseSamplingEstimator(
             positions=self._last_position,
             step_size=self._step_size_per_chain,
             n_warmup=0,
-            n_init_steps=0,
+            start=None,
             seed=None,
             generator_states=self._generator_states,
             inv_mass=self._inv_mass,
@@ -309,11 +328,10 @@ class BaseSamplingEstimator(
             self._sampler_object(),
             target,
             positions,
-            chain_method=self.chain_method,
             n_jobs=self.n_jobs,
             seed=start.seed,
             generator_states=start.generator_states,
-            n_init_steps=start.n_init_steps,
+            start=start.start,
             # the warmup's settings left at None are the sampler's; a continued chain keeps
             # its adapted step sizes and mass
             config=RunConfig(
@@ -434,6 +452,19 @@ def store_params(estimator, arguments: dict) -> None:
     estimator._unexpected = dict(arguments.get("kwargs") or {})
 
 
+# Estimator parameters that another parameter carries now (issue 32): where each went.
+_MERGED_PARAMS = {
+    "chain_method": (
+        "n_jobs says how the chains run (None: one batched computation; 1: one after another; "
+        "more: that many joblib jobs)"
+    ),
+    "n_init_steps": (
+        "the MAP start's budget is init's, init=MAPStart(n_steps=...) "
+        "(sklearn_bnn.samplers.init) or set_params(init__n_steps=...)"
+    ),
+}
+
+
 def _refusal(cls, sampler, settings: dict) -> str:
     """Why ``cls`` refuses ``settings``: a sampler's setting belongs on the sampler object."""
     try:
@@ -443,6 +474,9 @@ def _refusal(cls, sampler, settings: dict) -> str:
     lines = []
     for name, value in settings.items():
         owners = sorted(k for k, c in SAMPLERS.items() if name in c._get_param_names())
+        if name in _MERGED_PARAMS:
+            lines.append(f"{cls.__name__} has no parameter {name!r}: {_MERGED_PARAMS[name]}.")
+            continue
         if not owners:
             lines.append(f"{cls.__name__} has no parameter {name!r}.")
             continue

@@ -45,13 +45,12 @@ _PARAMS_DOC = """
         Keep every ``thin``-th draw.
     n_chains : int, default=1
         Independent chains, run as one batched computation; their draws are pooled.
-    chain_method : {"vectorized", "parallel", "sequential"}, default="vectorized"
-        "vectorized" runs all chains as one batched computation; "parallel" runs each chain as
-        a joblib job (``n_jobs``; any joblib backend, e.g. Dask or Ray, spreads them over a
-        cluster); "sequential" runs them one after the other. "parallel" and "sequential" give
-        identical draws.
     n_jobs : int, default=None
-        Jobs for ``chain_method="parallel"`` (joblib's convention: None is 1, -1 all cores).
+        How the chains run: None as one batched computation in this process (fastest on one
+        machine); an int as one joblib job per chain, that many at a time (-1: one per core; 1:
+        one after another, in this process), which any joblib backend (Dask, Ray) spreads over a
+        cluster. Jobs give the same draws whatever their number, but not those of the batched
+        run (each chain has its own random stream).
     rescale_moves : bool, default=True
         After every transition, draw each hidden unit's scale exactly from its conditional
         along the directions that leave the network's function unchanged (the unit's incoming
@@ -60,11 +59,11 @@ _PARAMS_DOC = """
         "relu" or "identity" (positively homogeneous) under a Gaussian or hierarchical prior,
         and is ignored for other networks; exact, one extra gradient per transition
         (:class:`~sklearn_bnn.targets.UnitRescaleGibbs`; docs/hmc.md).
-    init : {"map", "random"}, default="map"
+    init : {"map", "random"} or MAPStart, default="map"
         Where chains start: at a posterior mode found by full-batch Adam from the network's
-        random initialisation (each chain its own), or at that random initialisation itself.
-    n_init_steps : int, default=500
-        Adam steps of the "map" initialisation.
+        random initialisation (each chain its own; "map" is
+        :class:`~sklearn_bnn.samplers.init.MAPStart` at its defaults, 500 steps, reached as
+        ``init__n_steps``), or at that random initialisation itself.
     device : {"cpu", "cuda", "auto"}, default="cpu"
     dtype : {"float32", "float64"}, default="float32"
     verbose : bool, default=False
@@ -155,11 +154,9 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
         sampler="hmc",
         thin=1,
         n_chains=1,
-        chain_method="vectorized",
         n_jobs=None,
         rescale_moves=True,
         init="map",
-        n_init_steps=500,
         device="cpu",
         dtype="float32",
         verbose=False,
@@ -237,11 +234,9 @@ class HMCRegressor(SamplingRegressorMixin, _TrajectoryParams, BaseSamplingEstima
         sampler="hmc",
         thin=1,
         n_chains=1,
-        chain_method="vectorized",
         n_jobs=None,
         rescale_moves=True,
         init="map",
-        n_init_steps=500,
         device="cpu",
         dtype="float32",
         verbose=False,

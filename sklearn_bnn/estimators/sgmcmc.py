@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from numbers import Integral
 
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 
 from .._registry import register
 from ..priors import GaussianPrior
+from ..samplers.init import resolve_start
 from ..targets import MinibatchTarget
 from ._base import BaseSamplingEstimator, store_params
 from ._calibration import CALIBRATION_DOC
@@ -60,20 +61,19 @@ _SG_PARAMS_DOC = """
         Epochs of warmup (discarded).
     thin : int, default=1
         Keep a draw every ``thin`` epochs.
-    n_chains, chain_method, n_jobs, device, dtype, verbose, warm_start, random_state
+    n_chains, n_jobs, device, dtype, verbose, warm_start, random_state
         As for :class:`{base}`.
-    init : {{"map", "random"}}, default="map"
-        Start at a mode found by minibatch Adam (below), or at the network's random
-        initialisation (warmup does the rest).
-    n_init_steps : int or "auto", default="auto"
-        Adam steps of the MAP start, each on one batch of ``batch_size`` rows, as
-        scikit-learn's ``MLPClassifier`` trains: learning rate 1e-3, the rows in a fresh order
-        every epoch, and the search ends when the epoch's mean training loss (the per-datum
-        negative log posterior) has not improved by 1e-4 for more than 10 epochs (its ``tol``
-        and ``n_iter_no_change``) or after ``n_init_steps`` steps; "auto": at most 200 epochs
-        (its ``max_iter``) or 10,000 steps, whichever is more (on small data an epoch is a
-        few steps). The search is reported in ``diagnostics_`` (``init_steps``,
-        ``init_loss``, ``init_converged``). (The HMC estimators take full-data steps here.)
+    init : {{"map", "random"}} or MAPStart, default="map"
+        Start at a mode found by minibatch Adam, or at the network's random initialisation
+        (warmup does the rest). "map" is :class:`~sklearn_bnn.samplers.init.MAPStart` at its
+        defaults: steps on one batch of ``batch_size`` rows each, as scikit-learn's
+        ``MLPClassifier`` trains (learning rate 1e-3, the rows in a fresh order every epoch),
+        ended when the epoch's mean training loss (the per-datum negative log posterior) has
+        not improved by 1e-4 for more than 10 epochs (its ``tol`` and ``n_iter_no_change``),
+        or after at most 200 epochs (its ``max_iter``) or 10,000 steps, whichever is more (on
+        small data an epoch is a few steps); ``init__n_steps`` sets another budget. The search
+        is reported in ``diagnostics_`` (``init_steps``, ``init_loss``, ``init_converged``).
+        (The HMC estimators' MAP start takes full-data steps.)
 """
 
 
@@ -85,8 +85,6 @@ class _MinibatchParams:
     _own_constraints: dict = {
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "n_cycles": [Interval(Integral, 1, None, closed="left"), None],
-        # minibatch Adam steps of the MAP start, "auto" for scikit-learn's MLP budget
-        "n_init_steps": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
     }
 
     def _make_target(self, network, X, targets, seed):
@@ -105,7 +103,7 @@ class _MinibatchParams:
         ``step_size="auto"``) and a cyclical schedule (``n_cycles``)."""
         return {
             "n_cycles": self.n_cycles,
-            "map_start": self.init == "map" and self.n_init_steps != 0,
+            "map_start": resolve_start(self.init) is not None,
         }
 
 
@@ -163,11 +161,9 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
         n_warmup=100,
         thin=1,
         n_chains=1,
-        chain_method="vectorized",
         n_jobs=None,
         n_cycles=None,
         init="map",
-        n_init_steps="auto",
         device="cpu",
         dtype="float32",
         verbose=False,
@@ -226,11 +222,9 @@ class SGMCMCRegressor(SamplingRegressorMixin, _MinibatchParams, BaseSamplingEsti
         n_warmup=100,
         thin=1,
         n_chains=1,
-        chain_method="vectorized",
         n_jobs=None,
         n_cycles=None,
         init="map",
-        n_init_steps="auto",
         device="cpu",
         dtype="float32",
         verbose=False,

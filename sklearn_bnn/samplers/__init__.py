@@ -9,7 +9,7 @@ configuration; ``sampler.build(target)`` gives the kernel the loop drives:
 """
 
 from ._base import Info, Kernel, Sampler, State, kinetic_energy, sample_momentum
-from ._chains import CHAIN_METHODS, run_all_chains, run_sampler
+from ._chains import run_all_chains, run_sampler
 from ._driver import sample
 from ._loop import run_chains
 from ._registry import (
@@ -61,7 +61,6 @@ __all__ = [
     "BridgedHMC",
     "ConstrainedHMC",
     "ConstrainedHMCKernel",
-    "CHAIN_METHODS",
     "DenseMetric",
     "DiagonalMetric",
     "DiagonalSoftAbsMetric",

@@ -1,10 +1,11 @@
 """Running chains: all together on one device, or as independent joblib jobs.
 
-``chain_method="vectorized"`` runs every chain as one batched computation with one generator.
-``"sequential"`` and ``"parallel"`` run one job per chain, each with its own generator seeded
-from child c of the run's :class:`numpy.random.SeedSequence` (``_seeding.py``), so the draws do
-not depend on where or in which order the jobs run: ``joblib.parallel_config(backend="dask")``
-(or Ray's backend) spreads them over a cluster with identical results.
+``n_jobs=None`` runs every chain as one batched computation with one generator. An int runs
+one job per chain (1: one after another in this process; more: that many joblib workers),
+each with its own generator seeded from child c of the run's
+:class:`numpy.random.SeedSequence` (``_seeding.py``), so the draws do not depend on where, in
+which order or in how many workers the jobs run: ``joblib.parallel_config(backend="dask")`` (or
+Ray's backend) spreads them over a cluster with identical results.
 """
 
 from __future__ import annotations
@@ -15,17 +16,24 @@ import threading
 
 import torch
 from joblib import Parallel, delayed
-from tqdm.auto import tqdm
 
 from .._seeding import root_seed, torch_seed
 from ._loop import run_chains
 from ._run import ChainRun, RunConfig, chain_seeds, merge_runs
 from .gibbs import kernel_for
-from .init import find_mode
 
-__all__ = ["CHAIN_METHODS", "DRIVER", "run_all_chains", "run_sampler"]
+__all__ = ["DRIVER", "check_n_jobs", "run_all_chains", "run_sampler"]
 
-CHAIN_METHODS = ("vectorized", "parallel", "sequential")
+
+def check_n_jobs(n_jobs) -> None:
+    """Raise ``ValueError`` unless ``n_jobs`` is None or a nonzero int (joblib's meaning)."""
+    if n_jobs is not None and (
+        isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0
+    ):
+        raise ValueError(
+            "n_jobs must be None (the chains as one batched computation) or a nonzero int (one "
+            f"joblib job per chain, that many at a time; -1 one per core), got {n_jobs!r}."
+        )
 
 
 def run_chain_job(
@@ -33,12 +41,13 @@ def run_chain_job(
     position: torch.Tensor,
     generator_state: torch.Tensor | None,
     seed: int | None,
-    n_init_steps: int,
+    start,
     config: RunConfig,
     desc: str,
     verbose: bool,
 ) -> tuple[ChainRun, torch.Tensor]:
-    """Start (optionally at a mode), warm up and sample some chains; one joblib job.
+    """Start (at a mode when ``start`` is a :class:`~sklearn_bnn.samplers.init.MAPStart`),
+    warm up and sample some chains; one joblib job.
 
     Returns the run, on the CPU, and the generator's final state (for warm starts).
     """
@@ -50,15 +59,8 @@ def run_chain_job(
     else:
         generator.manual_seed(seed)
     position = position.to(device, getattr(kernel.target, "dtype", position.dtype))
-    if n_init_steps > 0:
-        with tqdm(
-            total=n_init_steps,
-            desc=f"{desc} init (MAP)",
-            disable=not verbose,
-            unit="step",
-            dynamic_ncols=True,
-        ) as bar:
-            position = find_mode(kernel.target, position, n_init_steps, progress=bar.update)
+    if start is not None:
+        position, _ = start.find(kernel.target, position, desc=desc, verbose=verbose)
     state = kernel.init(position, generator, n_warmup=config.n_warmup)
     run = run_chains(kernel, state, generator, verbose=verbose, desc=desc, **config.loop_options())
     run.state = type(run.state)(*(t.detach().cpu() for t in run.state))
@@ -69,16 +71,17 @@ def run_all_chains(
     kernel,
     positions: torch.Tensor,
     *,
-    chain_method: str,
     n_jobs,
     seed: int | None,
     generator_states,
-    n_init_steps: int,
+    start=None,
     config: RunConfig,
     desc: str,
     verbose: bool,
 ) -> tuple[ChainRun, list[torch.Tensor]]:
-    """Run every chain by ``chain_method``; merge the results along the chain axis.
+    """Run every chain, all as one batched computation (``n_jobs`` None) or one joblib job
+    each (``n_jobs`` at a time; 1 in this process, one after another); merge the results along
+    the chain axis.
 
     ``generator_states`` (from a previous fit) continues the same random streams; otherwise
     ``seed`` (the run's ``numpy.random.SeedSequence``, or an int) starts them: the vectorized
@@ -86,17 +89,17 @@ def run_all_chains(
     """
     seed = None if seed is None else root_seed(seed)
     C = positions.shape[0]
-    if generator_states and len(generator_states) != (1 if chain_method == "vectorized" else C):
-        # the chain method changed since the streams were stored (one stream for vectorized
+    if generator_states and len(generator_states) != (1 if n_jobs is None else C):
+        # the way the chains run changed since the streams were stored (one stream for vectorized
         # chains, one per chain otherwise): start new streams drawn from the stored one
         carried = torch.Generator().set_state(generator_states[0])
         seed = root_seed(int(torch.randint(2**62, (1,), generator=carried)))
         generator_states = None
-    if chain_method == "vectorized":
+    if n_jobs is None:
         state = generator_states[0] if generator_states else None
-        start = None if seed is None else torch_seed(seed)
+        first = None if seed is None else torch_seed(seed)
         run, gen_state = run_chain_job(
-            kernel, positions, state, start, n_init_steps, config, desc, verbose
+            kernel, positions, state, first, start, config, desc, verbose
         )
         run.stats.update(kernel.describe(run.draw_stats))
         return run, [gen_state]
@@ -115,13 +118,13 @@ def run_all_chains(
                 positions[c : c + 1],
                 states[c],
                 seeds[c],
-                n_init_steps,
+                start,
                 config.replace(**own),
                 f"{desc} chain {c}",
                 verbose,
             )
         )
-    if chain_method == "sequential":
+    if n_jobs == 1:
         results = []
         for job, args, job_kwargs in jobs:
             results.append(job(*args, **job_kwargs))

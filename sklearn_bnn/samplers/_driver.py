@@ -2,7 +2,7 @@
 
 :func:`sample` is what the estimators do, without a network: build the kernel, start the chains,
 warm up (step size by dual averaging and, by default, a diagonal mass), draw, with a progress
-bar, interrupts and ``chain_method`` exactly as the estimators have them (they share the loop).
+bar, interrupts and ``n_jobs`` exactly as the estimators have them (they share the loop).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 from .._seeding import child, root_seed, torch_seed
 from .._utils import check_scalar_param, resolve_device, resolve_dtype
 from ..samples import PosteriorSamples
-from ._chains import CHAIN_METHODS, run_sampler
+from ._chains import check_n_jobs, run_sampler
 from ._registry import resolve_sampler
 from ._run import RunConfig
 from ._summary import run_summary
@@ -48,7 +48,6 @@ def sample(
     n_warmup: int = 500,
     n_draws: int = 500,
     n_chains: int = 4,
-    chain_method: str = "vectorized",
     n_jobs=None,
     thin: int = 1,
     init_jitter: float = 0.5,
@@ -84,11 +83,11 @@ def sample(
         (the estimators' default is False: docs/sampling.md says why).
     n_warmup, n_draws, n_chains : int
         Adaptation transitions (discarded) and sampling transitions per chain; chains.
-    chain_method : {"vectorized", "parallel", "sequential"}, default="vectorized"
-        All chains as one batched computation, or one joblib job per chain (any joblib backend:
-        Dask, Ray) with per-chain seeds, so the draws do not depend on where the jobs run.
     n_jobs : int, optional
-        Workers for ``chain_method="parallel"``.
+        None: all chains as one batched computation. An int: one joblib job per chain, that
+        many at a time (1: one after another in this process; -1: one per core; any joblib
+        backend, Dask or Ray, spreads them), with per-chain seeds, so the draws do not depend
+        on where or how many jobs run.
     thin : int, default=1
         Keep every ``thin``-th draw.
     init_jitter : float, default=0.5
@@ -124,7 +123,7 @@ def sample(
     >>> result.draws.shape
     torch.Size([2, 200, 2])
     """
-    _check_arguments(n_warmup, n_draws, n_chains, thin, init_jitter, chain_method)
+    _check_arguments(n_warmup, n_draws, n_chains, thin, init_jitter, n_jobs)
     start, device, dtype = _start(initial_position, n_chains, logdensity, device, dtype)
     target = _checked_target(logdensity, start.shape[-1], device, dtype)
     seeds = root_seed(random_state)  # one SeedSequence: "jitter" and "sampling" children
@@ -137,11 +136,10 @@ def sample(
         sampler,
         target,
         positions,
-        chain_method=chain_method,
         n_jobs=n_jobs,
         seed=child(seeds, "sampling"),
         generator_states=None,
-        n_init_steps=0,
+        start=None,
         config=config,
         desc=type(sampler).__name__,
         verbose=verbose,
@@ -149,14 +147,13 @@ def sample(
     return _as_samples(run, names, start.shape[-1])
 
 
-def _check_arguments(n_warmup, n_draws, n_chains, thin, init_jitter, chain_method):
+def _check_arguments(n_warmup, n_draws, n_chains, thin, init_jitter, n_jobs):
     check_scalar_param(n_warmup, "n_warmup", kind="int", low=0)
     check_scalar_param(n_draws, "n_draws", kind="int", low=1)
     check_scalar_param(n_chains, "n_chains", kind="int", low=1)
     check_scalar_param(thin, "thin", kind="int", low=1, high=n_draws)
     check_scalar_param(init_jitter, "init_jitter", low=0)
-    if chain_method not in CHAIN_METHODS:
-        raise ValueError(f"chain_method must be one of {CHAIN_METHODS}, got {chain_method!r}.")
+    check_n_jobs(n_jobs)
 
 
 def _start(initial_position, n_chains: int, logdensity, device, dtype):

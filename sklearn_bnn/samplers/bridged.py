@@ -34,7 +34,6 @@ from ._run import ChainRun
 from .bridge import bridge_log_masses, bridge_terms, explicit_boxes, split_boxes
 from .constrained import ConstrainedHMCKernel, _where, to_box
 from .gibbs import with_gibbs_blocks
-from .init import find_mode
 
 __all__ = ["BridgedHMC", "run_box"]
 
@@ -51,7 +50,7 @@ def run_box(
     n_steps,
     step_jitter,
     divergence_threshold,
-    n_init_steps,
+    start,
     n_proposal,
     config,
     desc,
@@ -71,8 +70,8 @@ def run_box(
         divergence_threshold=divergence_threshold,
     )
     position = position.to(device, dtype)[None]
-    if n_init_steps > 0:
-        position = find_mode(target, position, n_init_steps)
+    if start is not None:
+        position, _ = start.find(target, position)
     position = to_box(position, kernel.lower, kernel.upper)
     kernel = with_gibbs_blocks(kernel, target)
     state = kernel.init(position, generator, n_warmup=config.n_warmup)
@@ -225,11 +224,10 @@ class BridgedHMC(Sampler):
         positions,
         driver,
         *,
-        chain_method,
         n_jobs,
         seed,
         generator_states,
-        n_init_steps,
+        start=None,
         config,
         desc,
         verbose,
@@ -254,7 +252,7 @@ class BridgedHMC(Sampler):
                 self.n_steps,
                 self.step_jitter,
                 self.divergence_threshold,
-                n_init_steps,
+                start,
                 self.n_proposal,
                 config,
                 f"{desc} box {b}",
@@ -262,7 +260,7 @@ class BridgedHMC(Sampler):
             )
             for b in range(n_boxes)
         ]
-        results = Parallel(n_jobs=1 if chain_method == "sequential" else n_jobs)(jobs)
+        results = Parallel(n_jobs=n_jobs)(jobs)
         runs = [r for r, *_ in results]
         masses = bridge_log_masses(
             [(ll1, ll2) for _, ll1, ll2, _ in results], tol=self.tol, max_iter=self.max_iter

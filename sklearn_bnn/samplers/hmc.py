@@ -324,8 +324,8 @@ class HMCKernel(Kernel):
             if state.position.shape[0] < 2:
                 raise ValueError(
                     "trajectory_length='auto' adapts the integration time across chains "
-                    "(ChEES) and needs at least 2 chains run together: set n_chains >= 2 "
-                    "with chain_method='vectorized'."
+                    "(ChEES) and needs at least 2 chains run together: set n_chains >= 2, "
+                    "run as one batched computation (n_jobs=None)."
                 )
             self.chees = ChEESTrajectory(n_warmup, self.initial_time, self.max_steps)
         return state

@@ -36,10 +36,8 @@ import math
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from .._seeding import child, root_seed
-from .init import find_mode_minibatch
 
 __all__ = [
     "AutoStepSampler",
@@ -47,15 +45,10 @@ __all__ = [
     "estimator_setup",
     "gradient_noise_step_size",
     "gradient_noise_variance",
-    "init_step_budget",
 ]
 
 NOISE_RATIO = 0.1
 MAX_LEARNING_RATE = 3e-4
-# n_init_steps="auto": minibatch Adam for at most 200 epochs (scikit-learn's MLP max_iter) or
-# 10,000 steps, whichever is more (small data: an epoch is a handful of steps)
-MAX_INIT_EPOCHS = 200
-MIN_INIT_STEPS = 10_000
 
 
 def gradient_noise_variance(target, theta: torch.Tensor, n_batches: int = 16, seed=0):
@@ -144,31 +137,6 @@ def training_step_size(n_data: int, *, langevin: bool = False, learning_rate: fl
     return learning_rate / n_data if langevin else math.sqrt(learning_rate / n_data)
 
 
-def init_step_budget(n_init_steps, n_data: int, batch_size: int) -> int:
-    """The minibatch Adam steps the MAP start may take: ``n_init_steps`` itself, or for
-    "auto" ``MAX_INIT_EPOCHS`` epochs of ceil(N / |B|) steps (scikit-learn's ``max_iter``), but
-    at least ``MIN_INIT_STEPS``.
-
-    The stopping rule, not this budget, is meant to end the search. Epochs bound it on large
-    data, where each epoch is many steps; on small data an epoch is a handful of steps and 200
-    of them stop Adam short of a mode (the 200-row gap set: 400 steps, test RMSE 0.15, against
-    0.10-0.12 where the rule ended the search after 2,500-2,800 steps). At Adam's 1e-3 a weight
-    moves at most about 1e-3 a step, so 10,000 steps reach twice as far as the full-data start
-    of the HMC estimators (500 steps at 1e-2).
-
-    Examples
-    --------
-    >>> init_step_budget("auto", 1000, 128), init_step_budget("auto", 160_000, 128)
-    (10000, 250000)
-    >>> init_step_budget(300, 1000, 128)
-    300
-    """
-    if isinstance(n_init_steps, str):
-        epochs = MAX_INIT_EPOCHS * math.ceil(n_data / min(batch_size, n_data))
-        return max(epochs, MIN_INIT_STEPS)
-    return int(n_init_steps)
-
-
 class CyclicalSchedule:
     """Cyclical step size over the sampling phase (Zhang et al., ICLR 2020, eq. 1).
 
@@ -219,11 +187,10 @@ class CyclicalSchedule:
 class AutoStepSampler:
     """A stochastic-gradient sampler run at a step size chosen from the data (issue 23).
 
-    ``run`` starts the chains at a mode (at most ``n_init_steps`` steps of minibatch Adam, or
-    :func:`init_step_budget` for "auto", ended by scikit-learn's stopping rule:
-    :func:`~sklearn_bnn.samplers.init.find_mode_minibatch`; the batches from the run seed's
-    "init" child), measures the minibatch gradient noise there
-    (:func:`gradient_noise_variance`) and runs ``sampler`` with the step of
+    ``run`` starts the chains at a mode when the run has a ``start``
+    (:class:`~sklearn_bnn.samplers.init.MAPStart`: minibatch Adam ended by scikit-learn's
+    stopping rule; the batches from the run seed's "init" child), measures the minibatch
+    gradient noise there (:func:`gradient_noise_variance`) and runs ``sampler`` with the step of
     :func:`gradient_noise_step_size`, one per chain. With ``init="random"`` the warmup starts at
     the training step of :func:`training_step_size` (a per-datum learning rate of 0.05) and
     anneals to it along the cosine of seeds/004. ``n_cycles`` adds a :class:`CyclicalSchedule`
@@ -298,32 +265,25 @@ class AutoStepSampler:
         n = int(target.n_data)
         train = training_step_size(n, langevin=self._langevin())
         seed = kwargs.get("seed")  # the run's SeedSequence: its "init" and "step_size" children
-        budget = init_step_budget(kwargs.get("n_init_steps", 0), n, int(target.batch_size))
-        kwargs = {**kwargs, "n_init_steps": 0}  # the chains start here, not in the chain runner
+        start = kwargs.get("start")
+        kwargs = {**kwargs, "start": None}  # the chains start here, not in the chain runner
         search = None
-        if budget > 0:
+        if start is not None:
             dtype = getattr(target, "dtype", positions.dtype)
             device = getattr(target, "device", positions.device)
-            with tqdm(
-                total=budget,
-                desc=f"{kwargs.get('desc', 'SG-MCMC')} init (MAP)",
-                disable=not kwargs.get("verbose", False),
-                unit="step",
-                dynamic_ncols=True,
-            ) as bar:
-                positions, search = find_mode_minibatch(
-                    target,
-                    positions.to(device, dtype),
-                    budget,
-                    seed=0 if seed is None else child(root_seed(seed), "init"),
-                    progress=bar.update,
-                )
+            positions, search = start.find(
+                target,
+                positions.to(device, dtype),
+                seed=0 if seed is None else child(root_seed(seed), "init"),
+                desc=kwargs.get("desc", "SG-MCMC"),
+                verbose=kwargs.get("verbose", False),
+            )
         if isinstance(config.step_size, str) and self.choose_step:
             seed = 0 if seed is None else child(root_seed(seed), "step_size")
             eps = self.choose_step_size(target, positions, seed=seed)
             config = config.replace(step_size=eps.to(positions.dtype))
             sampler.step_size = float(eps.max())
-            if budget == 0 and sampler.warmup_step_size is None:
+            if search is None and sampler.warmup_step_size is None:
                 sampler.warmup_step_size = max(train, float(eps.max()))
         elif isinstance(sampler.step_size, str) and not isinstance(config.step_size, str):
             # a continued run (warm start, the calibrated fit's second stage) goes on at the

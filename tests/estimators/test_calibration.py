@@ -13,6 +13,7 @@ from sklearn_bnn.estimators._calibration import (
     temper,
     temperature_posterior,
 )
+from sklearn_bnn.samplers.init import MAPStart
 
 
 def _posterior_mean_t(posterior):
@@ -111,7 +112,9 @@ def iris():
     return StandardScaler().fit_transform(X), y
 
 
-SMALL = dict(hidden_layer_sizes=(8,), n_draws=40, n_warmup=40, n_init_steps=50, random_state=0)
+SMALL = dict(
+    hidden_layer_sizes=(8,), n_draws=40, n_warmup=40, init=MAPStart(n_steps=50), random_state=0
+)
 
 
 @pytest.mark.filterwarnings("ignore:R-hat")

@@ -31,8 +31,8 @@ def test_chain_seeds_are_distinct_and_reproducible():
 
 def test_parallel_and_sequential_give_identical_draws(blobs):
     X, y = blobs
-    seq = HMCClassifier(**SMALL, n_chains=3, chain_method="sequential").fit(X, y)
-    par = HMCClassifier(**SMALL, n_chains=3, chain_method="parallel", n_jobs=2).fit(X, y)
+    seq = HMCClassifier(**SMALL, n_chains=3, n_jobs=1).fit(X, y)
+    par = HMCClassifier(**SMALL, n_chains=3, n_jobs=2).fit(X, y)
     assert seq.samples_.draws.shape == (3, 30, seq.samples_.dim)
     assert torch.equal(seq.samples_.draws, par.samples_.draws)
     np.testing.assert_array_equal(seq.predict_proba(X), par.predict_proba(X))
@@ -41,21 +41,21 @@ def test_parallel_and_sequential_give_identical_draws(blobs):
 def test_parallel_under_dask_gives_the_same_draws(blobs):
     distributed = pytest.importorskip("dask.distributed")
     X, y = blobs
-    seq = HMCClassifier(**SMALL, n_chains=2, chain_method="sequential").fit(X, y)
+    seq = HMCClassifier(**SMALL, n_chains=2, n_jobs=1).fit(X, y)
     with distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
     ) as cluster:
         with distributed.Client(cluster), joblib.parallel_config(backend="dask"):
-            par = HMCClassifier(**SMALL, n_chains=2, chain_method="parallel", n_jobs=2).fit(X, y)
+            par = HMCClassifier(**SMALL, n_chains=2, n_jobs=2).fit(X, y)
     assert torch.equal(seq.samples_.draws, par.samples_.draws)
 
 
 def test_warm_start_continues_per_chain_streams(blobs):
     X, y = blobs
-    once = HMCClassifier(**{**SMALL, "n_draws": 40}, n_chains=2, chain_method="sequential")
+    once = HMCClassifier(**{**SMALL, "n_draws": 40}, n_chains=2, n_jobs=1)
     once.fit(X, y)
     twice = HMCClassifier(
-        **{**SMALL, "n_draws": 20}, n_chains=2, chain_method="sequential", warm_start=True
+        **{**SMALL, "n_draws": 20}, n_chains=2, n_jobs=1, warm_start=True
     )
     twice.fit(X, y).fit(X, y)
     assert torch.equal(once.samples_.draws, twice.samples_.draws)
@@ -65,8 +65,8 @@ def _linear(n_in, n_out):
     return nn.Linear(n_in, n_out)
 
 
-@pytest.mark.parametrize("chain_method", ["vectorized", "sequential", "parallel"])
-def test_every_chain_method_samples_the_linear_regression_posterior(chain_method):
+@pytest.mark.parametrize("n_jobs", [None, 1, 2])
+def test_every_way_of_running_chains_samples_the_linear_regression_posterior(n_jobs):
     rng = np.random.default_rng(1)
     X = rng.normal(size=(30, 2))
     y = X @ np.array([0.7, -1.2]) + rng.normal(scale=0.5, size=30)
@@ -80,8 +80,7 @@ def test_every_chain_method_samples_the_linear_regression_posterior(chain_method
         sampler=HMC(n_steps=8),
         n_chains=3,
         dtype="float64",
-        chain_method=chain_method,
-        n_jobs=2,
+        n_jobs=n_jobs,
         random_state=0,
     ).fit(X, y)
     assert_draws_match_gaussian(reg.samples_.draws.numpy(), *blr_posterior(X, y, alpha, beta))
@@ -89,7 +88,7 @@ def test_every_chain_method_samples_the_linear_regression_posterior(chain_method
 
 def test_a_diverging_chain_does_not_spoil_the_others(blobs):
     X, y = blobs
-    clf = HMCClassifier(**SMALL, n_chains=2, chain_method="vectorized")
+    clf = HMCClassifier(**SMALL, n_chains=2)
     clf.fit(X, y)
     # Give chain 1 an absurd step size and continue: chain 0 keeps moving, chain 1's function
     # stays put (every HMC proposal rejected; only the rescaling moves, which leave the
@@ -105,15 +104,15 @@ def test_a_diverging_chain_does_not_spoil_the_others(blobs):
     assert not torch.allclose(outputs[0], outputs[0][:1].expand_as(outputs[0]))
 
 
-@pytest.mark.parametrize("chain_method", ["vectorized", "sequential"])
-def test_warm_start_keeps_the_adapted_mass_matrix(blobs, chain_method):
+@pytest.mark.parametrize("n_jobs", [None, 1])
+def test_warm_start_keeps_the_adapted_mass_matrix(blobs, n_jobs):
     X, y = blobs
     params = {
         **SMALL,
         "n_warmup": 60,
         "sampler": HMC(n_steps=5, adapt_mass=True),
         "n_chains": 2,
-        "chain_method": chain_method,
+        "n_jobs": n_jobs,
     }
     once = HMCClassifier(**{**params, "n_draws": 40}).fit(X, y)
     twice = HMCClassifier(**{**params, "n_draws": 20}, warm_start=True).fit(X, y)
@@ -147,17 +146,17 @@ def test_nuts_estimator_samples_the_linear_regression_posterior():
     assert "depth" in reg.summary()
 
 
-@pytest.mark.parametrize("first, then", [("vectorized", "parallel"), ("sequential", "vectorized")])
-def test_warm_start_across_a_change_of_chain_method(blobs, first, then):
+@pytest.mark.parametrize("first, then", [(None, 2), (1, None)])
+def test_warm_start_across_a_change_of_n_jobs(blobs, first, then):
     X, y = blobs
-    clf = HMCClassifier(**{**SMALL, "n_draws": 10}, n_chains=2, chain_method=first)
+    clf = HMCClassifier(**{**SMALL, "n_draws": 10}, n_chains=2, n_jobs=first)
     clf.set_params(warm_start=True).fit(X, y)
-    clf.set_params(chain_method=then, n_jobs=2).fit(X, y)
+    clf.set_params(n_jobs=then).fit(X, y)
     assert clf.samples_.draws.shape[:2] == (2, 20)
     assert torch.isfinite(clf.samples_.draws).all()
-    again = HMCClassifier(**{**SMALL, "n_draws": 10}, n_chains=2, chain_method=first)
+    again = HMCClassifier(**{**SMALL, "n_draws": 10}, n_chains=2, n_jobs=first)
     again.set_params(warm_start=True).fit(X, y)
-    again.set_params(chain_method=then, n_jobs=2).fit(X, y)
+    again.set_params(n_jobs=then).fit(X, y)
     assert torch.equal(clf.samples_.draws, again.samples_.draws)  # still reproducible
 
 
@@ -181,21 +180,21 @@ def _learned_noise_regressor(**kw):
     return HMCRegressor(**SMALL, n_chains=3, **kw)  # noise_precision=None: a Gibbs block
 
 
-def test_learned_noise_draws_do_not_depend_on_the_chain_method(blobs):
+def test_learned_noise_draws_do_not_depend_on_the_number_of_jobs(blobs):
     """The Gibbs step of the noise precision draws from each chain's own generator and keeps
     its values in the chain's state (issue 25 item 1): sequential, parallel and Dask runs give
     the same draws, noise precisions and predictions."""
     X, y = blobs
     y = X[:, 0] + 0.3 * X[:, 1] ** 2
-    seq = _learned_noise_regressor(chain_method="sequential").fit(X, y)
-    par = _learned_noise_regressor(chain_method="parallel", n_jobs=2).fit(X, y)
+    seq = _learned_noise_regressor(n_jobs=1).fit(X, y)
+    par = _learned_noise_regressor(n_jobs=2).fit(X, y)
     fits = [par]
     distributed = pytest.importorskip("dask.distributed")
     with distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
     ) as cluster:
         with distributed.Client(cluster), joblib.parallel_config(backend="dask"):
-            fits.append(_learned_noise_regressor(chain_method="parallel", n_jobs=2).fit(X, y))
+            fits.append(_learned_noise_regressor(n_jobs=2).fit(X, y))
     for other in fits:
         assert torch.equal(seq.samples_.draws, other.samples_.draws)
         assert torch.equal(

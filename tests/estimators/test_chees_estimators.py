@@ -57,12 +57,12 @@ def test_a_warm_start_continues_with_the_adapted_time(data):
     )
 
 
-@pytest.mark.parametrize("chains", [dict(n_chains=1), dict(n_chains=2, chain_method="sequential")])
+@pytest.mark.parametrize("chains", [dict(n_chains=1), dict(n_chains=2, n_jobs=1)])
 def test_chees_needs_chains_run_together(data, chains):
     X, y = data
     params = {**SMALL, **chains}
     reg = HMCRegressor(sampler=chees(), n_warmup=10, n_draws=10, **params)
-    with pytest.raises(ValueError, match="n_chains >= 2 with chain_method='vectorized'"):
+    with pytest.raises(ValueError, match="n_chains >= 2, run as one batched computation"):
         reg.fit(X, y)
 
 

@@ -40,7 +40,7 @@ def test_sequential_chains_stop_at_the_interrupt_and_keep_the_chains_that_ran(ir
 
     monkeypatch.setattr(HMCKernel, "step", interrupting_step)
     with pytest.warns(RuntimeWarning, match="interrupted"):
-        clf = HMCClassifier(n_chains=4, chain_method="sequential", calibration=None, **SMALL)
+        clf = HMCClassifier(n_chains=4, n_jobs=1, calibration=None, **SMALL)
         clf.fit(X, y)
     # chain 3 never started; chain 2's 4 draws are fewer than the 2 x 30 of the complete ones
     assert calls["n"] == 2 * 50 + 25
@@ -85,8 +85,8 @@ _SCRIPT = textwrap.dedent(
 
     X, y = load_iris(return_X_y=True)
     clf = HMCClassifier(hidden_layer_sizes=(8,), n_draws=100000, n_warmup=N_WARMUP,
-                        sampler=PausingHMC(n_steps=3), n_chains=2, chain_method="parallel",
-                        n_jobs=2, init="random", calibration=None, verbose=True,
+                        sampler=PausingHMC(n_steps=3), n_chains=2, n_jobs=2, init="random",
+                        calibration=None, verbose=True,
                         random_state=0)
     print("fitting", flush=True)
     with warnings.catch_warnings():
@@ -158,12 +158,12 @@ def test_ctrl_c_with_parallel_chains_keeps_every_workers_draws(tmp_path):
 def test_ctrl_c_during_the_map_start_leaves_the_estimator_unfitted(iris, monkeypatch):
     from sklearn.exceptions import NotFittedError
 
-    import sklearn_bnn.samplers._chains as chains
+    import sklearn_bnn.samplers.init as init
 
     def interrupted_find_mode(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(chains, "find_mode", interrupted_find_mode)
+    monkeypatch.setattr(init, "find_mode", interrupted_find_mode)
     X, y = iris
     clf = HMCClassifier(**SMALL, calibration=None)
     with pytest.raises(KeyboardInterrupt):

@@ -21,6 +21,7 @@ from sklearn_bnn import (
     SplitHMCRegressor,
 )
 from sklearn_bnn.samplers import HMC
+from sklearn_bnn.samplers.init import MAPStart
 
 
 def _split_hmc():
@@ -34,8 +35,8 @@ ESTIMATORS = [
     HMCClassifier(sampler=HMC(n_steps=3), **MCMC),
     HMCRegressor(sampler=HMC(n_steps=3), **MCMC),
     # a split estimator's sampler by name integrates with the symmetric split leapfrog
-    SplitHMCClassifier(n_splits=2, n_init_steps=5, sampler=_split_hmc(), **MCMC),
-    SplitHMCRegressor(n_splits=2, n_init_steps=5, sampler=_split_hmc(), **MCMC),
+    SplitHMCClassifier(n_splits=2, init=MAPStart(n_steps=5), sampler=_split_hmc(), **MCMC),
+    SplitHMCRegressor(n_splits=2, init=MAPStart(n_steps=5), sampler=_split_hmc(), **MCMC),
     MCDropoutClassifier(**DROPOUT),
     MCDropoutRegressor(**DROPOUT),
     MCDropoutClassifier(early_stopping=True, **DROPOUT),

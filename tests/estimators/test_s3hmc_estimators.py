@@ -11,12 +11,13 @@ from sklearn_bnn._persistence import load, save
 from sklearn_bnn.estimators.split import SplitHMCRegressor
 from sklearn_bnn.priors import HierarchicalPrior
 from sklearn_bnn.samplers import HMC, RMHMC, S3HMC
+from sklearn_bnn.samplers.init import MAPStart
 
 FAST = dict(
     hidden_layer_sizes=(4,),
     n_draws=10,
     n_warmup=10,
-    n_init_steps=150,
+    init=MAPStart(n_steps=150),
     random_state=0,
 )
 

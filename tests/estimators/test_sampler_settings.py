@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.base import clone
+from sklearn.base import clone, is_classifier
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -28,6 +28,7 @@ from sklearn_bnn import (
     SplitHMCRegressor,
 )
 from sklearn_bnn.samplers import HMC, SAMPLERS
+from sklearn_bnn.samplers.init import MAPStart
 
 SAMPLING_ESTIMATORS = [
     HMCClassifier,
@@ -160,7 +161,7 @@ def test_grid_search_over_sampler_n_steps_changes_the_fit():
         noise_precision=100.0,
         n_warmup=20,
         n_draws=20,
-        n_init_steps=50,
+        init=MAPStart(n_steps=50),
         random_state=0,
     )
     search = GridSearchCV(base, {"sampler__n_steps": [1, 25]}, cv=2).fit(X, y)
@@ -208,3 +209,47 @@ def test_a_split_target_is_integrated_by_its_split_leapfrog_unless_the_sampler_s
     assert NUTS().build(full).integrator is None  # the fused leapfrog
     with pytest.raises(ValueError, match="split target"):
         HMC(integrator="symmetric").build(full)
+
+
+# -- the MAP start and the way chains run: one parameter each -------------------------------------
+def test_the_map_start_is_reached_as_init_settings_and_changes_the_fit():
+    """init="map" is a MAPStart at its defaults; init__n_steps sets its budget through
+    set_params and GridSearchCV, and reaches the search (a start of 0 steps is no search)."""
+    X, y = _regression_data()
+    base = HMCRegressor(hidden_layer_sizes=(8,), noise_precision=100.0, n_warmup=0, n_draws=2,
+                        sampler=HMC(n_steps=2, step_size=1e-4), random_state=0)  # fmt: skip
+    assert base.get_params()["init__n_steps"] == "auto"
+    short = clone(base).set_params(init__n_steps=0)
+    assert isinstance(short.init, MAPStart) and base.init == "map"
+    # the MAP start's gradients are not the sampler's, but its steps move where sampling starts
+    fits = {n: clone(base).set_params(init__n_steps=n).fit(X, y) for n in (0, 40)}
+    assert not np.allclose(fits[0].samples_.flat()[0], fits[40].samples_.flat()[0])
+    assert fits[0].diagnostics_["n_grad_evals"] == fits[40].diagnostics_["n_grad_evals"]
+    search = GridSearchCV(base, {"init__n_steps": [0, 40]}, cv=2).fit(X, y)
+    assert search.cv_results_["mean_test_score"][0] != search.cv_results_["mean_test_score"][1]
+    with pytest.raises(ValueError, match="init='random' has no settings"):
+        HMCRegressor(init="random").set_params(init__n_steps=5)
+    with pytest.raises(ValueError, match="n_steps"):
+        clone(base).set_params(init__n_steps=-1).fit(X, y)
+
+
+@pytest.mark.parametrize("estimator_cls", SAMPLING_ESTIMATORS)
+@pytest.mark.parametrize(
+    "name, value, where",
+    [("chain_method", "parallel", "n_jobs says how the chains run"),
+     ("n_init_steps", 50, "init=MAPStart")],
+)  # fmt: skip
+def test_a_parameter_merged_into_another_says_which(estimator_cls, name, value, where):
+    X, y = _regression_data()
+    if is_classifier(estimator_cls()):
+        y = (y > 0).astype(int)
+    estimator = estimator_cls(**{name: value})
+    assert estimator.get_params()[name] == value  # kept, so a clone refuses it too
+    with pytest.raises(ValueError, match=where):
+        estimator.fit(X, y)
+
+
+def test_n_jobs_zero_is_refused_naming_it():
+    X, y = _regression_data()
+    with pytest.raises(ValueError, match="n_jobs"):
+        HMCRegressor(n_jobs=0).fit(X, y)

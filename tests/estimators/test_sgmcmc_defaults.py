@@ -11,6 +11,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_bnn import SGMCMCClassifier
+from sklearn_bnn.samplers.init import MAPStart
 from sklearn_bnn.samplers.sg_step_size import gradient_noise_step_size
 
 
@@ -97,16 +98,16 @@ def _iris():
 
 
 def test_map_start_takes_minibatch_steps_within_its_budget():
-    """n_init_steps caps the minibatch Adam steps of the MAP start; "auto" allows 10,000 steps
-    here (more than 200 epochs of 5 batches of 30 iris rows), and the stopping rule ends the
-    search before."""
+    """init=MAPStart(n_steps=k) caps the minibatch Adam steps of the MAP start; "auto" allows
+    10,000 steps here (more than 200 epochs of 5 batches of 30 iris rows), and the stopping
+    rule ends the search before."""
     from sklearn.utils._param_validation import InvalidParameterError
 
     from sklearn_bnn import HMCClassifier
 
     X, y = _iris()
     kw = dict(hidden_layer_sizes=(16,), batch_size=32, n_warmup=2, n_draws=3, random_state=0)
-    clf = SGMCMCClassifier(**kw, n_init_steps=25, n_chains=2).fit(X, y)
+    clf = SGMCMCClassifier(**kw, init=MAPStart(n_steps=25), n_chains=2).fit(X, y)
     assert list(clf.diagnostics_["init_steps"]) == [25, 25]
     assert clf.diagnostics_["init_converged"] is False
     auto = SGMCMCClassifier(**kw).fit(X, y)
@@ -117,22 +118,21 @@ def test_map_start_takes_minibatch_steps_within_its_budget():
     again = SGMCMCClassifier(**kw).fit(X, y)
     assert int(again.diagnostics_["init_steps"][0]) == steps
     torch.testing.assert_close(again.samples_.flat(), auto.samples_.flat(), rtol=0, atol=1e-6)
-    with pytest.raises(InvalidParameterError, match="n_init_steps"):
-        SGMCMCClassifier(n_init_steps="fast").fit(X, y)
-    with pytest.raises(InvalidParameterError, match="n_init_steps"):
-        HMCClassifier(n_init_steps="auto").fit(X, y)
+    with pytest.raises(ValueError, match="n_steps"):
+        SGMCMCClassifier(init=MAPStart(n_steps="fast")).fit(X, y)
+    with pytest.raises(InvalidParameterError, match="init"):
+        HMCClassifier(init="auto").fit(X, y)
+    with pytest.raises(ValueError, match="init=MAPStart"):  # the parameter that carries it now
+        HMCClassifier(n_init_steps=20).fit(X, y)
 
 
 def test_a_random_start_runs_no_search():
     """init="random" starts the chains at the network's initialisation as before: no search
-    is run or reported, and n_init_steps is ignored."""
+    is run or reported; neither with a MAPStart of no steps."""
     X, y = _iris()
     kw = dict(hidden_layer_sizes=(16,), batch_size=32, n_warmup=3, n_draws=3, random_state=1)
     a = SGMCMCClassifier(**kw, init="random").fit(X, y)
-    b = SGMCMCClassifier(**kw, init="random", n_init_steps=7).fit(X, y)
     assert "init_steps" not in a.diagnostics_
-    torch.testing.assert_close(a.samples_.flat(), b.samples_.flat(), rtol=0, atol=1e-7)
-    # n_init_steps=0 with init="map": no search either, the same start as init="random"
-    c = SGMCMCClassifier(**kw, n_init_steps=0).fit(X, y)
+    c = SGMCMCClassifier(**kw, init=MAPStart(n_steps=0)).fit(X, y)
     assert "init_steps" not in c.diagnostics_
     torch.testing.assert_close(a.samples_.flat(), c.samples_.flat(), rtol=0, atol=1e-7)

@@ -31,6 +31,7 @@ from sklearn_bnn import (
 from sklearn_bnn.decision import BayesDecisionClassifier
 from sklearn_bnn.ensemble import EnsembleReducer
 from sklearn_bnn.samplers import HMC, NUTS, SGHMC, BridgedHMC
+from sklearn_bnn.samplers.init import MAPStart
 
 # float64 networks: scikit-learn compares predictions on permuted and sliced inputs to 1e-7, and
 # float32 matrix products round differently with a row's position on some CPUs (5e-8 measured
@@ -71,8 +72,12 @@ MCMC_ESTIMATORS = [
     HMCClassifier(sampler=_hmc(), **FAST),
     HMCRegressor(sampler=_hmc(), **FAST),
     # a split estimator's sampler by name integrates with the symmetric split leapfrog
-    SplitHMCClassifier(n_splits=2, n_init_steps=100, sampler=_hmc(integrator="symmetric"), **FAST),
-    SplitHMCRegressor(n_splits=2, n_init_steps=100, sampler=_hmc(integrator="symmetric"), **FAST),
+    SplitHMCClassifier(
+        n_splits=2, init=MAPStart(n_steps=100), sampler=_hmc(integrator="symmetric"), **FAST
+    ),
+    SplitHMCRegressor(
+        n_splits=2, init=MAPStart(n_steps=100), sampler=_hmc(integrator="symmetric"), **FAST
+    ),
     HMCRegressor(sampler=NUTS(max_tree_depth=3), **FAST),
     HMCRegressor(sampler=_hmc(trajectory_length="auto"), n_chains=2, **FAST),
     SGMCMCClassifier(sampler=SGHMC(step_size=0.01), **SG_FAST),

@@ -12,6 +12,7 @@ import sklearn_bnn
 from sklearn_bnn import HMCClassifier, SplitHMCClassifier, SplitHMCRegressor
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.samplers import HMC
+from sklearn_bnn.samplers.init import MAPStart
 
 
 def split_hmc(integrator="symmetric", **settings):
@@ -24,7 +25,7 @@ SMALL = dict(
     n_draws=30,
     n_warmup=30,
     sampler=split_hmc(n_steps=4),
-    n_init_steps=50,
+    init=MAPStart(n_steps=50),
     random_state=0,
 )
 
@@ -87,7 +88,7 @@ def test_classifier_on_class_sorted_data(iris_sorted, integrator):
 
 def test_split_size_sets_the_number_of_subsets(iris_sorted):
     X, y = iris_sorted
-    quick = {**SMALL, "n_draws": 2, "n_warmup": 0, "n_init_steps": 0}
+    quick = {**SMALL, "n_draws": 2, "n_warmup": 0, "init": "random"}
     quick["sampler"] = split_hmc(n_steps=4, step_size=0.01)
     clf = SplitHMCClassifier(split_size=40, n_splits=99, **quick).fit(X, y)
     assert clf.n_splits_ == 4  # ceil(150 / 40); split_size takes precedence

@@ -8,6 +8,7 @@ from sklearn_bnn import HMCClassifier, HMCRegressor
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.estimators.split import SplitHMCClassifier, SplitHMCRegressor
 from sklearn_bnn.samplers import HMC
+from sklearn_bnn.samplers.init import MAPStart
 
 # Draws of these three fits (float64), first stored before `temperature` existed (commit
 # 8431580) and stored again, unchanged otherwise, when the seeding became one SeedSequence per
@@ -28,7 +29,7 @@ def test_temperature_one_reproduces_the_untempered_draws():
     yc = (X[:, 0] > 0).astype(int)
     yr = X[:, 0] + 0.1 * rng.normal(size=30)
     kw = dict(
-        hidden_layer_sizes=(4,), n_draws=4, n_warmup=10, n_init_steps=20,
+        hidden_layer_sizes=(4,), n_draws=4, n_warmup=10, init=MAPStart(n_steps=20),
         dtype="float64", random_state=0, temperature=1.0, rescale_moves=False,
     )  # fmt: skip
     reg_kw = dict(noise_precision=4.0, normalize_y=False)

@@ -196,7 +196,7 @@ def test_same_seed_same_result_whatever_runs_the_boxes():
     sampler = BridgedHMC(n_split_params=2, n_steps=5, adapt_mass=True)
     kw = dict(n_warmup=40, n_draws=60, n_chains=2, random_state=3)
     one = sample(MixtureTarget(), torch.zeros(2), sampler, n_jobs=1, **kw)
-    two = sample(MixtureTarget(), torch.zeros(2), sampler, n_jobs=2, chain_method="parallel", **kw)
+    two = sample(MixtureTarget(), torch.zeros(2), sampler, n_jobs=2, **kw)
     assert torch.equal(one.draws, two.draws)
     np.testing.assert_array_equal(one.info["box_weight"], two.info["box_weight"])
     distributed = pytest.importorskip("dask.distributed")

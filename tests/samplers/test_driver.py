@@ -47,9 +47,9 @@ SAMPLERS = {
 
 
 @pytest.mark.parametrize("name", ["hmc", "nuts"])
-@pytest.mark.parametrize("chain_method", ["vectorized", "sequential"])
+@pytest.mark.parametrize("n_jobs", [None, 1])
 @pytest.mark.parametrize("form", ["function", "target"])
-def test_correlated_gaussian_from_a_function_or_a_target(name, chain_method, form):
+def test_correlated_gaussian_from_a_function_or_a_target(name, n_jobs, form):
     truth = correlated_gaussian(10, seed=1)
     logdensity = _as_function(truth) if form == "function" else truth
     n = 400 if name == "hmc" else 200  # NUTS: about one effective draw per draw, and dearer
@@ -60,7 +60,7 @@ def test_correlated_gaussian_from_a_function_or_a_target(name, chain_method, for
         n_warmup=n // 2,
         n_draws=n,
         n_chains=3,
-        chain_method=chain_method,
+        n_jobs=n_jobs,
         random_state=0,
     )
     assert result.draws.shape == (3, n, 10)
@@ -150,7 +150,8 @@ def test_starts_per_chain_and_jitter():
     "kwargs, match",
     [
         (dict(n_draws=0), "n_draws"),
-        (dict(chain_method="threads"), "chain_method"),
+        (dict(n_jobs=0), "n_jobs"),
+        (dict(n_jobs=2.5), "n_jobs"),
         (dict(sampler="metropolis"), "sampler"),
         (dict(sampler=HMC(n_steps=0)), "n_steps"),
         (dict(sampler=HMC(integrator="symmetric")), "split target"),

@@ -105,12 +105,11 @@ def test_gibbs_values_live_in_the_state_and_chains_do_not_share_them():
     target = MeanGivenPrecision()
     inner = HMC(n_steps=4, adapt_mass=True)
     together = sample(target, torch.zeros(1, dtype=F64), inner, **kw)
-    apart = sample(target, torch.zeros(1, dtype=F64), inner, chain_method="sequential", **kw)
+    apart = sample(target, torch.zeros(1, dtype=F64), inner, n_jobs=1, **kw)
     assert target.tau is None
     assert together.stats["tau"].shape == (3, 50)
     assert torch.equal(apart.draws, sample(
-        target, torch.zeros(1, dtype=F64), inner, chain_method="parallel",
-        n_jobs=2, **kw
+        target, torch.zeros(1, dtype=F64), inner, n_jobs=2, **kw
     ).draws)  # fmt: skip
     kernel = GibbsKernel(HMC(n_steps=4).build(target), PrecisionBlock())
     state = kernel.init(torch.zeros(2, 1, dtype=F64), torch.Generator().manual_seed(0))

@@ -18,6 +18,7 @@ from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import GaussianPrior, HierarchicalPrior
 from sklearn_bnn.samplers import HMC, NUTS, RunConfig
 from sklearn_bnn.samplers._chains import run_sampler
+from sklearn_bnn.samplers.init import MAPStart
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
 X = np.linspace(-2, 2, 10)[:, None]
@@ -35,11 +36,10 @@ def _run(sampler, prior, rescale, seed, n_draws):
         sampler,
         target,
         start,
-        chain_method="vectorized",
         n_jobs=None,
         seed=seed,
         generator_states=None,
-        n_init_steps=200,
+        init=MAPStart(n_steps=200),
         config=RunConfig(n_warmup=300, n_draws=n_draws, step_size="auto"),
         desc="test",
         verbose=False,

@@ -46,6 +46,6 @@ class Metric:
         if self.n_chains not in (None, n_chains):
             raise ValueError(
                 f"the metric holds one inverse mass for each of {self.n_chains} chains, but "
-                f"{n_chains} chains are sampled here (a per-chain metric needs "
-                "chain_method='vectorized' and that many chains)."
+                f"{n_chains} chains are sampled here (a per-chain metric needs that many "
+                "chains run as one batched computation, n_jobs=None)."
             )
