@@ -163,6 +163,40 @@ def test_flat_sampler_settings_of_older_files_move_onto_their_sampler(files, tmp
     assert loaded.sampler.n_steps == 3
 
 
+@pytest.mark.parametrize(
+    "old, n_jobs, init",
+    [
+        (dict(chain_method="vectorized", n_jobs=4, n_init_steps=500), None, "map"),
+        (dict(chain_method="sequential", n_jobs=None, n_init_steps=0), 1, "random"),
+        (dict(chain_method="parallel", n_jobs=None, n_init_steps=30), 1, 30),
+        (dict(chain_method="parallel", n_jobs=3, init="random", n_init_steps=30), 3, "random"),
+    ],
+)
+def test_chain_method_and_n_init_steps_of_older_files_fold_into_n_jobs_and_init(
+    files, tmp_path, old, n_jobs, init
+):
+    """Files saved before n_jobs absorbed chain_method and init absorbed n_init_steps (issue
+    32) load with the same way of running and the same start as then."""
+
+    def older(payload):
+        payload["params"].update({"init": "map", **old})
+
+    loaded = sklearn_bnn.load(_resaved(files, "hmc_reg", tmp_path, older))
+    assert loaded.n_jobs == n_jobs
+    if isinstance(init, int):
+        assert isinstance(loaded.init, MAPStart) and loaded.init.n_steps == init
+    else:
+        assert loaded.init == init
+    X = _data()[0]
+    np.testing.assert_array_equal(loaded.predict(X), files[0]["hmc_reg"].predict(X))
+
+
+def test_a_map_start_object_round_trips(files, tmp_path):
+    sklearn_bnn.save(files[0]["hmc_reg"], tmp_path / "m.pt")
+    loaded = sklearn_bnn.load(tmp_path / "m.pt")
+    assert isinstance(loaded.init, MAPStart) and loaded.init.n_steps == 2
+
+
 def test_renamed_and_removed_parameters_of_older_files(files, tmp_path):
     def metric(payload):  # EnsembleReducer's score was called the metric
         payload["params"]["metric"] = payload["params"].pop("scoring")
