@@ -3,7 +3,7 @@ import torch
 from conftest import GaussianTarget, correlated_gaussian
 
 from sklearn_bnn.diagnostics import ess
-from sklearn_bnn.samplers import HMCKernel, run_chains
+from sklearn_bnn.samplers import HMC, run_chains
 
 
 def _moments_within_mc_error(draws, target, n_se=4.0):
@@ -26,7 +26,7 @@ def _moments_within_mc_error(draws, target, n_se=4.0):
 
 def test_hmc_matches_correlated_gaussian_moments():
     target = correlated_gaussian(10, seed=3)
-    kernel = HMCKernel(target, n_steps=10)
+    kernel = HMC(n_steps=10, step_jitter=0.0).build(target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.zeros(4, 10, dtype=torch.float64))
     run = run_chains(kernel, state, g, n_warmup=300, n_draws=1500, step_size="auto")
@@ -36,7 +36,7 @@ def test_hmc_matches_correlated_gaussian_moments():
 
 def test_hmc_rejection_keeps_the_last_state_not_the_start():
     target = GaussianTarget(torch.zeros(2), torch.eye(2))
-    kernel = HMCKernel(target, step_size=0.3, n_steps=5)
+    kernel = HMC(step_size=0.3, n_steps=5, step_jitter=0.0).build(target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.tensor([[0.5, -0.5]], dtype=torch.float64))
     positions = [state.position.clone()]
@@ -49,7 +49,7 @@ def test_hmc_rejection_keeps_the_last_state_not_the_start():
 
 def test_divergent_trajectories_are_rejected_and_counted():
     target = correlated_gaussian(5)
-    kernel = HMCKernel(target, step_size=50.0, n_steps=20)
+    kernel = HMC(step_size=50.0, n_steps=20, step_jitter=0.0).build(target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.zeros(2, 5, dtype=torch.float64))
     run = run_chains(kernel, state, g, n_warmup=0, n_draws=30, step_size=50.0)
@@ -61,7 +61,7 @@ def test_divergent_trajectories_are_rejected_and_counted():
 
 def test_dual_averaging_reaches_target_acceptance():
     target = correlated_gaussian(10, seed=1)
-    kernel = HMCKernel(target, n_steps=10)
+    kernel = HMC(n_steps=10, step_jitter=0.0).build(target)
     g = torch.Generator().manual_seed(2)
     state = kernel.init(target.mean.repeat(3, 1))
     run = run_chains(
@@ -76,7 +76,7 @@ def test_dual_averaging_reaches_target_acceptance():
 
 def test_sampling_is_reproducible_with_the_generator():
     target = correlated_gaussian(3)
-    kernel = HMCKernel(target, step_size=0.2, n_steps=5)
+    kernel = HMC(step_size=0.2, n_steps=5, step_jitter=0.0).build(target)
     runs = []
     for _ in range(2):
         g = torch.Generator().manual_seed(7)
