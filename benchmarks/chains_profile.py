@@ -28,7 +28,7 @@ import torch
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.nets import make_mlp
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers import HMCKernel
+from sklearn_bnn.samplers import HMC
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
 N_ROWS, N_IN = 500, 13
@@ -119,7 +119,7 @@ def main():
     )
     for hidden in args.hidden:
         target = make_target(hidden, X, y)
-        kernel = HMCKernel(target, step_size=1e-4, n_steps=10)
+        kernel = HMC(step_size=1e-4, n_steps=10, step_jitter=0.0).build(target)
         calls = max(2, args.repeats * 50 // (hidden * 10))
         fns = []
         for C in CHAINS:

@@ -71,8 +71,9 @@ from sklearn_bnn.diagnostics import ess  # noqa: E402
 from sklearn_bnn.likelihoods import Categorical  # noqa: E402
 from sklearn_bnn.nets import MLP  # noqa: E402
 from sklearn_bnn.priors import GaussianPrior  # noqa: E402
-from sklearn_bnn.samplers import HMCKernel, run_chains  # noqa: E402
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers import HMC as OurHMC  # noqa: E402
+from sklearn_bnn.samplers import run_chains  # noqa: E402
+from sklearn_bnn.samplers.init import MAPStart  # noqa: E402
 from sklearn_bnn.targets import FunctionalNetwork, Target  # noqa: E402
 
 N_STEPS = 50
@@ -151,7 +152,7 @@ def gradient_seconds(target, positions, device, repeats=3) -> float:
 
 def time_transitions(target, positions, device, n1, n2):
     """Seconds per transition from runs of n1 and n2 transitions (marginal cost)."""
-    kernel = HMCKernel(target, step_size=STEP, n_steps=N_STEPS)
+    kernel = OurHMC(step_size=STEP, n_steps=N_STEPS, step_jitter=0.0).build(target)
     times = []
     for n in (1, n1, n2):  # the first run warms up (allocator, kernels)
         g = torch.Generator(device=device).manual_seed(0)
@@ -298,7 +299,7 @@ def numpyro_section(X, y, device, clock, smoke):
     # ours: warmup with dual averaging, then the timed draws
     try:
         if clock.fits(60):
-            kernel = HMCKernel(target, n_steps=N_STEPS, step_jitter=0.5)
+            kernel = OurHMC(n_steps=N_STEPS, step_jitter=0.5).build(target)
             g = torch.Generator(device=device).manual_seed(0)
             state = kernel.init(theta0[None].to(device), g)
             warm = run_chains(kernel, state, g, n_warmup=n_warmup, n_draws=1)
@@ -348,7 +349,7 @@ def numpyro_section(X, y, device, clock, smoke):
 def estimator_section(X, y, X_te, y_te, device, smoke):
     params = dict(device=device, random_state=0)
     if smoke:
-        params.update(n_warmup=10, n_draws=10, init=MAPStart(n_steps=20), n_steps=5)
+        params.update(n_warmup=10, n_draws=10, init=MAPStart(n_steps=20), sampler=OurHMC(n_steps=5))
     clf = HMCClassifier(**params)
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -442,7 +443,7 @@ def syncs_section(X, y, device, n_steps=5):
     """Counts per transition (they do not depend on the number of leapfrog steps unless a
     step synchronises, so a short trajectory on 200 rows keeps the counting cheap)."""
     net, target = network_target(X[:200], y[:200], device, hidden=32)
-    kernel = HMCKernel(target, step_size=STEP, n_steps=n_steps, step_jitter=0.5)
+    kernel = OurHMC(step_size=STEP, n_steps=n_steps, step_jitter=0.5).build(target)
     g = torch.Generator(device=device).manual_seed(0)
     positions = 0.1 * torch.randn(2, net.dim, generator=g, device=device)
     state = kernel.init(positions, g)

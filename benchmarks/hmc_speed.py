@@ -24,7 +24,7 @@ from torch import nn
 from sklearn_bnn import HMCClassifier
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers import HMC, HMCKernel, run_chains
+from sklearn_bnn.samplers import HMC, run_chains
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
 
@@ -114,7 +114,7 @@ def main():
     tau = 100.0
     net = mlp()
     target = Target(FunctionalNetwork(net), X, y, Gaussian(tau), GaussianPrior(1.0))
-    kernel = HMCKernel(target, step_size=5e-4, n_steps=30)
+    kernel = HMC(step_size=5e-4, n_steps=30, step_jitter=0.0).build(target)
     generator = torch.Generator().manual_seed(0)
     state = kernel.init(FunctionalNetwork(net).initial_position())
     n_bare = args.transitions * 30

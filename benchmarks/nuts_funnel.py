@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from sklearn_bnn.samplers import NUTSKernel, run_chains
+from sklearn_bnn.samplers import NUTS, run_chains
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from conftest import Funnel  # noqa: E402  (the analytic target the tests use)
@@ -32,7 +32,7 @@ def kl_to_truth(v) -> float:
 def main(seeds=(0, 1, 2), n_chains: int = 4, n_warmup: int = 500, n_draws: int = 2000):
     torch.set_num_threads(1)
     target = Funnel()
-    kernel = NUTSKernel(target)
+    kernel = NUTS().build(target)
     print(f"Neal's funnel (10 + 1 dims), NUTS, {n_chains} chains x {n_draws} draws\n")
     print(
         "| seed | KL(p(v) \\|\\| q(v)) | mean v | var v (truth 9) | min v | divergences "

@@ -24,7 +24,7 @@ from sklearn_bnn._utils import seeded_torch
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.nets import make_mlp
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers import NUTSKernel, run_chains
+from sklearn_bnn.samplers import NUTS, run_chains
 from sklearn_bnn.samplers.init import find_mode
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
@@ -70,7 +70,7 @@ def main(rounds: int = 3, seconds: float = 8.0) -> None:
         module = make_mlp(1, [100, 100], 1)
     network = FunctionalNetwork(module)
     target = Target(network, X, y, Gaussian(NOISE_PRECISION), GaussianPrior(1.0))
-    kernel = NUTSKernel(target)
+    kernel = NUTS().build(target)
     generator = torch.Generator().manual_seed(0)
     warm = run_chains(
         kernel,

@@ -27,7 +27,7 @@ from torch import nn
 
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers import HMCKernel, naive_split, randomised_split, symmetric_split
+from sklearn_bnn.samplers import HMC, naive_split, randomised_split, symmetric_split
 from sklearn_bnn.targets import FunctionalNetwork, SplitTarget
 
 SCHEMES = {"naive": naive_split, "randomised": randomised_split, "symmetric": symmetric_split}
@@ -73,9 +73,8 @@ def sampler_seconds(kernel, state, generator, n_transitions):
 
 def compare(name, module, target, n_steps, step_size, n_transitions, rounds):
     for scheme, integrator in SCHEMES.items():
-        kernel = HMCKernel(
-            target, step_size=step_size, n_steps=n_steps, integrator=integrator
-        )
+        sampler = HMC(step_size=step_size, n_steps=n_steps, integrator=integrator, step_jitter=0.0)
+        kernel = sampler.build(target)
         state = kernel.init(target.network.initial_position())
         generator = torch.Generator().manual_seed(0)
         sampler_seconds(kernel, state, generator, 1)  # warm up

@@ -33,7 +33,7 @@ from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.likelihoods import Categorical
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import (
-    HMCKernel,
+    HMC,
     leapfrog,
     naive_split,
     randomised_split,
@@ -75,8 +75,13 @@ class DigitsCNN(nn.Module):
 def run(scheme, targets, start, data, args):
     Xte, yte = data[1], data[3]
     target = targets["full" if scheme == "full" else "split"]
-    kernel = HMCKernel(target, step_size=args.step_size, n_steps=args.n_steps)
-    kernel.integrator = INTEGRATORS[scheme]
+    sampler = HMC(
+        step_size=args.step_size,
+        n_steps=args.n_steps,
+        integrator=INTEGRATORS[scheme],
+        step_jitter=0.0,
+    )
+    kernel = sampler.build(target)
     begin = time.perf_counter()
     chains = run_chains(
         kernel,

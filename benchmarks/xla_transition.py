@@ -8,8 +8,8 @@ rescale moves, the gradient cached between steps) and the Metropolis test:
 
 - ``jax``: the whole transition under one :func:`jax.jit` (``lax.fori_loop`` over the steps,
   chains by :func:`jax.vmap`);
-- ``ours``: :meth:`HMCKernel.step` on the package's :class:`Target` (the hand-batched MLP
-  gradient, ``Target.batched_mlp``);
+- ``ours``: :meth:`HMCKernel.step` (the kernel of ``HMC(...).build(target)``) on the package's
+  :class:`Target` (the hand-batched MLP gradient, ``Target.batched_mlp``);
 - ``general``: the same with ``batched_mlp = False`` (one chain: autograd through a module
   whose parameters are views of one flat vector; several: ``vmap`` over ``functional_call``),
   the path before issue 31.
@@ -60,13 +60,13 @@ def ours(X, y, theta0, eps, n_steps, batched=True):
     from sklearn_bnn.likelihoods import Categorical
     from sklearn_bnn.nets import MLP
     from sklearn_bnn.priors import GaussianPrior
-    from sklearn_bnn.samplers.hmc import HMCKernel
+    from sklearn_bnn.samplers.hmc import HMC
     from sklearn_bnn.targets import FunctionalNetwork, Target
 
     net = FunctionalNetwork(MLP(X.shape[1], (HIDDEN,), N_OUT))
     target = Target(net, X, torch.as_tensor(y), Categorical(), GaussianPrior(PRIOR))
     target.batched_mlp = batched
-    kernel = HMCKernel(target, step_size=eps, n_steps=n_steps)
+    kernel = HMC(step_size=eps, n_steps=n_steps, step_jitter=0.0).build(target)
     generator = torch.Generator().manual_seed(0)
     box = {"state": kernel.init(torch.as_tensor(theta0), generator)}
     accepts = []

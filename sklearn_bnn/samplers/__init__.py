@@ -2,13 +2,22 @@
 
 ``sample(logdensity, initial_position, sampler)`` draws from any log density (a torch function
 or a target object). A sampler object (``HMC(n_steps=50)``, ``NUTS(max_tree_depth=8)``) is a
-configuration; ``sampler.build(target)`` gives the kernel the loop drives:
+configuration; ``sampler.build(target)`` gives the kernel the loop drives, built as
+``XKernel(sampler, target)`` (it reads its settings from the sampler):
 ``state = kernel.init(position, generator, n_warmup=...)``, then
 ``state, info = kernel.step(state, generator)``. Metrics (:mod:`.geometry`), warmup adaptation
 (:mod:`.warmup`) and Gibbs blocks (:mod:`.gibbs`) are separate pieces that compose with it.
 """
 
-from ._base import Info, Kernel, Sampler, State, kinetic_energy, sample_momentum
+from ._base import (
+    Info,
+    Kernel,
+    Sampler,
+    State,
+    kinetic_energy,
+    sample_momentum,
+    sampler_setting,
+)
 from ._chains import run_all_chains, run_sampler
 from ._driver import sample
 from ._loop import run_chains
@@ -109,6 +118,7 @@ __all__ = [
     "run_sampler",
     "sample",
     "sample_momentum",
+    "sampler_setting",
     "setup_sampler",
     "symmetric_split",
 ]

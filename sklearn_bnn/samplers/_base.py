@@ -5,9 +5,12 @@ Two layers, in the style of BlackJAX's ``SamplingAlgorithm`` and NumPyro's ``MCM
 - a **sampler** (:class:`Sampler`) is a configuration with scikit-learn parameters
   (``HMC(n_steps=50)``, ``NUTS(max_tree_depth=8)``): it can be cloned, grid-searched and set by
   nested names (``sampler__n_steps``), and knows nothing of any data;
-- ``sampler.build(target)`` binds it to a log density and returns a **kernel**
-  (:class:`Kernel`): ``state = kernel.init(position, generator, n_warmup=...)``, then
-  ``state, info = kernel.step(state, generator, step_size=..., inv_mass=...)``.
+- ``sampler.build(target)`` checks the target and binds the sampler to it: it returns a
+  **kernel** (:class:`Kernel`) built as ``XKernel(sampler, target)``, which reads every setting
+  from the sampler object and keeps only run-time state of its own (the default step size and
+  inverse mass of a ``step``, an adaptation's state): ``state = kernel.init(position,
+  generator, n_warmup=...)``, then ``state, info = kernel.step(state, generator,
+  step_size=..., inv_mass=...)``.
 
 A sampler also has two hooks around a run, both doing nothing by default:
 ``sampler.prepare_target(target)`` returns the target it samples (S3HMC appends per-group
@@ -39,8 +42,11 @@ __all__ = [
     "Kernel",
     "Sampler",
     "State",
+    "chain_step_size",
+    "default_step_size",
     "kinetic_energy",
     "sample_momentum",
+    "sampler_setting",
 ]
 
 #: The warmup's settings that a sampler may declare in its signature; the sampling loop reads
@@ -75,10 +81,14 @@ class Info(NamedTuple):
 class Kernel:
     """A sampler bound to a target: the transition kernel the sampling loop drives.
 
-    Subclasses set ``self.target`` and implement :meth:`init` and :meth:`step`.
+    Subclasses set ``self.target`` and implement :meth:`init` and :meth:`step`. A kernel is
+    built by its sampler, ``XKernel(sampler, target)``, and reads its settings from the sampler
+    object (:func:`sampler_setting`); it holds no copy of a setting with a default of its own.
 
     Attributes
     ----------
+    sampler : Sampler
+        The configuration the kernel was built from.
     target : object
         The log density, with ``value_and_grad(theta (C, D)) -> ((C,), (C, D))``, ``dim``,
         ``device`` and ``dtype``.
@@ -92,6 +102,7 @@ class Kernel:
     """
 
     adapts_step_size = True
+    sampler = None
     target = None
     metric = None
 
@@ -151,8 +162,10 @@ class Sampler(BaseEstimator):
     ``clone``, ``get_params``/``set_params`` and ``GridSearchCV`` work on samplers and on the
     estimators that take them (``HMCRegressor(sampler=NUTS(max_tree_depth=8))``).
 
-    Subclasses implement :meth:`build`, and may override :meth:`check_target` to refuse a target
-    they cannot sample with a clear message.
+    Subclasses implement :meth:`check_target`, the one place their settings are validated (and
+    a target they cannot sample refused with a clear message), and :meth:`build`, which calls
+    it and returns ``XKernel(self, target)``: the kernel reads the settings from the sampler,
+    so each is declared once, with its default, in the sampler's ``__init__``.
 
     Attributes
     ----------
@@ -166,7 +179,8 @@ class Sampler(BaseEstimator):
     data_access = "full"
 
     def build(self, target) -> Kernel:
-        """A kernel of this configuration on ``target``."""
+        """A kernel of this configuration on ``target`` (``XKernel(self, target)``, after
+        :meth:`check_target`)."""
         raise NotImplementedError
 
     def resume(self, stats: dict):
@@ -207,6 +221,44 @@ class Sampler(BaseEstimator):
         ``driver.chain_seeds``) run every chain. A sampler that drives its own runs overrides
         this; returns ``(run, generator_states)``."""
         return driver.run_all_chains(driver.kernel_for(self, target), positions, **kwargs)
+
+
+def sampler_setting(name: str, *, absent=None, doc: str | None = None) -> property:
+    """A read-only kernel attribute that is the setting ``name`` of the kernel's sampler.
+
+    ``absent`` is what a sampler of the family without that setting gives: the value that turns
+    the feature off (``ConstrainedHMC`` has no ``trajectory_length``, NUTS no ``n_steps``).
+    """
+
+    def read(kernel):
+        return getattr(kernel.sampler, name, absent)
+
+    return property(read, doc=doc or f"The sampler's ``{name}``.")
+
+
+def default_step_size(sampler, step_size=None):
+    """The step size a kernel's ``step`` takes when given none: ``step_size`` when given, else
+    the sampler's ``step_size`` when it is a number, else None (``"auto"``: the sampling loop
+    adapts it in warmup and passes it to every step)."""
+    if step_size is not None:
+        return step_size
+    declared = getattr(sampler, "step_size", None)
+    return None if isinstance(declared, str) else declared
+
+
+def chain_step_size(step_size, default, position: torch.Tensor) -> torch.Tensor:
+    """The step size (C,) of a transition from ``position`` (C, D): ``step_size`` (a number or
+    one per chain) when given, else the kernel's ``default``."""
+    eps = default if step_size is None else step_size
+    if eps is None:
+        raise ValueError(
+            "this kernel has no step size of its own: its sampler's step_size is 'auto', which "
+            "the sampling loop adapts and passes to every step. Pass step_size to step(), or "
+            "build the kernel from a sampler with a numeric step_size."
+        )
+    return torch.as_tensor(eps, dtype=position.dtype, device=position.device).expand(
+        position.shape[0]
+    )
 
 
 def kinetic_energy(momentum: torch.Tensor, inv_mass) -> torch.Tensor:

@@ -2,9 +2,9 @@
 sampling, each box an independent joblib job (seeds/001 ch. 3; REFERENCE §5).
 
 The boxes are either 2^s boxes made by splitting s coordinates at chosen points, or an explicit
-list. Each box runs one chain of :class:`~.constrained.ConstrainedHMCKernel` (warmup adaptation
-included) in its own joblib job, with a generator seeded from child b of the "boxes" child of
-the run's :class:`numpy.random.SeedSequence` (``_seeding.py``), then computes its
+list. Each box runs one chain of :class:`~.constrained.ConstrainedHMC` on the box (warmup
+adaptation included) in its own joblib job, with a generator seeded from child b of the "boxes"
+child of the run's :class:`numpy.random.SeedSequence` (``_seeding.py``), then computes its
 bridge-sampling terms (:func:`.bridge.bridge_terms`). The parent estimates the box masses
 (:func:`.bridge.bridge_log_masses`) and returns an equal-weight sample: draws resampled
 systematically in proportion to w_j / n_j, shuffled and laid out as the caller's ``n_chains``
@@ -32,7 +32,7 @@ from ._base import Sampler, State
 from ._registry import register_sampler
 from ._run import ChainRun
 from .bridge import bridge_log_masses, bridge_terms, explicit_boxes, split_boxes
-from .constrained import ConstrainedHMCKernel, _where, to_box
+from .constrained import ConstrainedHMC, _where, to_box
 from .gibbs import with_gibbs_blocks
 
 __all__ = ["BridgedHMC", "run_box"]
@@ -61,14 +61,14 @@ def run_box(
     job. Returns ``(run, ll1, ll2, inside)`` on the CPU."""
     dtype, device = _where(target)
     generator = torch.Generator(device=device).manual_seed(torch_seed(seed))
-    kernel = ConstrainedHMCKernel(
-        target,
-        lower,
-        upper,
+    box_sampler = ConstrainedHMC(
+        lower=lower,
+        upper=upper,
         n_steps=n_steps,
-        step_jitter=step_jitter,
         divergence_threshold=divergence_threshold,
+        step_jitter=step_jitter,
     )
+    kernel = box_sampler.build(target)
     position = position.to(device, dtype)[None]
     if start is not None:
         position, _ = start.find(target, position)

@@ -138,44 +138,40 @@ def to_box(position: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor, mar
 
 
 class ConstrainedHMCKernel(HMCKernel):
-    """HMC whose trajectories reflect at the walls of a box (built by :class:`ConstrainedHMC`).
+    """HMC whose trajectories reflect at the walls of a box: a :class:`ConstrainedHMC` sampler
+    bound to a target (``ConstrainedHMC(...).build(target)``).
+
+    The walls, ``n_steps``, ``step_jitter`` (one factor per chain, as
+    :class:`~.hmc.HMCKernel`'s) and ``divergence_threshold`` are the sampler's; the integrator
+    is the :class:`ReflectingLeapfrog` of its box.
 
     Parameters
     ----------
+    sampler : ConstrainedHMC
+        The configuration.
     target : target object
+    step_size : float or tensor (C,), optional
+        The step size of a ``step`` given none: by default the sampler's ``step_size`` when it
+        is a number (see :class:`~.hmc.HMCKernel`).
+    inv_mass : tensor (D,) or (C, D), optional
+        Default inverse mass (a diagonal: the walls need one); identity by default.
+
+    Attributes
+    ----------
     lower, upper : tensor (D,) or (C, D)
-        The box (infinite where free); (C, D) gives each chain its own box.
-    n_steps, step_size, divergence_threshold
-        As :class:`~.hmc.HMCKernel`.
-    step_jitter : float in [0, 1), default=0
-        Each transition scales the step size by a factor uniform in
-        ``[1 - step_jitter, 1 + step_jitter]`` (drawn from the generator), which breaks the
-        near-periodic trajectories a fixed length can make between walls.
+        The box on the target's device and dtype (infinite where free); (C, D) gives each chain
+        its own box.
     """
 
     #: Positions stay in the box: Gibbs blocks that move the position are not composed with it.
     confined = True
 
-    def __init__(
-        self,
-        target,
-        lower,
-        upper,
-        n_steps=20,
-        step_size=0.01,
-        divergence_threshold=1000.0,
-        step_jitter=0.0,
-    ):
-        lower, upper = _bounds(lower, upper, target.dim, *_where(target))
-        super().__init__(
-            target,
-            step_size=step_size,
-            n_steps=n_steps,
-            integrator=ReflectingLeapfrog(lower, upper),
-            divergence_threshold=divergence_threshold,
-            step_jitter=step_jitter,  # the jitter of HMCKernel.step, one factor per chain
-        )
-        self.lower, self.upper = lower, upper
+    def __init__(self, sampler, target, *, step_size=None, inv_mass=None):
+        self.lower, self.upper = _bounds(sampler.lower, sampler.upper, target.dim, *_where(target))
+        super().__init__(sampler, target, step_size=step_size, inv_mass=inv_mass)
+
+    def _integrator(self):
+        return ReflectingLeapfrog(self.lower, self.upper)
 
     def init(self, position: torch.Tensor, generator=None, *, n_warmup: int = 0) -> State:
         if position.ndim == 1:
@@ -199,12 +195,13 @@ class ConstrainedHMC(Sampler):
     divergence_threshold : float, default=1000
         Energy error above which a trajectory counts as divergent.
     step_jitter : float in [0, 1), default=0
-        Scale each transition's step size by a factor uniform in ``[1 - step_jitter,
-        1 + step_jitter]``.
+        Scale each chain's step size by its own factor uniform in ``[1 - step_jitter,
+        1 + step_jitter]`` at each transition (drawn from the generator), which breaks the
+        near-periodic trajectories a fixed length can make between walls.
 
     step_size, target_accept, adapt_mass
         The warmup's settings, as for :class:`~sklearn_bnn.samplers.HMC` (defaults "auto",
-        0.8, False).
+        0.8, False); a numeric ``step_size`` is also the built kernel's default step.
 
     Examples
     --------
@@ -245,12 +242,7 @@ class ConstrainedHMC(Sampler):
         _bounds(self.lower, self.upper, target.dim, *_where(target))
 
     def build(self, target) -> ConstrainedHMCKernel:
+        """The constrained kernel of this configuration on ``target``, once the settings and
+        the box are checked."""
         self.check_target(target)
-        return ConstrainedHMCKernel(
-            target,
-            self.lower,
-            self.upper,
-            n_steps=self.n_steps,
-            divergence_threshold=self.divergence_threshold,
-            step_jitter=self.step_jitter,
-        )
+        return ConstrainedHMCKernel(self, target)

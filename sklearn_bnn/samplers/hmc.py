@@ -12,11 +12,21 @@ import torch
 from sklearn.base import clone
 
 from .._utils import check_scalar_param
-from ._base import Info, Kernel, Sampler, State, kinetic_energy, sample_momentum
+from ._base import (
+    Info,
+    Kernel,
+    Sampler,
+    State,
+    chain_step_size,
+    default_step_size,
+    kinetic_energy,
+    sample_momentum,
+    sampler_setting,
+)
 from ._registry import register_sampler
 from .chees import ChEESTrajectory
 from .geometry.euclidean import EuclideanMetric, as_metric, check_n_chains
-from .integrators import leapfrog, resolve_integrator
+from .integrators import resolve_integrator
 
 __all__ = ["HMC", "HMCKernel", "check_metric", "metropolis_hastings"]
 
@@ -106,7 +116,7 @@ default=None
         1,289 with 0.5 (``benchmarks/hmc_jitter_blr.py``, docs/hmc.md). The factor is drawn
         independently of the state, so each transition is a mixture of valid HMC kernels and
         leaves the posterior invariant. Dual averaging adapts the mean step. 0 turns it off
-        (the behaviour of 0.1.0; :class:`HMCKernel` itself defaults to 0). Ignored with
+        (the behaviour of 0.1.0). Ignored with
         ``trajectory_length="auto"``, whose jitter of the time replaces it: a per-chain step
         jitter on top flattens ChEES's criterion (on N(0, 4 I) the adapted time landed at
         3.2-7.3 sigma instead of the criterion's maximum 2.25 sigma; docs/hmc.md, "ChEES").
@@ -121,7 +131,7 @@ default=None
         previous fit adapted, which a run without warmup then keeps).
     step_size : float or "auto", default="auto"
         The leapfrog step size: "auto" adapts it by dual averaging during warmup (Hoffman &
-        Gelman 2014, Alg. 5), a number fixes it.
+        Gelman 2014, Alg. 5), a number fixes it (and is the built kernel's default step).
     target_accept : float in (0, 1), default=0.8
         The mean acceptance probability the step-size adaptation aims for.
     adapt_mass : bool, default=False
@@ -203,19 +213,9 @@ default=None
             )
 
     def build(self, target) -> HMCKernel:
+        """The HMC kernel of this configuration on ``target``, once the settings are checked."""
         self.check_target(target)
-        return HMCKernel(
-            target,
-            n_steps=self.n_steps,
-            integrator=resolve_integrator(integrator_for(self.integrator, target, "leapfrog")),
-            divergence_threshold=self.divergence_threshold,
-            trajectory_length=self.trajectory_length,
-            max_steps=self.max_steps,
-            metric=self.metric,
-            step_jitter=self.step_jitter,
-            n_steps_jitter=self.n_steps_jitter,
-            initial_time=self.initial_time,
-        )
+        return HMCKernel(self, target)
 
 
 def integrator_for(integrator, target, fallback=None):
@@ -245,76 +245,79 @@ def check_metric(metric) -> None:
 
 
 class HMCKernel(Kernel):
-    """The HMC transition kernel, bound to a target (built by :class:`HMC`).
+    """The HMC transition kernel: an :class:`HMC` sampler bound to a target.
+
+    Built by the sampler, ``HMC(...).build(target)``, which checks the settings. Every setting
+    (``n_steps``, ``trajectory_length``, ``step_jitter``, ...) is read from the sampler object,
+    with the sampler's default and meaning; the kernel holds only what it derives from them or
+    what a run changes: the default step size and inverse mass of a ``step``, the integrator
+    resolved against the target, the fixed metric on the positions' device, ChEES's state.
 
     Parameters
     ----------
+    sampler : HMC
+        The configuration. :class:`~sklearn_bnn.samplers.NUTS` and
+        :class:`~sklearn_bnn.samplers.ConstrainedHMC` build subclasses of this kernel; a
+        setting their sampler does not have is off (no integration time, no jitter).
     target : Target
         Provides ``value_and_grad(theta (C, D)) -> ((C,), (C, D))``.
-    step_size : float
-        Integration step size (overridable per call, e.g. during adaptation).
-    n_steps : int
-        Integration steps per trajectory L.
+    step_size : float or tensor (C,), optional
+        The step size of a ``step`` given none (the sampling loop gives one to every step): by
+        default the sampler's ``step_size`` when it is a number. With ``step_size="auto"`` the
+        kernel has none, and ``step`` must be given one.
     inv_mass : tensor (D,) or (C, D), or metric, optional
-        Default inverse mass: a diagonal of M^-1, or a metric of :mod:`.geometry.euclidean`
-        (identity by default); a ``step`` may override it.
+        Default inverse mass of a ``step``: a diagonal of M^-1, or a metric of
+        :mod:`.geometry.euclidean` (identity by default). Ignored when the sampler has a fixed
+        ``metric``.
+
+    Attributes
+    ----------
     integrator : callable
-        See :mod:`.integrators`; :func:`leapfrog` by default.
-    divergence_threshold : float
-        Energy error above which a trajectory counts as divergent (1000, as Stan).
-    trajectory_length : float or "auto", optional
-        Integration time; sets the number of steps per transition from the step size, jittered
-        (see :class:`HMC`). None uses ``n_steps``; ``"auto"`` adapts it by ChEES in the
-        ``n_warmup`` transitions :meth:`init` is told of.
-    max_steps : int
-        Cap on the steps a ``trajectory_length`` asks for.
-    metric : EuclideanMetric, optional
-        A fixed metric, used by every step: the ``inv_mass`` arguments (here and of ``step``)
-        are then ignored, and the sampling loop does not adapt a mass for this kernel.
-    step_jitter, n_steps_jitter : float in [0, 1)
-        Per-transition jitter of each chain's step size and of the shared step count (see
-        :class:`HMC`); 0 draws no random number for them.
-    initial_time : float, optional
-        ChEES's starting integration time (see :class:`HMC`).
+        The sampler's ``integrator`` resolved on the target (None: the target's
+        ``default_integrator``, else :func:`~sklearn_bnn.samplers.leapfrog`).
+    metric : EuclideanMetric or None
+        The sampler's fixed ``metric``, used by every step: the ``inv_mass`` arguments (here
+        and of ``step``) are then ignored, and the sampling loop adapts no mass for this
+        kernel.
+    chees : ChEESTrajectory or None
+        With ``trajectory_length="auto"``: the adaptation of the integration time that
+        :meth:`init` starts for the ``n_warmup`` transitions it is told of.
 
     Examples
     --------
-    >>> kernel = HMCKernel(target, step_size=0.1, n_steps=10)  # doctest: +SKIP
-    >>> state = kernel.init(target.initial_position())  # doctest: +SKIP
-    >>> state, info = kernel.step(state, torch.Generator().manual_seed(0))  # doctest: +SKIP
+    >>> import torch
+    >>> from sklearn_bnn.samplers import HMC
+    >>> class Normal:
+    ...     def value_and_grad(self, theta):
+    ...         return -0.5 * (theta**2).sum(-1), -theta
+    >>> kernel = HMC(n_steps=10, step_size=0.1).build(Normal())
+    >>> state = kernel.init(torch.zeros(3, 2))
+    >>> state, info = kernel.step(state, torch.Generator().manual_seed(0))
+    >>> state.position.shape, info.step_size.shape
+    (torch.Size([3, 2]), torch.Size([3]))
     """
 
-    def __init__(
-        self,
-        target,
-        step_size: float = 0.01,
-        n_steps: int = 20,
-        inv_mass=None,
-        integrator=leapfrog,
-        divergence_threshold: float = 1000.0,
-        trajectory_length: float | None = None,
-        max_steps: int = 1024,
-        metric=None,
-        step_jitter: float = 0.0,
-        n_steps_jitter: float = 0.0,
-        initial_time: float | None = None,
-    ):
-        check_metric(metric)
-        check_jitter(step_jitter, "step_jitter")
-        check_jitter(n_steps_jitter, "n_steps_jitter")
-        self.step_jitter = step_jitter
-        self.n_steps_jitter = n_steps_jitter
+    n_steps = sampler_setting("n_steps")
+    divergence_threshold = sampler_setting("divergence_threshold")
+    trajectory_length = sampler_setting("trajectory_length")
+    max_steps = sampler_setting("max_steps")
+    step_jitter = sampler_setting("step_jitter", absent=0.0)
+    n_steps_jitter = sampler_setting("n_steps_jitter", absent=0.0)
+    initial_time = sampler_setting("initial_time")
+
+    def __init__(self, sampler, target, *, step_size=None, inv_mass=None):
+        self.sampler = sampler
         self.target = target
-        self.metric = metric
-        self.trajectory_length = trajectory_length
-        self.max_steps = max_steps
-        self.step_size = step_size
-        self.n_steps = n_steps
+        self.step_size = default_step_size(sampler, step_size)
         self.inv_mass = inv_mass
-        self.integrator = integrator
-        self.divergence_threshold = divergence_threshold
-        self.initial_time = initial_time
+        self.metric = getattr(sampler, "metric", None)
+        self.integrator = self._integrator()
         self.chees = None
+
+    def _integrator(self):
+        """The integrator of a trajectory: the sampler's, else the target's default one, else
+        the leapfrog."""
+        return resolve_integrator(integrator_for(self.sampler.integrator, self.target, "leapfrog"))
 
     def init(self, position, generator=None, *, n_warmup: int = 0) -> State:
         """The state at ``position``; with ``trajectory_length="auto"``, a fresh ChEES
@@ -384,10 +387,7 @@ class HMCKernel(Kernel):
         return int(min(max(n, 1), self.max_steps))
 
     def _step_size(self, state: State, step_size):
-        eps = self.step_size if step_size is None else step_size
-        return torch.as_tensor(
-            eps, dtype=state.position.dtype, device=state.position.device
-        ).expand(state.position.shape[0])
+        return chain_step_size(step_size, self.step_size, state.position)
 
     def _jittered(self, eps: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """``eps`` (C,) times one factor per chain uniform in [1 - j, 1 + j], j the

@@ -33,7 +33,7 @@ from functools import partial
 import torch
 
 from .._utils import check_scalar_param
-from ._base import Info, Sampler, State, sample_momentum
+from ._base import Info, Sampler, State, sample_momentum, sampler_setting
 from ._nuts_tree import Point, Trajectory, double
 from ._registry import register_sampler
 from .geometry.euclidean import IdentityMetric
@@ -71,7 +71,7 @@ class NUTS(Sampler):
         diagonal inverse mass (adapted, or identity).
     step_size, target_accept, adapt_mass
         The warmup's settings, as for :class:`~sklearn_bnn.samplers.HMC` (defaults "auto",
-        0.8, False).
+        0.8, False); a numeric ``step_size`` is also the built kernel's default step.
 
     Examples
     --------
@@ -111,14 +111,10 @@ class NUTS(Sampler):
             HMC(integrator=integrator).check_target(target)
 
     def build(self, target) -> NUTSKernel:
+        """The NUTS kernel of this configuration on ``target``, once the settings are
+        checked."""
         self.check_target(target)
-        return NUTSKernel(
-            target,
-            max_tree_depth=self.max_tree_depth,
-            divergence_threshold=self.divergence_threshold,
-            integrator=_leaf_integrator(integrator_for(self.integrator, target)),
-            metric=self.metric,
-        )
+        return NUTSKernel(self, target)
 
 
 def _leaf_integrator(name):
@@ -127,30 +123,33 @@ def _leaf_integrator(name):
 
 
 class NUTSKernel(HMCKernel):
-    """The No-U-Turn transition kernel, bound to a target (built by :class:`NUTS`).
+    """The No-U-Turn transition kernel: a :class:`NUTS` sampler bound to a target.
 
-    Same protocol as :class:`~sklearn_bnn.samplers.HMCKernel` (``init``, ``step``, ``target``); the
-    number of leapfrog steps is chosen on the fly by tree doubling instead of being fixed.
+    Same protocol as :class:`~sklearn_bnn.samplers.HMCKernel` (``init``, ``step``, ``target``),
+    and built the same way, ``NUTS(...).build(target)``: ``max_tree_depth``,
+    ``divergence_threshold``, ``integrator`` and ``metric`` are the sampler's. The number of
+    leapfrog steps is chosen on the fly by tree doubling instead of being fixed.
 
     Parameters
     ----------
+    sampler : NUTS
+        The configuration.
     target : Target
         Provides ``value_and_grad(theta (C, D)) -> ((C,), (C, D))``.
-    step_size : float
-        Integration step size (overridable per call, e.g. during adaptation).
-    max_tree_depth : int
-        Most doublings per transition (at most ``2**max_tree_depth - 1`` leapfrog steps).
+    step_size : float or tensor (C,), optional
+        The step size of a ``step`` given none: by default the sampler's ``step_size`` when it
+        is a number (see :class:`~sklearn_bnn.samplers.HMCKernel`).
     inv_mass : tensor (D,) or (C, D), or metric, optional
-        Default inverse mass (a diagonal of M^-1, or a metric); identity by default.
-    integrator : callable, optional
-        A reversible, volume-preserving integrator with the interface of :mod:`.integrators`,
-        called for one step at a time. By default the leapfrog step is done here, fused
-        (the same arithmetic as :func:`~sklearn_bnn.samplers.leapfrog`, fewer tensor operations).
-    divergence_threshold : float
-        Energy error above which a leaf counts as divergent (1000, as Stan).
-    metric : EuclideanMetric, optional
-        A fixed metric; the ``inv_mass`` arguments are then ignored (see
-        :class:`~sklearn_bnn.samplers.HMCKernel`).
+        Default inverse mass (a diagonal of M^-1, or a metric); identity by default, ignored
+        when the sampler has a fixed ``metric``.
+
+    Attributes
+    ----------
+    integrator : callable or None
+        The one-step integrator of a leaf: the sampler's ``integrator`` (or the target's
+        ``default_integrator``) resolved, called for one step at a time; None for the
+        leapfrog, done here fused (the same arithmetic as
+        :func:`~sklearn_bnn.samplers.leapfrog`, fewer tensor operations).
 
     Notes
     -----
@@ -166,38 +165,21 @@ class NUTSKernel(HMCKernel):
     Examples
     --------
     >>> import torch
-    >>> from sklearn_bnn.samplers import NUTSKernel
+    >>> from sklearn_bnn.samplers import NUTS
     >>> class Normal:
     ...     def value_and_grad(self, theta):
     ...         return -0.5 * (theta**2).sum(-1), -theta
-    >>> kernel = NUTSKernel(Normal(), step_size=0.5)
+    >>> kernel = NUTS(step_size=0.5).build(Normal())
     >>> state = kernel.init(torch.zeros(3, 2))
     >>> state, info = kernel.step(state, torch.Generator().manual_seed(0))
     >>> state.position.shape, info.extra["tree_depth"].shape
     (torch.Size([3, 2]), torch.Size([3]))
     """
 
-    def __init__(
-        self,
-        target,
-        step_size: float = 0.01,
-        max_tree_depth: int = 10,
-        inv_mass=None,
-        integrator=None,
-        divergence_threshold: float = 1000.0,
-        metric=None,
-    ):
-        check_scalar_param(max_tree_depth, "max_tree_depth", kind="int", low=1, high=30)
-        super().__init__(
-            target,
-            step_size=step_size,
-            n_steps=None,
-            inv_mass=inv_mass,
-            integrator=integrator,
-            divergence_threshold=divergence_threshold,
-            metric=metric,
-        )
-        self.max_tree_depth = max_tree_depth
+    max_tree_depth = sampler_setting("max_tree_depth")
+
+    def _integrator(self):
+        return _leaf_integrator(integrator_for(self.sampler.integrator, self.target))
 
     def describe(self, stats: dict) -> dict:
         """Mean tree depth per chain, and the fraction of draws at ``max_tree_depth``."""

@@ -26,7 +26,7 @@ import math
 import torch
 
 from .._utils import check_scalar_param
-from ._base import Info, Kernel, Sampler, State
+from ._base import Info, Kernel, Sampler, State, chain_step_size, default_step_size, sampler_setting
 from ._registry import register_sampler
 from .geometry.riemannian import FisherMetric, SoftAbsMetric, second_order_derivatives
 from .hmc import metropolis_hastings
@@ -180,7 +180,7 @@ class RMHMC(Sampler):
 
     step_size, target_accept
         The warmup's settings, as for :class:`~sklearn_bnn.samplers.HMC` (defaults "auto" and
-        0.8).
+        0.8); a numeric ``step_size`` is also the built kernel's default step.
 
     Examples
     --------
@@ -260,49 +260,45 @@ class RMHMC(Sampler):
         second_order_derivatives(target)
 
     def build(self, target) -> RMHMCKernel:
+        """The RMHMC kernel of this configuration on ``target``, once the settings and the
+        metric's size are checked."""
         self.check_target(target)
-        return RMHMCKernel(
-            target,
-            metric=self._metric(),
-            n_steps=self.n_steps,
-            integrator=self.integrator,
-            omega=self.omega,
-            reset_copies=self.reset_copies,
-            copy_scale=self.copy_scale,
-            tol=self.tol,
-            max_iter=self.max_iter,
-            divergence_threshold=self.divergence_threshold,
-        )
+        return RMHMCKernel(self, target)
 
 
 class RMHMCKernel(Kernel):
-    """The RMHMC transition kernel bound to a target (built by :class:`RMHMC`)."""
+    """The RMHMC transition kernel: an :class:`RMHMC` sampler bound to a target
+    (``RMHMC(...).build(target)``).
 
-    def __init__(
-        self,
-        target,
-        metric=None,
-        step_size=0.1,
-        n_steps=10,
-        integrator="explicit",
-        omega=10.0,
-        reset_copies=False,
-        copy_scale=0.0,
-        tol=1e-6,
-        max_iter=100,
-        divergence_threshold=1000.0,
-    ):
+    Every setting (``n_steps``, ``integrator``, ``omega``, ``tol``, ...) is the sampler's. The
+    kernel holds the metric (the sampler's, or :class:`~sklearn_bnn.samplers.SoftAbsMetric`)
+    with the target's derivatives it evaluates.
+
+    Parameters
+    ----------
+    sampler : RMHMC
+        The configuration.
+    target : target object
+        A log density with second and third derivatives (see :class:`RMHMC`).
+    step_size : float or tensor (C,), optional
+        The step size of a ``step`` given none: by default the sampler's ``step_size`` when it
+        is a number; with ``"auto"`` none, and ``step`` must be given one.
+    """
+
+    n_steps = sampler_setting("n_steps")
+    integrator = sampler_setting("integrator")
+    omega = sampler_setting("omega")
+    reset_copies = sampler_setting("reset_copies")
+    copy_scale = sampler_setting("copy_scale")
+    tol = sampler_setting("tol")
+    max_iter = sampler_setting("max_iter")
+    divergence_threshold = sampler_setting("divergence_threshold")
+
+    def __init__(self, sampler, target, *, step_size=None):
+        self.sampler = sampler
         self.target = target
-        self.metric = SoftAbsMetric() if metric is None else metric
-        self.step_size = step_size
-        self.n_steps = n_steps
-        self.integrator = integrator
-        self.omega = omega
-        self.reset_copies = reset_copies
-        self.copy_scale = copy_scale
-        self.tol = tol
-        self.max_iter = max_iter
-        self.divergence_threshold = divergence_threshold
+        self.metric = sampler._metric()
+        self.step_size = default_step_size(sampler, step_size)
         self._bind(target)
 
     def _bind(self, target) -> None:
@@ -363,8 +359,7 @@ class RMHMCKernel(Kernel):
         leaves that quadratic unchanged.
         """
         q = state.position
-        eps_in = self.step_size if step_size is None else step_size
-        eps = torch.as_tensor(eps_in, dtype=q.dtype, device=q.device).expand(q.shape[0])
+        eps = chain_step_size(step_size, self.step_size, q)
         geo0 = self.evaluate(q)
         z = torch.randn(q.shape, generator=generator, dtype=q.dtype, device=q.device)
         p0 = geo0.sqrt_mul(z)

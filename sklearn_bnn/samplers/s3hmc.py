@@ -37,7 +37,7 @@ import torch
 from .._utils import check_scalar_param
 from ..priors import HierarchicalPrior
 from ..targets._hierarchical import HierarchicalTarget, hierarchical_target
-from ._base import Info, Kernel, Sampler, State
+from ._base import Info, Kernel, Sampler, State, chain_step_size, default_step_size, sampler_setting
 from ._registry import register_sampler
 
 __all__ = ["HierarchicalTarget", "S3HMC", "S3HMCKernel"]
@@ -69,7 +69,7 @@ class S3HMC(Sampler):
 
     step_size, target_accept, adapt_mass
         The warmup's settings, as for :class:`~sklearn_bnn.samplers.HMC` (defaults "auto",
-        0.8, False).
+        0.8, False); a numeric ``step_size`` is also the built kernel's default step.
 
     Examples
     --------
@@ -135,34 +135,37 @@ class S3HMC(Sampler):
         return hierarchical_target(target, prior)
 
     def build(self, target) -> S3HMCKernel:
+        """The S3HMC kernel of this configuration on ``target`` (a hierarchical target: see
+        :meth:`prepare_target`), once the settings are checked."""
         self.check_target(target)
-        return S3HMCKernel(
-            target,
-            n_steps=self.n_steps,
-            tol=self.tol,
-            max_iter=self.max_iter,
-            divergence_threshold=self.divergence_threshold,
-        )
+        return S3HMCKernel(self, target)
 
 
 class S3HMCKernel(Kernel):
-    """The S3HMC transition kernel (ALBA integrator, one MH test on the joint H)."""
+    """The S3HMC transition kernel (ALBA integrator, one MH test on the joint H): an
+    :class:`S3HMC` sampler bound to a hierarchical target (``S3HMC(...).build(target)``).
 
-    def __init__(
-        self,
-        target,
-        step_size=0.01,
-        n_steps=20,
-        tol=1e-8,
-        max_iter=50,
-        divergence_threshold=1000.0,
-    ):
+    ``n_steps``, ``tol``, ``max_iter`` and ``divergence_threshold`` are the sampler's.
+
+    Parameters
+    ----------
+    sampler : S3HMC
+        The configuration.
+    target : HierarchicalTarget
+    step_size : float or tensor (C,), optional
+        The step size of a ``step`` given none: by default the sampler's ``step_size`` when it
+        is a number; with ``"auto"`` none, and ``step`` must be given one.
+    """
+
+    n_steps = sampler_setting("n_steps")
+    tol = sampler_setting("tol")
+    max_iter = sampler_setting("max_iter")
+    divergence_threshold = sampler_setting("divergence_threshold")
+
+    def __init__(self, sampler, target, *, step_size=None):
+        self.sampler = sampler
         self.target = target
-        self.step_size = step_size
-        self.n_steps = n_steps
-        self.tol = tol
-        self.max_iter = max_iter
-        self.divergence_threshold = divergence_threshold
+        self.step_size = default_step_size(sampler, step_size)
 
     # -- the Hamiltonian in (w, tau) --------------------------------------------------------
     def _energy(self, w, tau, pw, pt, ll, ll_grad, c):
@@ -225,8 +228,7 @@ class S3HMCKernel(Kernel):
         theta = state.position
         C = theta.shape[0]
         dtype, device = theta.dtype, theta.device
-        eps_in = self.step_size if step_size is None else step_size
-        eps = torch.as_tensor(eps_in, dtype=dtype, device=device).expand(C)
+        eps = chain_step_size(step_size, self.step_size, theta)
         e = eps[:, None]
         c = t.metric_constants(dtype, device)
         w0, eta0 = t.split(theta)

@@ -1,11 +1,11 @@
 """The recipes of docs/architecture.md, followed once from nothing.
 
-"Adding a sampler": a kernel, a sampler object whose parameters all have defaults and which
-declares the warmup settings it wants adapted, registered by name; then the estimators, the
-public driver and persistence take it with no other code. "Adding an MCMC estimator": a family
-mixin with its constraints and hooks, one public class per task with ``store_params``, and
-``@register``. Each toy is unregistered afterwards, so other tests see the package's
-registries as they are.
+"Adding a sampler": a kernel built as ``Kernel(sampler, target)``, a sampler object whose
+parameters all have defaults and which declares the warmup settings it wants adapted, registered
+by name; then the estimators, the public driver and persistence take it with no other code.
+"Adding an MCMC estimator": a family mixin with its constraints and hooks, one public class per
+task with ``store_params``, and ``@register``. Each toy is unregistered afterwards, so other
+tests see the package's registries as they are.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from sklearn_bnn.targets import Target
 class _LangevinKernel(Kernel):
     """Metropolis-adjusted Langevin (Roberts & Tweedie 1996) at the loop's step size."""
 
-    def __init__(self, target):
+    def __init__(self, sampler, target):
+        self.sampler = sampler  # the settings (this toy has none beyond the warmup's)
         self.target = target  # the base's init and the loop read it
 
     def step(self, state, generator, step_size=None, inv_mass=None):
@@ -72,7 +73,7 @@ class _Langevin(Sampler):
 
     def build(self, target):
         self.check_target(target)
-        return _LangevinKernel(target)
+        return _LangevinKernel(self, target)
 
 
 @pytest.fixture

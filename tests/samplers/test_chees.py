@@ -8,7 +8,7 @@ import torch
 from conftest import GaussianTarget, correlated_gaussian
 from test_hmc_kernel import _moments_within_mc_error
 
-from sklearn_bnn.samplers import HMC, HMCKernel, run_chains
+from sklearn_bnn.samplers import HMC, run_chains
 from sklearn_bnn.samplers.chees import ChEESTrajectory, chees_gradient
 
 
@@ -51,7 +51,8 @@ def test_the_gradient_estimate_points_to_the_maximum(seed):
     sigma, dim = 2.0, 20
     target = GaussianTarget(torch.zeros(dim), sigma**2 * torch.eye(dim))
     for x, sign in ((1.2, 1), (3.0, -1)):
-        kernel = HMCKernel(target, step_size=0.2, n_steps=1, trajectory_length="auto")
+        sampler = HMC(step_size=0.2, n_steps=1, trajectory_length="auto", step_jitter=0.0)
+        kernel = sampler.build(target)
         g = torch.Generator().manual_seed(seed)
         state = kernel.init(sigma * torch.randn(64, dim, generator=g, dtype=torch.float64), g)
         kernel.chees = _RecordingTrajectory(10**6, x * sigma, max_steps=1000)

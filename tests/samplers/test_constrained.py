@@ -7,7 +7,7 @@ from conftest import GaussianTarget
 from scipy import stats
 
 from sklearn_bnn.diagnostics import ess
-from sklearn_bnn.samplers import ConstrainedHMC, ConstrainedHMCKernel, run_chains, sample
+from sklearn_bnn.samplers import ConstrainedHMC, run_chains, sample
 from sklearn_bnn.samplers.constrained import ReflectingLeapfrog, reflect, to_box
 from sklearn_bnn.samplers.integrators import leapfrog
 
@@ -40,7 +40,7 @@ def test_trajectory_never_leaves_its_box():
     lower = torch.tensor([-0.3, 0.0, -INF], dtype=torch.float64)
     upper = torch.tensor([0.4, INF, 0.2], dtype=torch.float64)
     target = RecordingTarget(torch.tensor([2.0, -3.0, 1.0]), torch.eye(3))
-    kernel = ConstrainedHMCKernel(target, lower, upper, n_steps=15)
+    kernel = ConstrainedHMC(lower=lower, upper=upper, n_steps=15).build(target)
     state = kernel.init(torch.tensor([[0.0, 0.5, 0.0]] * 8, dtype=torch.float64))
     g = torch.Generator().manual_seed(0)
     for eps in (0.05, 0.5, 3.0):  # from small steps to steps far wider than the box
@@ -56,7 +56,7 @@ def test_reflecting_leapfrog_is_reversible():
     lower = torch.tensor([0.0, -1.2], dtype=torch.float64)
     upper = torch.tensor([1.0, INF], dtype=torch.float64)
     integrator = ReflectingLeapfrog(lower, upper)
-    kernel = ConstrainedHMCKernel(target, lower, upper)
+    kernel = ConstrainedHMC(lower=lower, upper=upper).build(target)
     g = torch.Generator().manual_seed(1)
     q0 = torch.tensor([[0.5, 0.0]] * 16, dtype=torch.float64)
     state = kernel.init(q0)
@@ -84,7 +84,7 @@ def _check_moments(x, mean, var, n_se=4.0):
 def test_truncated_gaussian_1d_moments():
     target = GaussianTarget(torch.tensor([0.3]), torch.tensor([[1.0]]))
     a, b = -0.5, 1.5
-    kernel = ConstrainedHMCKernel(target, [a], [b], n_steps=8)
+    kernel = ConstrainedHMC(lower=[a], upper=[b], n_steps=8).build(target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.zeros(4, 1, dtype=torch.float64))
     run = run_chains(kernel, state, g, n_warmup=200, n_draws=1500)
@@ -99,7 +99,7 @@ def test_truncated_gaussian_2d_moments_by_quadrature():
     cov = torch.tensor([[1.0, 0.7], [0.7, 1.5]])
     target = GaussianTarget(mean, cov)
     lower, upper = [0.0, -1.0], [INF, 1.0]
-    kernel = ConstrainedHMCKernel(target, lower, upper, n_steps=10)
+    kernel = ConstrainedHMC(lower=lower, upper=upper, n_steps=10).build(target)
     g = torch.Generator().manual_seed(2)
     state = kernel.init(torch.tensor([[0.5, 0.0]] * 4, dtype=torch.float64))
     run = run_chains(kernel, state, g, n_warmup=200, n_draws=1500)
@@ -143,6 +143,6 @@ def test_sampler_object_in_the_driver_and_errors():
         ConstrainedHMC(n_steps=0).build(GaussianTarget([0, 0], np.eye(2)))
     with pytest.raises(ValueError, match="step_jitter"):
         ConstrainedHMC(step_jitter=1.0).build(GaussianTarget([0, 0], np.eye(2)))
-    kernel = ConstrainedHMCKernel(GaussianTarget([0, 0], np.eye(2)), [0.0, 0.0], None)
+    kernel = ConstrainedHMC(lower=[0.0, 0.0]).build(GaussianTarget([0, 0], np.eye(2)))
     with pytest.raises(ValueError, match="outside the box"):
         kernel.init(torch.tensor([-1.0, 1.0], dtype=torch.float64))

@@ -1,9 +1,19 @@
 import numpy as np
+import pytest
 import torch
 from conftest import GaussianTarget, correlated_gaussian
 
 from sklearn_bnn.diagnostics import ess
-from sklearn_bnn.samplers import HMCKernel, run_chains
+from sklearn_bnn.samplers import (
+    HMC,
+    NUTS,
+    RMHMC,
+    S3HMC,
+    ConstrainedHMC,
+    leapfrog,
+    run_chains,
+)
+from sklearn_bnn.targets import FunctionTarget, HierarchicalTarget
 
 
 def _moments_within_mc_error(draws, target, n_se=4.0):
@@ -26,7 +36,7 @@ def _moments_within_mc_error(draws, target, n_se=4.0):
 
 def test_hmc_matches_correlated_gaussian_moments():
     target = correlated_gaussian(10, seed=3)
-    kernel = HMCKernel(target, n_steps=10)
+    kernel = HMC(n_steps=10, step_jitter=0.0).build(target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.zeros(4, 10, dtype=torch.float64))
     run = run_chains(kernel, state, g, n_warmup=300, n_draws=1500, step_size="auto")
@@ -34,9 +44,49 @@ def test_hmc_matches_correlated_gaussian_moments():
     _moments_within_mc_error(run.draws, target)
 
 
+def test_a_kernel_steps_at_its_samplers_numeric_step_size_and_needs_one_under_auto():
+    target = GaussianTarget(torch.zeros(2), torch.eye(2))
+    g = torch.Generator().manual_seed(0)
+    kernel = HMC(n_steps=3, step_size=0.2, step_jitter=0.0).build(target)
+    start = kernel.init(torch.zeros(3, 2, dtype=torch.float64))
+    _, info = kernel.step(start, g)
+    assert torch.equal(info.step_size, torch.full((3,), 0.2, dtype=torch.float64))
+    _, info = kernel.step(start, g, step_size=0.05)  # a step's own wins
+    assert torch.equal(info.step_size, torch.full((3,), 0.05, dtype=torch.float64))
+    # "auto": the loop's adapted step, passed to every step, is the only one
+    for sampler in (HMC(), NUTS(), ConstrainedHMC()):
+        kernel = sampler.build(target)
+        with pytest.raises(ValueError, match="no step size of its own"):
+            kernel.step(kernel.init(torch.zeros(3, 2, dtype=torch.float64)), g)
+
+
+def test_kernels_read_their_settings_from_the_sampler():
+    target = GaussianTarget(torch.zeros(2), torch.eye(2))
+    kernel = HMC(n_steps=7, step_jitter=0.25, divergence_threshold=50.0).build(target)
+    assert (kernel.n_steps, kernel.step_jitter, kernel.divergence_threshold) == (7, 0.25, 50.0)
+    assert kernel.trajectory_length is None and kernel.integrator is leapfrog
+    with pytest.raises(AttributeError):  # the sampler's, not a copy to change
+        kernel.n_steps = 3
+    # the samplers' defaults are the kernels'; a setting a family member lacks is off
+    constrained = ConstrainedHMC().build(target)
+    assert (constrained.n_steps, constrained.step_jitter) == (20, 0.0)
+    assert constrained.trajectory_length is None and constrained.n_steps_jitter == 0.0
+    assert NUTS().build(target).max_tree_depth == 10
+    rm = RMHMC(n_steps=4, omega=3.0).build(FunctionTarget(target.log_prob, 2))
+    assert (rm.n_steps, rm.omega, rm.integrator, rm.tol) == (4, 3.0, "implicit", 1e-6)
+    hierarchical = HierarchicalTarget(
+        lambda w: (-0.5 * (w**2).sum(-1), -w),
+        torch.zeros(3, dtype=torch.long),
+        torch.tensor([2.0]),
+        torch.tensor([1.0]),
+    )
+    s3 = S3HMC(max_iter=9).build(hierarchical)
+    assert (s3.n_steps, s3.max_iter, s3.tol) == (20, 9, 1e-8)
+
+
 def test_hmc_rejection_keeps_the_last_state_not_the_start():
     target = GaussianTarget(torch.zeros(2), torch.eye(2))
-    kernel = HMCKernel(target, step_size=0.3, n_steps=5)
+    kernel = HMC(step_size=0.3, n_steps=5, step_jitter=0.0).build(target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.tensor([[0.5, -0.5]], dtype=torch.float64))
     positions = [state.position.clone()]
@@ -49,7 +99,7 @@ def test_hmc_rejection_keeps_the_last_state_not_the_start():
 
 def test_divergent_trajectories_are_rejected_and_counted():
     target = correlated_gaussian(5)
-    kernel = HMCKernel(target, step_size=50.0, n_steps=20)
+    kernel = HMC(step_size=50.0, n_steps=20, step_jitter=0.0).build(target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.zeros(2, 5, dtype=torch.float64))
     run = run_chains(kernel, state, g, n_warmup=0, n_draws=30, step_size=50.0)
@@ -61,7 +111,7 @@ def test_divergent_trajectories_are_rejected_and_counted():
 
 def test_dual_averaging_reaches_target_acceptance():
     target = correlated_gaussian(10, seed=1)
-    kernel = HMCKernel(target, n_steps=10)
+    kernel = HMC(n_steps=10, step_jitter=0.0).build(target)
     g = torch.Generator().manual_seed(2)
     state = kernel.init(target.mean.repeat(3, 1))
     run = run_chains(
@@ -76,7 +126,7 @@ def test_dual_averaging_reaches_target_acceptance():
 
 def test_sampling_is_reproducible_with_the_generator():
     target = correlated_gaussian(3)
-    kernel = HMCKernel(target, step_size=0.2, n_steps=5)
+    kernel = HMC(step_size=0.2, n_steps=5, step_jitter=0.0).build(target)
     runs = []
     for _ in range(2):
         g = torch.Generator().manual_seed(7)

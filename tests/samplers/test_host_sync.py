@@ -19,7 +19,7 @@ from torch.overrides import TorchFunctionMode
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import HierarchicalPrior
-from sklearn_bnn.samplers import HMCKernel, State, run_chains
+from sklearn_bnn.samplers import HMC, State, run_chains
 from sklearn_bnn.samplers.adaptation import DualAveraging
 from sklearn_bnn.samplers.gibbs import with_gibbs_blocks
 from sklearn_bnn.samplers.hmc import metropolis_hastings
@@ -125,7 +125,7 @@ def test_metropolis_test_reads_nothing():
 
 
 STEP_CASES = {
-    "fixed": dict(n_steps=10),
+    "fixed": dict(n_steps=10, step_jitter=0.0),
     "step_jitter": dict(n_steps=10, step_jitter=0.5),
 }
 
@@ -133,7 +133,7 @@ STEP_CASES = {
 @pytest.mark.parametrize("case", sorted(STEP_CASES))
 def test_hmc_step_reads_nothing(case):
     target, state = _gaussian_state()
-    kernel = HMCKernel(target, step_size=0.2, **STEP_CASES[case])
+    kernel = HMC(step_size=0.2, **STEP_CASES[case]).build(target)
     g = torch.Generator().manual_seed(0)
     eps = torch.full((3,), 0.2, dtype=F64)
     inv_mass = torch.ones(4, dtype=F64)
@@ -145,8 +145,8 @@ def test_hmc_step_reads_nothing(case):
 
 #: The step count is a Python int: the uniform that jitters it is read once per transition.
 COUNTED_CASES = {
-    "n_steps_jitter": dict(n_steps=10, n_steps_jitter=0.5),
-    "trajectory_length": dict(trajectory_length=1.5),
+    "n_steps_jitter": dict(n_steps=10, n_steps_jitter=0.5, step_jitter=0.0),
+    "trajectory_length": dict(trajectory_length=1.5, step_jitter=0.0),
 }
 
 
@@ -155,7 +155,7 @@ def test_a_jittered_step_count_is_one_read_per_transition(case):
     """The uniform (and, for a trajectory length, the mean step size) reach the host in one
     read, before the trajectory; the steps and the Metropolis test read nothing."""
     target, state = _gaussian_state()
-    kernel = HMCKernel(target, step_size=0.2, **COUNTED_CASES[case])
+    kernel = HMC(step_size=0.2, **COUNTED_CASES[case]).build(target)
     g = torch.Generator().manual_seed(0)
     inv_mass = torch.ones(4, dtype=F64)
     with counting() as counter:
@@ -169,7 +169,8 @@ def test_chees_reads_once_per_transition():
     """ChEES: the uniform, the mean step size and the adapted time in one read; its Adam
     step on the device (the run's first transition also reads the first step size)."""
     target, _ = _gaussian_state(C=4)
-    kernel = HMCKernel(target, step_size=0.2, n_steps=5, trajectory_length="auto")
+    sampler = HMC(step_size=0.2, n_steps=5, trajectory_length="auto", step_jitter=0.0)
+    kernel = sampler.build(target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.zeros(4, 4, dtype=F64), g, n_warmup=10)
     eps = torch.full((4,), 0.2, dtype=F64)
@@ -207,7 +208,7 @@ def test_a_transition_with_gibbs_blocks_reads_nothing(interweave):
     """The rescaling moves (unit and layer), the precisions' and the noise's Gibbs draws."""
     prior = HierarchicalPrior(scheme="gibbs", learn_noise=True, interweave=interweave)
     net, target = _network_target(prior)
-    kernel = with_gibbs_blocks(HMCKernel(target, n_steps=5, step_jitter=0.5), target)
+    kernel = with_gibbs_blocks(HMC(n_steps=5, step_jitter=0.5).build(target), target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(net.initial_position().expand(3, -1).clone(), g, n_warmup=5)
     eps = torch.full((3,), 0.01, dtype=F64)
@@ -247,7 +248,7 @@ LOOP_READS_PER_WARMUP = 2
 
 def _loop_reads(n_warmup, n_draws):
     target, _ = _gaussian_state()
-    kernel = HMCKernel(target, n_steps=5, step_jitter=0.5)
+    kernel = HMC(n_steps=5, step_jitter=0.5).build(target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.zeros(3, 4, dtype=F64))
     with counting() as counter:

@@ -13,7 +13,7 @@ from torch import nn
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers import NUTSKernel, leapfrog, run_chains
+from sklearn_bnn.samplers import NUTS, leapfrog, run_chains
 from sklearn_bnn.samplers._base import sample_momentum
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
@@ -25,7 +25,7 @@ F64 = torch.float64
 
 def test_nuts_matches_correlated_gaussian_moments():
     target = correlated_gaussian(10, seed=3)
-    kernel = NUTSKernel(target)
+    kernel = NUTS().build(target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.zeros(4, 10, dtype=F64))
     run = run_chains(kernel, state, g, n_warmup=150, n_draws=500, step_size="auto")
@@ -41,7 +41,7 @@ def test_nuts_reproduces_bayesian_linear_regression_posterior():
     alpha, beta = 2.0, 4.0  # prior precision, noise precision
     network = FunctionalNetwork(nn.Linear(d, 1), dtype=F64)
     target = Target(network, X, torch.tensor(y)[:, None], Gaussian(beta), GaussianPrior(alpha))
-    kernel = NUTSKernel(target)
+    kernel = NUTS().build(target)
     g = torch.Generator().manual_seed(1)
     state = kernel.init(torch.zeros(2, d + 1, dtype=F64))
     run = run_chains(kernel, state, g, n_warmup=150, n_draws=600, step_size="auto")
@@ -57,7 +57,7 @@ def test_nuts_on_neals_funnel_stays_finite_and_counts_divergences():
     # REFERENCE §4: v ~ N(0, 3^2), x_i ~ N(0, e^v), 10 + 1 dimensions. The published NUTS figure is
     # KL(p(v) || q(v)) = 1.109 (benchmarks/nuts_funnel.py reports ours on long runs).
     target = Funnel(10)
-    kernel = NUTSKernel(target)
+    kernel = NUTS().build(target)
     g = torch.Generator().manual_seed(0)
     # four chains: one short chain's KL swings with the seed (1.55 with torch 2.13 here)
     start = torch.randn(4, 11, generator=g, dtype=F64)
@@ -80,7 +80,7 @@ def test_one_transition_leaves_the_standard_normal_invariant(step_size):
     # 4000 independent chains started from exact draws: after NUTS transitions they must still be
     # N(0, 1) draws, which a Kolmogorov-Smirnov test can check (the chains are independent).
     target = GaussianTarget(torch.zeros(1), torch.eye(1))
-    kernel = NUTSKernel(target, step_size=step_size)
+    kernel = NUTS(step_size=step_size).build(target)
     g = torch.Generator().manual_seed(4)
     state = kernel.init(torch.randn(4000, 1, generator=g, dtype=F64))
     depths = set()
@@ -96,7 +96,7 @@ def test_one_transition_leaves_the_standard_normal_invariant(step_size):
 def test_invariance_check_detects_a_wrong_target():
     # The same check has power: chains targeting N(0, 1.3^2) drift away from N(0, 1).
     target = GaussianTarget(torch.zeros(1), 1.69 * torch.eye(1))
-    kernel = NUTSKernel(target, step_size=0.5)
+    kernel = NUTS(step_size=0.5).build(target)
     g = torch.Generator().manual_seed(4)
     state = kernel.init(torch.randn(4000, 1, generator=g, dtype=F64))
     for _ in range(3):
@@ -111,10 +111,10 @@ def test_invariance_with_per_chain_mass_matrix():
     g = torch.Generator().manual_seed(5)
     C = 3000
     inv_mass = torch.rand(C, 2, generator=g, dtype=F64) * 3 + 0.2
-    kernel = NUTSKernel(target, step_size=0.4, inv_mass=inv_mass)
+    kernel = NUTS(step_size=0.4).build(target)
     state = kernel.init(torch.randn(C, 2, generator=g, dtype=F64) * cov.diagonal().sqrt())
     for _ in range(3):
-        state, _ = kernel.step(state, g)
+        state, _ = kernel.step(state, g, inv_mass=inv_mass)
     for d in range(2):
         z = state.position[:, d].numpy() / math.sqrt(cov[d, d])
         assert stats.kstest(z, "norm").pvalue > 1e-3
@@ -122,7 +122,7 @@ def test_invariance_with_per_chain_mass_matrix():
 
 def test_standard_normal_mean_variance_and_quantiles():
     target = GaussianTarget(torch.zeros(1), torch.eye(1))
-    kernel = NUTSKernel(target, step_size=0.8)
+    kernel = NUTS(step_size=0.8).build(target)
     g = torch.Generator().manual_seed(6)
     run = run_chains(
         kernel, kernel.init(torch.zeros(4, 1, dtype=F64)), g, n_warmup=20, n_draws=800,
@@ -232,7 +232,7 @@ def test_tree_matches_a_recursive_reference(target, step_size, expected):
     D = target.dim
     g = torch.Generator().manual_seed(11)
     inv_mass = torch.rand(D, generator=g, dtype=F64) + 0.5
-    kernel = NUTSKernel(target, step_size=step_size, inv_mass=inv_mass, max_tree_depth=6)
+    kernel = NUTS(step_size=step_size, max_tree_depth=6).build(target)
     reference = _RecursiveNUTS(target, step_size, inv_mass)
     state = kernel.init(torch.randn(1, D, generator=g, dtype=F64))
     seen = set()
@@ -250,7 +250,7 @@ def test_tree_matches_a_recursive_reference(target, step_size, expected):
                 j += 1
 
         depth = reference.transition(state.position[0], p0, directions(), max_depth=6)
-        new_state, info = kernel.step(state, g)
+        new_state, info = kernel.step(state, g, inv_mass=inv_mass)
         assert int(info.extra["tree_depth"][0]) == depth
         assert info.n_grad == reference.n_steps
         assert bool(info.divergent[0]) == reference.divergent
@@ -268,7 +268,7 @@ def test_tree_matches_a_recursive_reference(target, step_size, expected):
 
 def test_tree_depth_is_capped_and_each_leapfrog_costs_one_gradient():
     target = GaussianTarget(torch.zeros(2), torch.eye(2))
-    kernel = NUTSKernel(target, step_size=1e-3, max_tree_depth=4)
+    kernel = NUTS(step_size=1e-3, max_tree_depth=4).build(target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.ones(3, 2, dtype=F64))
     target.n_evals = 0
@@ -280,7 +280,7 @@ def test_tree_depth_is_capped_and_each_leapfrog_costs_one_gradient():
 
 def test_divergent_transitions_are_flagged_and_keep_the_state():
     target = correlated_gaussian(5)
-    kernel = NUTSKernel(target, step_size=50.0)
+    kernel = NUTS(step_size=50.0).build(target)
     g = torch.Generator().manual_seed(0)
     start = torch.zeros(2, 5, dtype=F64)
     run = run_chains(kernel, kernel.init(start), g, n_warmup=0, n_draws=10, step_size=50.0)
@@ -290,7 +290,7 @@ def test_divergent_transitions_are_flagged_and_keep_the_state():
 
 def test_dual_averaging_reaches_target_acceptance():
     target = correlated_gaussian(10, seed=1)
-    kernel = NUTSKernel(target)
+    kernel = NUTS().build(target)
     g = torch.Generator().manual_seed(2)
     state = kernel.init(target.mean.repeat(3, 1))
     run = run_chains(kernel, state, g, n_warmup=200, n_draws=200, step_size="auto")
@@ -300,7 +300,7 @@ def test_dual_averaging_reaches_target_acceptance():
 
 def test_sampling_is_reproducible_with_the_generator():
     target = correlated_gaussian(3)
-    kernel = NUTSKernel(target)
+    kernel = NUTS().build(target)
     draws = []
     for seed in (7, 7, 8):
         g = torch.Generator().manual_seed(seed)
@@ -314,7 +314,7 @@ def test_a_given_integrator_gives_the_fused_leapfrog_trajectory():
     target = correlated_gaussian(4)
     runs = []
     for integrator in (None, leapfrog):
-        kernel = NUTSKernel(target, step_size=0.3, integrator=integrator)
+        kernel = NUTS(step_size=0.3, integrator=integrator).build(target)
         g = torch.Generator().manual_seed(3)
         state = kernel.init(torch.zeros(3, 4, dtype=F64))
         runs.append(run_chains(kernel, state, g, n_warmup=0, n_draws=10, step_size=0.3))
@@ -324,4 +324,4 @@ def test_a_given_integrator_gives_the_fused_leapfrog_trajectory():
 @pytest.mark.parametrize("bad", [0, -1, 2.5, "deep"])
 def test_bad_max_tree_depth_is_refused(bad):
     with pytest.raises(ValueError, match="max_tree_depth"):
-        NUTSKernel(GaussianTarget(torch.zeros(1), torch.eye(1)), max_tree_depth=bad)
+        NUTS(max_tree_depth=bad).build(GaussianTarget(torch.zeros(1), torch.eye(1)))

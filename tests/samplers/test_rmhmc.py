@@ -17,7 +17,7 @@ from sklearn_bnn.samplers.geometry.riemannian import (
     softabs,
     softabs_derivative,
 )
-from sklearn_bnn.samplers.rmhmc import RMHMC, RMHMCKernel, explicit_step, implicit_step
+from sklearn_bnn.samplers.rmhmc import RMHMC, explicit_step, implicit_step
 
 f64 = torch.float64
 
@@ -122,7 +122,7 @@ def _explicit_map(kernel, aug, eps, n, omega):
 
 
 def _kernel(target, metric=None):
-    return RMHMCKernel(target, metric=metric or SoftAbsMetric())
+    return RMHMC(integrator="explicit", metric=metric or SoftAbsMetric()).build(target)
 
 
 def test_implicit_integrator_is_reversible_and_volume_preserving():

@@ -8,7 +8,7 @@ from _rm_targets import AnalyticGaussian, Funnel, LogisticRegression2D
 
 from sklearn_bnn.samplers import RMHMC, sample
 from sklearn_bnn.samplers.geometry.riemannian import AutodiffDerivatives, SoftAbsMetric
-from sklearn_bnn.samplers.rmhmc import RMHMCKernel, implicit_step
+from sklearn_bnn.samplers.rmhmc import implicit_step
 from sklearn_bnn.targets import FunctionTarget
 
 f64 = torch.float64
@@ -98,8 +98,9 @@ def _implicit_map(kernel, q, p, eps, n):
 
 
 def test_plain_function_trajectory_is_the_closed_form_one_reversible_and_conserves_energy():
-    plain = RMHMCKernel(FunctionTarget(Funnel.scalar_log_prob, 11, dtype=f64))
-    closed = RMHMCKernel(Funnel())
+    sampler = RMHMC(integrator="explicit")
+    plain = sampler.build(FunctionTarget(Funnel.scalar_log_prob, 11, dtype=f64))
+    closed = sampler.build(Funnel())
     q0, g = _points(2, 5)
     eps = torch.full((2, 1), 0.1, dtype=f64)
     geo0 = plain.evaluate(q0)

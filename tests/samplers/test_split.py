@@ -9,7 +9,7 @@ from torch import nn
 from sklearn_bnn.likelihoods import Categorical, Gaussian
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import (
-    HMCKernel,
+    HMC,
     State,
     leapfrog,
     naive_split,
@@ -278,7 +278,7 @@ def test_symmetric_split_energy_error_is_second_order(n_splits):
 @pytest.mark.parametrize("integrator", SPLIT_INTEGRATORS)
 def test_split_hmc_samples_the_bayesian_linear_regression_posterior(integrator):
     target, mean, cov = _blr(n_splits=3)
-    kernel = HMCKernel(target, n_steps=5, integrator=integrator)
+    kernel = HMC(n_steps=5, integrator=integrator, step_jitter=0.0).build(target)
     state = kernel.init(torch.zeros(1, 4, dtype=F64))
     # L eps = 0.15, about a third of the posterior's shortest period: no resonance
     run = run_chains(
@@ -298,7 +298,9 @@ def test_far_too_large_step_is_a_counted_divergence_and_leaves_the_state_intact(
     target, _ = _mlp_targets(n_splits=3)
     state, _ = _start(target, C=3)
     before = state.position.clone()
-    kernel = HMCKernel(target, step_size=50.0, n_steps=20, integrator=integrator)
+    kernel = HMC(
+        step_size=50.0, n_steps=20, integrator=integrator, step_jitter=0.0
+    ).build(target)
     new, info = kernel.step(state, torch.Generator().manual_seed(0))
     assert info.divergent.all() and not info.accepted.any()
     torch.testing.assert_close(new.position, before, rtol=0, atol=0)
