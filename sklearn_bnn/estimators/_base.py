@@ -363,8 +363,8 @@ class BaseSamplingEstimator(
         self._step_size_per_chain = run.step_size
         self._inv_mass = run.inv_mass
         self._record_diagnostics(run, continuing, X)
-        if run.moved_coordinates or run.gibbs_coordinates:
-            record_precisions(self, run.moved_coordinates or run.gibbs_coordinates)
+        if run.hyperparameters:
+            record_precisions(self, run.hyperparameters)
 
     def _check_warm_start(self, n_features: int, n_outputs: int) -> None:
         """A warm start continues the stored chains: their number and the network they sample

@@ -188,7 +188,7 @@ class SamplingRegressorMixin(RegressorMixin):
             stats["noise_precision"] = tau
             flat = tau.reshape(-1, *tau.shape[2:]).numpy()
             mean, inv = flat.mean(0), (1.0 / flat).mean(0)
-        elif "noise_precision" in getattr(self, "precision_names_", ()):  # learned by S3HMC
+        elif "noise_precision" in getattr(self, "precision_names_", ()):  # sampled jointly (S3HMC)
             flat = self.precisions_[..., -1].double().reshape(-1, 1).numpy() / scale2.numpy()
             mean, inv = flat.mean(0), (1.0 / flat).mean(0)
         else:

@@ -82,12 +82,10 @@ class ChainRun:
     n_grad: int = 0
     interrupted: bool = False
     stats: dict = field(default_factory=dict)
-    # sampled coordinates moved out of ``draws`` into ``draw_stats`` (a hierarchical target's
-    # precisions), by name
-    moved_coordinates: list = field(default_factory=list)
-    # sampled values drawn by Gibbs blocks (kept in the chain state, not in ``draws``), whose
-    # per-draw statistics the estimators report as sampled hyperparameters, by name
-    gibbs_coordinates: list = field(default_factory=list)
+    # the sampled hyperparameters whose per-draw values are in ``draw_stats``, by name: a
+    # hierarchical target's precisions moved out of ``draws``, or values drawn by Gibbs blocks
+    # (kept in the chain state); the estimators report them as sampled precisions
+    hyperparameters: list = field(default_factory=list)
     # where the draws' step size came from: "adapted" (dual averaging in warmup), "given" (a
     # number passed to the loop) or "kernel" (a kernel with a step-size schedule of its own);
     # the estimators' divergence warning gives the advice that fits it

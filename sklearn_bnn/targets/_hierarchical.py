@@ -146,7 +146,7 @@ class HierarchicalTarget:
     # -- the draws of the caller's target --------------------------------------------------------
     def split_draws(self, run):
         """``run`` with the weights as its draws and the precisions exp(log tau) as per-draw
-        statistics named by ``hyper_names`` (listed in ``run.moved_coordinates``); the final
+        statistics named by ``hyper_names`` (listed in ``run.hyperparameters``); the final
         state keeps every coordinate, to continue from. A target not built from a network
         (``base`` None) leaves the run as it is."""
         k = self.n_hyper
@@ -155,7 +155,7 @@ class HierarchicalTarget:
         for name, column in zip(self.hyper_names, run.draws[..., -k:].unbind(-1), strict=True):
             run.draw_stats[name] = torch.exp(column)
         run.draws = run.draws[..., :-k]
-        run.moved_coordinates = list(self.hyper_names)
+        run.hyperparameters = list(self.hyper_names)
         return run
 
 

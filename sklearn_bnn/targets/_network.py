@@ -330,14 +330,14 @@ class Target:
 
     def split_draws(self, run):
         """``run`` with the names of the precisions its Gibbs blocks drew (kept as per-draw
-        statistics) in ``run.gibbs_coordinates``: a hierarchical prior's, then the learned
+        statistics) in ``run.hyperparameters``: a hierarchical prior's, then the learned
         noise's when there is one output, the names S3HMC gives its sampled precisions."""
         if self._prior_blocks and run.draw_stats:
             names = [n for b in self._prior_blocks for n in b.stat_names]
             noise = run.draw_stats.get("noise_precision")
             # one output: the noise joins them, as in S3HMC; several stay (C, n, n_out) apart
             names += ["noise_precision"] if noise is not None and noise.ndim == 2 else []
-            run.gibbs_coordinates = [n for n in names if n in run.draw_stats]
+            run.hyperparameters = [n for n in names if n in run.draw_stats]
         return run
 
     def _data_pieces(self):

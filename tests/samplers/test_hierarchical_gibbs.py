@@ -79,7 +79,7 @@ def _sample(X, y, sampler, learn_noise, seed, n_draws=1500, interweave=0):
         desc="test",
         verbose=False,
     )
-    assert run.gibbs_coordinates == ["precision[weight]"] + (
+    assert run.hyperparameters == ["precision[weight]"] + (
         ["noise_precision"] if learn_noise else []
     )
     return run
