@@ -14,7 +14,8 @@ def _readme_commands():
 def test_readme_starts_with_demo_and_test_commands():
     demo, tests = _readme_commands()
     assert demo.endswith("python -m sklearn_bnn demo")
-    assert tests.endswith("python -m pytest")
+    # the suite runs on every core (pytest-xdist): each test is single-threaded (conftest.py)
+    assert tests.endswith("python -m pytest -n auto")
 
 
 def test_ci_runs_the_readme_test_command():
