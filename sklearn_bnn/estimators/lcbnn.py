@@ -178,6 +178,9 @@ class LossCalibratedBNN(MCDropoutClassifier):
             verbose=verbose,
             random_state=random_state,
         )
+        # MCDropoutClassifier's held-out temperature is not a parameter here: tempering the
+        # predictive would move the Bayes actions of a utility the network was trained for
+        del self.calibration
 
     _parameter_constraints: dict = {
         **MCDropoutClassifier._parameter_constraints,
