@@ -152,7 +152,7 @@ def test_warm_start_keeps_the_temperature(iris):
     clf = SGMCMCClassifier(
         hidden_layer_sizes=(8,), n_draws=8, n_warmup=8, random_state=0, calibration="temperature"
     )
-    assert SGMCMCClassifier().calibration is None
+    assert SGMCMCClassifier().calibration == "temperature"
     clf.fit(X, y)
     t = clf.calibration_temperature_
     clf.set_params(warm_start=True).fit(X, y)
@@ -189,3 +189,19 @@ def test_an_interrupted_calibration_phase_keeps_its_draws(iris, monkeypatch):
     assert len(clf.samples_) == 4
     assert clf.calibration_temperature_ == 1.0
     assert clf.predict_proba(X).shape == (len(X), 3)
+
+
+@pytest.mark.filterwarnings("ignore:R-hat")
+def test_sg_calibration_refits_on_every_row(iris):
+    # SG-MCMC's calibration stage is a whole fit on the rows not held out; the kept draws
+    # are then a fresh fit on every row: those calibration=None gives, tempered
+    X, y = iris
+    small = dict(hidden_layer_sizes=(8,), n_draws=8, n_warmup=8, random_state=0)
+    plain = SGMCMCClassifier(**small, calibration=None).fit(X, y)
+    clf = SGMCMCClassifier(**small).fit(X, y)
+    t = clf.calibration_temperature_
+    assert np.isfinite(t) and t > 0 and t != 1.0
+    assert clf.samples_.n_draws == 8
+    np.testing.assert_array_equal(clf.predict_samples(X), plain.predict_samples(X))
+    expected = calibrated(plain.predict_proba(X), clf.calibration_posterior_)
+    np.testing.assert_allclose(clf.predict_proba(X), expected, rtol=1e-12)
