@@ -17,9 +17,19 @@ Sets:
   or give the file's path with ``--segment`` (the zipped or plain CSV).
 * ``breast_cancer``: scikit-learn's 569 rows, 2 classes (a check that a change does not hurt
   binary sets).
+* ``segment_window``: the segment set as a binary problem, "window" (its most confused class)
+  against the rest.
+* ``synthetic_1k_2``, ``synthetic_1k_3``: ``make_classification(n_samples=1000,
+  n_features=20, n_informative=5, n_classes=2 or 3, flip_y=0.03, random_state=0)``: small,
+  noisy sets on which the default networks over-fit.
 * ``synthetic_20k``: ``make_classification(n_samples=20_000, n_features=20, n_informative=10,
   n_redundant=5, n_classes=5, n_clusters_per_class=2, flip_y=0.01, random_state=0)``, a larger
   set, where a default that depends on the number of rows has to be harmless.
+
+A model with a learned temperature (``calibration="temperature"``) also gets a record of its
+untempered average, tagged ``<tag>/untempered``: the same draws or network as
+``calibration=None`` with the same seed, so it scores the uncalibrated model without a second
+fit (no fit time).
 
 Writes one record per fit to ``--out`` (JSON, rewritten after every fit; a rerun with the same
 ``--tag`` skips the (set, model, seed) cells already there) and prints a table of means over
@@ -71,7 +81,7 @@ from sklearn_bnn.metrics import (  # noqa: E402
 
 OUT_DEFAULT = Path(__file__).resolve().parent / "results" / "small_multiclass.json"
 SMALL = ["digits", "wine", "segment"]
-CHECKS = ["breast_cancer", "synthetic_20k"]
+CHECKS = ["breast_cancer", "segment_window", "synthetic_1k_2", "synthetic_1k_3", "synthetic_20k"]
 MODELS = {
     "mlp": lambda seed, kw: MLPClassifier(random_state=seed, **kw),
     "sgmcmc": lambda seed, kw: SGMCMCClassifier(random_state=seed, **kw),
@@ -123,6 +133,18 @@ def load(name: str, segment: str | None = None):
         return load_segment(segment)
     if name == "breast_cancer":
         return load_breast_cancer(return_X_y=True)
+    if name == "segment_window":  # binary: the segment set's hardest class against the rest
+        X, y = load_segment(segment)
+        return X, (y == "window").astype(int)
+    if name in ("synthetic_1k_2", "synthetic_1k_3"):  # small and noisy: 750 training rows
+        return make_classification(
+            n_samples=1000,
+            n_features=20,
+            n_informative=5,
+            n_classes=int(name[-1]),
+            flip_y=0.03,
+            random_state=0,
+        )
     if name == "synthetic_20k":
         return make_classification(
             n_samples=20_000,
@@ -173,7 +195,20 @@ def _details(model) -> dict:
     return out
 
 
-def run_cell(name, model_key, seed, kw, segment=None) -> dict:
+def _untempered(model, X):
+    """The average a calibrated model tempers (None for a model without a temperature): the
+    draws of a calibrated fit are those of ``calibration=None`` with the same seed, so this
+    scores the uncalibrated default without a second fit."""
+    if getattr(model, "calibration_posterior_", None) is None:
+        return None
+    if hasattr(model, "_dropout_average"):
+        return model._dropout_average(X)
+    return model._predictive_mean(X)
+
+
+def run_cell(name, model_key, seed, kw, segment=None) -> list[dict]:
+    """The records of one fit: its scores, and, for a model with a learned temperature, the
+    scores of its untempered average (tag ``<tag>/untempered``, no fit time)."""
     X, y = load(name, segment)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=seed, stratify=y)
     model = MODELS[model_key](seed, kw)
@@ -194,7 +229,11 @@ def run_cell(name, model_key, seed, kw, segment=None) -> dict:
         **_details(model),
         "warnings": sorted({str(w.message)[:80] for w in caught}),
     }
-    return record
+    raw = _untempered(model, pipe[0].transform(Xte))
+    if raw is None:
+        return [record]
+    plain = {**record, **score(yte, raw, pipe.classes_), "fit_s": None, "untempered": True}
+    return [record, plain]
 
 
 def _mean_se(values) -> str:
@@ -268,15 +307,21 @@ def main(argv=None) -> None:
             for model in args.models:
                 key = (name, model, seed, args.tag if model != "mlp" else "defaults")
                 if key in done:
+                    tags = (key[3], f"{key[3]}/untempered")
                     mine.extend(
-                        r for r in records if (r["set"], r["model"], r["seed"], r["tag"]) == key
+                        r
+                        for r in records
+                        if (r["set"], r["model"], r["seed"]) == key[:3] and r["tag"] in tags
                     )
                     continue
-                record = run_cell(name, model, seed, kws[model], args.segment)
+                record, *plain = run_cell(name, model, seed, kws[model], args.segment)
                 record["tag"] = key[3]
-                record["settings"] = kws[model]
-                records.append(record)
-                mine.append(record)
+                for r in plain:
+                    r["tag"] = f"{key[3]}/untempered"
+                for r in [record, *plain]:
+                    r["settings"] = kws[model]
+                    records.append(r)
+                    mine.append(r)
                 done.add(key)
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_text(json.dumps(records, indent=1))
