@@ -205,3 +205,32 @@ def test_sg_calibration_refits_on_every_row(iris):
     np.testing.assert_array_equal(clf.predict_samples(X), plain.predict_samples(X))
     expected = calibrated(plain.predict_proba(X), clf.calibration_posterior_)
     np.testing.assert_allclose(clf.predict_proba(X), expected, rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:R-hat")
+def test_the_default_temperature_lowers_wine_nll():
+    """Issue 33: on wine (75 / 25 stratified splits, seeds 0-2, as
+    benchmarks/small_multiclass.py) the defaults' tempered average beats the untempered one of
+    the same fit and stays under a bound. Measured: SG-MCMC 0.052 (untempered 0.057), MC dropout
+    0.036 (0.060); MLPClassifier() 0.065 on the same splits."""
+    from sklearn.datasets import load_wine
+    from sklearn.model_selection import train_test_split
+
+    from sklearn_bnn import MCDropoutClassifier
+    from sklearn_bnn.metrics import negative_log_likelihood
+
+    X, y = load_wine(return_X_y=True)
+    nll = {"sg": [], "sg raw": [], "dropout": [], "dropout raw": []}
+    for seed in range(3):
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=seed, stratify=y)
+        scaler = StandardScaler().fit(Xtr)
+        Xtr, Xte = scaler.transform(Xtr), scaler.transform(Xte)
+        sg = SGMCMCClassifier(random_state=seed).fit(Xtr, ytr)
+        nll["sg"].append(negative_log_likelihood(yte, sg.predict_proba(Xte)))
+        nll["sg raw"].append(negative_log_likelihood(yte, sg._predictive_mean(Xte)))
+        md = MCDropoutClassifier(random_state=seed).fit(Xtr, ytr)
+        nll["dropout"].append(negative_log_likelihood(yte, md.predict_proba(Xte)))
+        nll["dropout raw"].append(negative_log_likelihood(yte, md._dropout_average(Xte)))
+    mean = {k: float(np.mean(v)) for k, v in nll.items()}
+    assert mean["sg"] < mean["sg raw"] and mean["dropout"] < mean["dropout raw"], mean
+    assert mean["sg"] <= 0.060 and mean["dropout"] <= 0.045, mean
