@@ -133,10 +133,10 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
         prior on log T, as :class:`HMCClassifier` does, then train afresh on **every** row
         (the network ``calibration=None`` gives); ``predict_proba`` averages the tempered
         predictive over that posterior. About twice the fit time of None. Skipped (T = 1)
-        when fewer than 20 rows would be held out. None: the dropout average as it comes,
-        which is under-confident on small sets: the dropout noise that the learned rate keeps
-        (0.15-0.3 on a few thousand rows) spreads the draws (docs/mc_dropout.md,
-        "Calibration").
+        when fewer than 20 rows would be held out. None: the dropout average as it comes
+        (under-confident on the small multi-class sets of docs/mc_dropout.md, "Calibration",
+        where the learned rate keeps 0.15-0.3 of dropout noise; over-confident on small noisy
+        ones).
 
     Attributes
     ----------

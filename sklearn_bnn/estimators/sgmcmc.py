@@ -120,8 +120,9 @@ SG_CALIBRATION_DOC = """    calibration : {"temperature"} or None, default="temp
         (T = 1) when fewer than 20 rows would be held out. Unlike :class:`HMCClassifier`,
         whose chains continue from the calibration stage: an SG chain at its capped step stays
         near the mode it starts from, so it would keep the mode of the rows not held out
-        (docs/sgmcmc.md, "Calibration"). None: the posterior predictive as sampled, whose
-        average is under-confident on small sets.
+        (docs/sgmcmc.md, "Calibration"). None: the posterior predictive as sampled
+        (under-confident on the small multi-class sets of docs/benchmarks.md, "Small
+        multi-class sets", over-confident on small noisy ones).
     validation_fraction : float, default=0.2
         Share of the rows held out to learn the temperature, in (0, 1).
 """
