@@ -189,7 +189,10 @@ class TemperatureCalibrationMixin:
         self.calibration_temperature_ = 1.0
         self.calibration_posterior_ = _NO_CALIBRATION
         split = None
-        if self.calibration == "temperature":
+        # SG-MCMC reads a memory map one batch at a time: the calibration stage's rows would be
+        # copied into memory, so it goes uncalibrated (the full-batch estimators load it whole)
+        on_disk = isinstance(X, np.memmap) and self._data_access == "minibatch"
+        if self.calibration == "temperature" and not on_disk:
             self._check_params()
             y_codes = np.unique(column_or_1d(y, warn=True), return_inverse=True)[1]
             seed = int(child(root_seed(self.random_state), "calibration").generate_state(1)[0])

@@ -117,7 +117,8 @@ SG_CALIBRATION_DOC = """    calibration : {"temperature"} or None, default="temp
         held-out labels under a N(0, 0.5^2) prior on log T, then run the fit afresh on
         **every** row (the draws ``calibration=None`` gives); ``predict_proba`` averages the
         tempered predictive over that posterior. About twice the fit time of None. Skipped
-        (T = 1) when fewer than 20 rows would be held out. Unlike :class:`HMCClassifier`,
+        (T = 1) when fewer than 20 rows would be held out, and when ``X`` is a memory map
+        (the rows not held out would be copied into memory). Unlike :class:`HMCClassifier`,
         whose chains continue from the calibration stage: an SG chain at its capped step stays
         near the mode it starts from, so it would keep the mode of the rows not held out
         (docs/sgmcmc.md, "Calibration"). None: the posterior predictive as sampled
