@@ -163,6 +163,14 @@ class TemperatureCalibrationMixin:
         "calibration": [StrOptions({"temperature"}), None],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
     }
+    # What follows the calibration stage. False (the full-batch MCMC estimators): the chains
+    # continue on every row for the kept draws, the calibration stage's warmup and draws
+    # counting as their burn-in. True (SG-MCMC): the calibration stage is the whole fit on the
+    # rows not held out, and the fit is then run afresh on every row, MAP start included: an
+    # SG chain at its capped step stays near the mode it starts from, so a continued chain
+    # would keep the mode of the rows not held out (measured: it cost NLL on breast cancer,
+    # digits and the segment set).
+    _calibration_refits = False
 
     def _fit(self, X, y):
         # the sampling base warns with a stack level that names the caller of ``fit``; this
@@ -181,7 +189,10 @@ class TemperatureCalibrationMixin:
         self.calibration_temperature_ = 1.0
         self.calibration_posterior_ = _NO_CALIBRATION
         split = None
-        if self.calibration == "temperature":
+        # SG-MCMC reads a memory map one batch at a time: the calibration stage's rows would be
+        # copied into memory, so it goes uncalibrated (the full-batch estimators load it whole)
+        on_disk = isinstance(X, np.memmap) and self._data_access == "minibatch"
+        if self.calibration == "temperature" and not on_disk:
             self._check_params()
             y_codes = np.unique(column_or_1d(y, warn=True), return_inverse=True)[1]
             seed = int(child(root_seed(self.random_state), "calibration").generate_state(1)[0])
@@ -189,7 +200,8 @@ class TemperatureCalibrationMixin:
         if split is None:
             return super()._fit(X, y)
         fit_rows, held = split
-        n_phase = max(self.thin, self.n_draws // 4)
+        refit = self._calibration_refits
+        n_phase = self.n_draws if refit else max(self.thin, self.n_draws // 4)
         name = type(self).__name__  # the two stages' progress bars say which is which
         stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
         with (
@@ -206,11 +218,11 @@ class TemperatureCalibrationMixin:
         posterior = temperature_posterior(proba, codes)
         with _overridden(
             self,
-            warm_start=True,
+            warm_start=not refit,
             _drop_previous_draws=True,
             _progress_desc=f"{name} sampling (all {len(fit_rows) + len(held)} rows)",
         ):
-            super()._fit(X, y)
+            super()._fit(X, y)  # refit: a fresh fit, as calibration=None would run it
         self.calibration_posterior_ = posterior
         # the posterior mean of log T, reported as one temperature
         self.calibration_temperature_ = float(np.exp(np.sum(posterior[1] * np.log(posterior[0]))))

@@ -253,6 +253,13 @@ class _MCDropoutBase(TrainedEstimator):
             "feature_names_in_": P.is_array(ndim=1, kinds="UO"),
             "dropout_": P.list_of(P.is_float),  # absent from files written before "auto"
         }
+        if is_classifier(self):  # absent from files written before the calibration
+            from ._sampling_state import _check_temperature, _check_temperature_posterior
+
+            optional.update(
+                calibration_temperature_=_check_temperature,
+                calibration_posterior_=_check_temperature_posterior,
+            )
         P.check_state(state, required, optional)
         P.check_feature_names(state)
         self.n_features_in_ = state["n_features_in_"]  # read by _build_net

@@ -178,9 +178,16 @@ class LossCalibratedBNN(MCDropoutClassifier):
             verbose=verbose,
             random_state=random_state,
         )
+        # MCDropoutClassifier's held-out temperature is not a parameter here: tempering the
+        # predictive would move the Bayes actions of a utility the network was trained for
+        del self.calibration
 
     _parameter_constraints: dict = {
-        **MCDropoutClassifier._parameter_constraints,
+        **{
+            name: rule
+            for name, rule in MCDropoutClassifier._parameter_constraints.items()
+            if name != "calibration"  # not a parameter here (see __init__)
+        },
         # its penalty draws Bernoulli masks of a fixed rate (no learned rate)
         "dropout": [Interval(Real, 0, 1, closed="left")],
         "utility": ["array-like", None],

@@ -155,7 +155,7 @@ def test_warm_start_keeps_the_temperature(iris):
     clf = SGMCMCClassifier(
         hidden_layer_sizes=(8,), n_draws=8, n_warmup=8, random_state=0, calibration="temperature"
     )
-    assert SGMCMCClassifier().calibration is None
+    assert SGMCMCClassifier().calibration == "temperature"
     clf.fit(X, y)
     t = clf.calibration_temperature_
     clf.set_params(warm_start=True).fit(X, y)
@@ -192,3 +192,48 @@ def test_an_interrupted_calibration_phase_keeps_its_draws(iris, monkeypatch):
     assert len(clf.samples_) == 4
     assert clf.calibration_temperature_ == 1.0
     assert clf.predict_proba(X).shape == (len(X), 3)
+
+
+@pytest.mark.filterwarnings("ignore:R-hat")
+def test_sg_calibration_refits_on_every_row(iris):
+    # SG-MCMC's calibration stage is a whole fit on the rows not held out; the kept draws
+    # are then a fresh fit on every row: those calibration=None gives, tempered
+    X, y = iris
+    small = dict(hidden_layer_sizes=(8,), n_draws=8, n_warmup=8, random_state=0)
+    plain = SGMCMCClassifier(**small, calibration=None).fit(X, y)
+    clf = SGMCMCClassifier(**small).fit(X, y)
+    t = clf.calibration_temperature_
+    assert np.isfinite(t) and t > 0 and t != 1.0
+    assert clf.samples_.n_draws == 8
+    np.testing.assert_array_equal(clf.predict_samples(X), plain.predict_samples(X))
+    expected = calibrated(plain.predict_proba(X), clf.calibration_posterior_)
+    np.testing.assert_allclose(clf.predict_proba(X), expected, rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:R-hat")
+def test_the_default_temperature_lowers_wine_nll():
+    """Issue 33: on wine (75 / 25 stratified splits, seeds 0-2, as
+    benchmarks/small_multiclass.py) the defaults' tempered average beats the untempered one of
+    the same fit and stays under a bound. Measured: SG-MCMC 0.052 (untempered 0.057), MC dropout
+    0.036 (0.060); MLPClassifier() 0.065 on the same splits."""
+    from sklearn.datasets import load_wine
+    from sklearn.model_selection import train_test_split
+
+    from sklearn_bnn import MCDropoutClassifier
+    from sklearn_bnn.metrics import negative_log_likelihood
+
+    X, y = load_wine(return_X_y=True)
+    nll = {"sg": [], "sg raw": [], "dropout": [], "dropout raw": []}
+    for seed in range(3):
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=seed, stratify=y)
+        scaler = StandardScaler().fit(Xtr)
+        Xtr, Xte = scaler.transform(Xtr), scaler.transform(Xte)
+        sg = SGMCMCClassifier(random_state=seed).fit(Xtr, ytr)
+        nll["sg"].append(negative_log_likelihood(yte, sg.predict_proba(Xte)))
+        nll["sg raw"].append(negative_log_likelihood(yte, sg._predictive_mean(Xte)))
+        md = MCDropoutClassifier(random_state=seed).fit(Xtr, ytr)
+        nll["dropout"].append(negative_log_likelihood(yte, md.predict_proba(Xte)))
+        nll["dropout raw"].append(negative_log_likelihood(yte, md._dropout_average(Xte)))
+    mean = {k: float(np.mean(v)) for k, v in nll.items()}
+    assert mean["sg"] < mean["sg raw"] and mean["dropout"] < mean["dropout raw"], mean
+    assert mean["sg"] <= 0.060 and mean["dropout"] <= 0.045, mean

@@ -8,6 +8,7 @@ from sklearn.metrics import accuracy_score, recall_score
 
 import sklearn_bnn
 from sklearn_bnn import MCDropoutClassifier, MCDropoutRegressor
+from sklearn_bnn.estimators._calibration import calibrated
 from sklearn_bnn.estimators.dropout import draw_masks, forward_with_masks
 
 FAST = dict(
@@ -48,7 +49,9 @@ def test_classifier_accuracy_and_prediction_shapes(iris, iris_clf):
     samples = iris_clf.predict_samples(X)
     assert samples.shape == (50, len(X), 3)
     np.testing.assert_allclose(samples.sum(-1), 1.0, rtol=1e-5)
-    np.testing.assert_allclose(iris_clf.predict_proba(X), samples.mean(0))
+    # the mean of the draws, tempered by the held-out temperature (calibration="temperature")
+    expected = calibrated(samples.mean(0), iris_clf.calibration_posterior_)
+    np.testing.assert_allclose(iris_clf.predict_proba(X), expected)
     assert accuracy_score(y, iris_clf.predict(X)) > 0.93
     # dropout stays on: the draws differ from one another
     assert samples.std(axis=0).max() > 1e-3
@@ -332,3 +335,24 @@ def test_loss_calibrated_network_takes_a_fixed_rate_only(iris):
     X, y = iris
     with pytest.raises(InvalidParameterError, match="dropout"):
         LossCalibratedBNN(dropout="auto", max_iter=1).fit(X, y)
+
+
+def test_held_out_temperature_tempers_the_network_calibration_none_gives(iris):
+    from sklearn_bnn import LossCalibratedBNN
+
+    X, y = iris
+    assert MCDropoutClassifier().calibration == "temperature"
+    plain = MCDropoutClassifier(**FAST, calibration=None).fit(X, y)
+    clf = MCDropoutClassifier(**FAST).fit(X, y)
+    assert plain.calibration_temperature_ == 1.0
+    t = clf.calibration_temperature_
+    assert np.isfinite(t) and t > 0 and t != 1.0
+    # the final fit is the one on every row, the same network as calibration=None's
+    np.testing.assert_array_equal(clf.predict_samples(X), plain.predict_samples(X))
+    expected = calibrated(plain.predict_proba(X), clf.calibration_posterior_)
+    np.testing.assert_allclose(clf.predict_proba(X), expected, rtol=1e-12)
+    np.testing.assert_array_equal(clf.predict(X), plain.predict(X))  # tempering keeps argmax
+    # a utility's Bayes actions are not tempered: the loss-calibrated network takes none
+    assert "calibration" not in LossCalibratedBNN().get_params()
+    lc = LossCalibratedBNN(hidden_layer_sizes=(8,), max_iter=2, random_state=0).fit(X, y)
+    np.testing.assert_allclose(lc.predict_proba(X), lc.predict_samples(X).mean(0))
