@@ -16,7 +16,9 @@ from .estimators import (
     SplitHMCClassifier,
     SplitHMCRegressor,
 )
+from .estimators._calibration import TemperatureCalibration
 from .metrics import uncertainty_report
+from .samplers.init import MAPStart
 from .samples import PosteriorSamples
 
 __version__ = "0.1.0"
@@ -28,6 +30,7 @@ __all__ = [
     "HMCClassifier",
     "HMCRegressor",
     "LossCalibratedBNN",
+    "MAPStart",
     "MCDropoutClassifier",
     "MCDropoutRegressor",
     "PlanNetRegressor",
@@ -36,6 +39,7 @@ __all__ = [
     "SGMCMCRegressor",
     "SplitHMCClassifier",
     "SplitHMCRegressor",
+    "TemperatureCalibration",
     "fit_threads",
     "load",
     "save",

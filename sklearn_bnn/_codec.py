@@ -103,7 +103,9 @@ def _merged_params_folded(params: dict, known, where: str, depth: int) -> dict:
     """``params`` of an older file with the estimator parameters that another one carries now
     (issue 32) folded into it: ``chain_method`` into ``n_jobs`` (vectorized: None; sequential
     or parallel, which gave the same draws: the jobs, at least one), ``n_init_steps`` into
-    ``init`` (0 steps: "random"; another budget than the default: a MAPStart of that budget)."""
+    ``init`` (0 steps: "random"; another budget than the default: a MAPStart of that budget),
+    the MCMC classifiers' ``validation_fraction`` into ``calibration`` (a TemperatureCalibration
+    of that share where it differs from the default)."""
     out = dict(params)
     if "chain_method" in out and "chain_method" not in known and "n_jobs" in known:
         method = decode(out.pop("chain_method"), f"{where}: parameter 'chain_method'", depth)
@@ -119,6 +121,19 @@ def _merged_params_folded(params: dict, known, where: str, depth: int) -> dict:
                 if steps == 0
                 else {"__object__": "MAPStart", "state": {"__dict__": {"n_steps": steps}}}
             )
+    if (
+        "validation_fraction" in out
+        and "validation_fraction" not in known
+        and "calibration" in known
+    ):
+        share = decode(
+            out.pop("validation_fraction"), f"{where}: parameter 'validation_fraction'", depth
+        )
+        if out.get("calibration") == "temperature" and share != 0.2:
+            out["calibration"] = {
+                "__object__": "TemperatureCalibration",
+                "state": {"__dict__": {"validation_fraction": share}},
+            }
     return out
 
 

@@ -191,6 +191,20 @@ def test_chain_method_and_n_init_steps_of_older_files_fold_into_n_jobs_and_init(
     np.testing.assert_array_equal(loaded.predict(X), files[0]["hmc_reg"].predict(X))
 
 
+@pytest.mark.parametrize("share", [0.2, 0.3])
+def test_validation_fraction_of_older_classifier_files_folds_into_calibration(
+    files, tmp_path, share
+):
+    def older(payload):
+        payload["params"].update(calibration="temperature", validation_fraction=share)
+
+    loaded = sklearn_bnn.load(_resaved(files, "hmc", tmp_path, older))
+    if share == 0.2:
+        assert loaded.calibration == "temperature"
+    else:
+        assert loaded.calibration.validation_fraction == share
+
+
 def test_a_map_start_object_round_trips(files, tmp_path):
     sklearn_bnn.save(files[0]["hmc_reg"], tmp_path / "m.pt")
     loaded = sklearn_bnn.load(tmp_path / "m.pt")
@@ -385,8 +399,7 @@ def test_classes_edited_along_with_n_outputs(files, tmp_path):
 def test_classifier_relabelled_as_regressor(files, tmp_path):
     payload = _payload(files)
     payload["class"] = "HMCRegressor"
-    for classifier_only in ("calibration", "validation_fraction"):
-        payload["params"].pop(classifier_only)
+    payload["params"].pop("calibration")  # the classifiers' only
     payload["params"]["noise_precision"] = 1.0
     payload["params"]["normalize_y"] = True
     _expect_rejected(payload, tmp_path, r"lacks \['_y_2d', 'y_mean_', 'y_scale_'\]")

@@ -41,7 +41,9 @@ from ..samplers._chains import check_n_jobs
 from ..samplers.init import resolve_start
 from ..samples import PosteriorSamples
 from ..targets import FunctionalNetwork, Target, hierarchical_target
+from ._calibration import resolve_calibration
 from ._hierarchical import record_precisions
+from ._nested import NestedSettingsMixin
 from ._sampling_report import SamplingReportMixin
 from ._sampling_state import SamplingStateMixin
 
@@ -60,7 +62,7 @@ class _ChainStart(NamedTuple):
 
 
 class BaseSamplingEstimator(
-    SamplingStateMixin, SamplingReportMixin, WeightsOnlyMixin, BaseEstimator
+    NestedSettingsMixin, SamplingStateMixin, SamplingReportMixin, WeightsOnlyMixin, BaseEstimator
 ):
     """Common parameters and fit/predict machinery of the MCMC estimators (see subclasses).
 
@@ -157,54 +159,25 @@ class BaseSamplingEstimator(
             )
 
     # -- nested settings ---------------------------------------------------------------
-    # parameters that a name may give and that stand for an object with settings of its own,
-    # reached as <parameter>__<setting>; how a name becomes that object at its defaults
-    _NAMED_OBJECTS = {"sampler": resolve_sampler, "init": resolve_start}
+    _NAMED_OBJECTS = {
+        "sampler": resolve_sampler,
+        "init": resolve_start,
+        "calibration": resolve_calibration,  # the classifiers'
+    }
 
     def get_params(self, deep=True):
-        """The estimator's parameters (and any keyword it was given that it does not take,
-        which ``fit`` refuses); with ``deep``, the settings of the sampler and of the MAP start
-        as ``sampler__<setting>`` and ``init__<setting>`` too, also where a name gives them
-        (its object's defaults)."""
+        """The estimator's parameters, nested ones included (``NestedSettingsMixin``), and any
+        keyword it was given that it does not take, which ``fit`` refuses."""
         params = super().get_params(deep=deep)
         params.update(getattr(self, "_unexpected", {}))
-        if not deep:
-            return params
-        for name, resolve in self._NAMED_OBJECTS.items():
-            value = getattr(self, name, None)
-            if not isinstance(value, str):
-                continue
-            try:
-                named = resolve(value)
-            except ValueError:  # an unknown name: fit says so
-                continue
-            if named is not None:  # init="random" has no settings
-                params.update(
-                    {f"{name}__{k}": v for k, v in named.get_params(deep=False).items()}
-                )
         return params
 
     def set_params(self, **params):
-        """Set parameters, a sampler's own as ``sampler__<setting>`` and the MAP start's as
-        ``init__<setting>`` (a name not among the object's settings is a ValueError naming it).
-        A sampler or start given by name becomes a new object of that name with its defaults
-        first, so ``HMCClassifier().set_params(sampler__n_steps=20)`` and a ``GridSearchCV``
-        over ``sampler__n_steps`` or ``init__n_steps`` change the fit."""
+        """Set parameters (``NestedSettingsMixin``); a keyword the estimator does not take is
+        kept for ``fit`` to refuse, as at ``__init__``."""
         unexpected = getattr(self, "_unexpected", {})
-        for name in [k for k in params if k in unexpected]:  # refused by fit, as at __init__
+        for name in [k for k in params if k in unexpected]:
             unexpected[name] = params.pop(name)
-        for name, resolve in self._NAMED_OBJECTS.items():
-            value = params.get(name, getattr(self, name, None))
-            nested = sorted(k for k in params if k.startswith(f"{name}__"))
-            if not (isinstance(value, str) and nested):
-                continue
-            named = resolve(value)
-            if named is None:
-                raise ValueError(
-                    f"{name}={value!r} has no settings, got {nested}: set {name}='map' or "
-                    f"{name}=MAPStart(...) (sklearn_bnn.samplers.init) first."
-                )
-            params = {name: named, **{k: v for k, v in params.items() if k != name}}
         return super().set_params(**params)
 
     # -- fitting ----------------------------------------------------------------
@@ -461,6 +434,11 @@ _MERGED_PARAMS = {
     "n_init_steps": (
         "the MAP start's budget is init's, init=MAPStart(n_steps=...) "
         "(sklearn_bnn.samplers.init) or set_params(init__n_steps=...)"
+    ),
+    "validation_fraction": (
+        "the share held out to learn a classifier's temperature is calibration's, "
+        "calibration=TemperatureCalibration(validation_fraction=...) or "
+        "set_params(calibration__validation_fraction=...)"
     ),
 }
 

@@ -27,15 +27,17 @@ from __future__ import annotations
 import math
 import warnings
 from contextlib import contextmanager
-from numbers import Real
 
 import numpy as np
+from sklearn.base import BaseEstimator
 from sklearn.model_selection import train_test_split
 from sklearn.utils import _safe_indexing
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.validation import column_or_1d
 
+from .._registry import register
 from .._seeding import child, root_seed
+from .._utils import check_scalar_param
 
 __all__ = [
     "MIN_VALIDATION_ROWS",
@@ -151,8 +153,82 @@ def held_out_rows(y: np.ndarray, fraction: float, seed) -> tuple[np.ndarray, np.
     return np.sort(fit_rows), np.sort(held)
 
 
+@register
+class TemperatureCalibration(BaseEstimator):
+    """A temperature of the predictive learned on held-out rows (docs/hmc.md, "Calibration").
+
+    The classifiers' ``calibration="temperature"`` is ``TemperatureCalibration()``;
+    ``calibration=TemperatureCalibration(validation_fraction=0.3)`` or
+    ``set_params(calibration__validation_fraction=0.3)`` holds out another share.
+
+    Parameters
+    ----------
+    validation_fraction : float in (0, 1), default=0.2
+        Share of the training rows held out (stratified) to learn the temperature.
+
+    Examples
+    --------
+    >>> from sklearn_bnn import HMCClassifier
+    >>> HMCClassifier().set_params(calibration__validation_fraction=0.3).calibration
+    TemperatureCalibration(validation_fraction=0.3)
+    """
+
+    def __init__(self, validation_fraction=0.2):
+        self.validation_fraction = validation_fraction
+
+    def _check_params(self) -> None:
+        check_scalar_param(
+            self.validation_fraction,
+            "validation_fraction",
+            low=0,
+            high=1,
+            low_inclusive=False,
+            high_inclusive=False,
+        )
+
+    def held_out_split(self, y, random_state):
+        """``(fit_rows, held_rows)`` of the labels ``y``, stratified, drawn from the
+        "calibration" child of ``random_state``'s seed sequence; None when fewer than 20 rows
+        would be held out (see :func:`held_out_rows`)."""
+        self._check_params()
+        codes = np.unique(column_or_1d(y, warn=True), return_inverse=True)[1]
+        seed = int(child(root_seed(random_state), "calibration").generate_state(1)[0])
+        return held_out_rows(codes, self.validation_fraction, seed)
+
+    # -- weights-only persistence (sklearn_bnn.save / load) --------------------------------------
+    def to_state(self) -> dict:
+        return {"validation_fraction": self.validation_fraction}
+
+    @classmethod
+    def _check_state(cls, state) -> None:
+        if type(state) is not dict or set(state) != {"validation_fraction"}:
+            raise ValueError("a TemperatureCalibration record holds validation_fraction only.")
+        cls(**state)._check_params()
+
+    @classmethod
+    def from_state(cls, state: dict) -> TemperatureCalibration:
+        return cls(**state)
+
+
+def resolve_calibration(calibration):
+    """The calibration ``calibration`` asks for: ``TemperatureCalibration()`` for
+    "temperature", None for None, an object as it is."""
+    if isinstance(calibration, str):
+        if calibration == "temperature":
+            return TemperatureCalibration()
+        raise ValueError(
+            f"calibration must be 'temperature', None or a TemperatureCalibration, got "
+            f"{calibration!r}."
+        )
+    return calibration
+
+
+# the parameter's constraint, for every classifier that takes it
+CALIBRATION_CONSTRAINT = [StrOptions({"temperature"}), None, HasMethods(["held_out_split"])]
+
+
 class TemperatureCalibrationMixin:
-    """``calibration`` and ``validation_fraction`` for the MCMC classifiers (module docstring).
+    """``calibration`` for the MCMC classifiers (module docstring).
 
     Goes before :class:`~._tasks.SamplingClassifierMixin`'s sampling base in the MRO: its
     ``_fit`` runs the base's ``_fit`` twice (the held-out phase, then the continuation on every
@@ -160,8 +236,7 @@ class TemperatureCalibrationMixin:
     """
 
     _own_constraints: dict = {
-        "calibration": [StrOptions({"temperature"}), None],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "calibration": CALIBRATION_CONSTRAINT,
     }
     # What follows the calibration stage. False (the full-batch MCMC estimators): the chains
     # continue on every row for the kept draws, the calibration stage's warmup and draws
@@ -192,11 +267,10 @@ class TemperatureCalibrationMixin:
         # SG-MCMC reads a memory map one batch at a time: the calibration stage's rows would be
         # copied into memory, so it goes uncalibrated (the full-batch estimators load it whole)
         on_disk = isinstance(X, np.memmap) and self._data_access == "minibatch"
-        if self.calibration == "temperature" and not on_disk:
+        calibration = resolve_calibration(self.calibration)
+        if calibration is not None and not on_disk:
             self._check_params()
-            y_codes = np.unique(column_or_1d(y, warn=True), return_inverse=True)[1]
-            seed = int(child(root_seed(self.random_state), "calibration").generate_state(1)[0])
-            split = held_out_rows(y_codes, self.validation_fraction, seed)
+            split = calibration.held_out_split(y, self.random_state)
         if split is None:
             return super()._fit(X, y)
         fit_rows, held = split
@@ -251,8 +325,10 @@ _MISSING = object()
 _NO_CALIBRATION = np.array([[1.0], [1.0]])
 
 
-CALIBRATION_DOC = """    calibration : {"temperature"} or None, default="temperature"
-        "temperature": hold out ``validation_fraction`` of the rows (stratified), sample the
+CALIBRATION_DOC = """\
+    calibration : {"temperature"}, TemperatureCalibration or None, default="temperature"
+        "temperature" (``TemperatureCalibration()``): hold out its ``validation_fraction``
+        (0.2; ``calibration__validation_fraction``) of the rows (stratified), sample the
         rest through warmup and ``n_draws // 4`` calibration transitions, learn the posterior
         of the temperature T of the predictive ``mean_draws(p)^(1/T)`` (renormalised) from the
         held-out labels under a N(0, 0.5^2) prior on log T, then continue the chains on
@@ -261,8 +337,6 @@ CALIBRATION_DOC = """    calibration : {"temperature"} or None, default="tempera
         ``n_draws // 4`` transitions more than None. Skipped (T = 1) when fewer than 20 rows
         would be held out. None: the posterior predictive as sampled (docs/hmc.md,
         "Calibration").
-    validation_fraction : float, default=0.2
-        Share of the rows held out to learn the temperature, in (0, 1).
 """
 
 CALIBRATION_ATTRS_DOC = """    calibration_temperature_ : float

@@ -37,25 +37,25 @@ from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import check_is_fitted
 
 from .._registry import register
-from .._seeding import child, root_seed
 from .._utils import to_numpy
-from ._calibration import _NO_CALIBRATION, calibrated, held_out_rows, temperature_posterior
+from ._calibration import (
+    _NO_CALIBRATION,
+    CALIBRATION_CONSTRAINT,
+    calibrated,
+    resolve_calibration,
+    temperature_posterior,
+)
 from ._dropout_base import _MCDropoutBase
 from ._dropout_masks import draw_masks, forward_with_masks
 from ._dropout_noise import NoiseFromResiduals, WithNoise, gaussian_nll
+from ._nested import NestedSettingsMixin
 from ._skorch import standardize_targets
 
 # draw_masks and forward_with_masks are imported from here (lcbnn, tests, benchmarks)
 __all__ = ["MCDropoutClassifier", "MCDropoutRegressor", "draw_masks", "forward_with_masks"]
-
-# calibration="temperature": the share of the training rows held out to learn the temperature
-# (the MCMC classifiers' validation_fraction default; here validation_fraction is early
-# stopping's)
-CALIBRATION_FRACTION = 0.2
-
 
 _COMMON_PARAMS_DOC = """
     hidden_layer_sizes : sequence of int, default=(100,)
@@ -112,7 +112,7 @@ _COMMON_PARAMS_DOC = """
 
 
 @register
-class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
+class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
     __doc__ = f"""Classifier with Monte Carlo dropout (seeds/003, section 3.2.5).
 
     A softmax multilayer perceptron trained with dropout and weight decay; at prediction
@@ -126,8 +126,10 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
     class_weight : dict, "balanced" or None, default=None
         Weight ``alpha_c`` of each class in the cross-entropy, ``-alpha_y log p(y | x, w)``
         (eq. 4.12); ``"balanced"`` as in scikit-learn.
-    calibration : {{"temperature"}} or None, default="temperature"
-        "temperature": hold out 20 % of the training rows (stratified), train the network on
+    calibration : {{"temperature"}}, TemperatureCalibration or None, default="temperature"
+        "temperature" (``TemperatureCalibration()``): hold out its ``validation_fraction``
+        (0.2; ``calibration__validation_fraction``; ``validation_fraction`` itself is early
+        stopping's) of the training rows (stratified), train the network on
         the rest, learn the posterior of the temperature T of the predictive
         ``mean_draws(p)^(1/T)`` (renormalised) from the held-out labels under a N(0, 0.5^2)
         prior on log T, as :class:`HMCClassifier` does, then train afresh on **every** row
@@ -220,8 +222,9 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
     _parameter_constraints: dict = {
         **_MCDropoutBase._parameter_constraints,
         "class_weight": [dict, StrOptions({"balanced"}), None],
-        "calibration": [StrOptions({"temperature"}), None],
+        "calibration": CALIBRATION_CONSTRAINT,
     }
+    _NAMED_OBJECTS = {"calibration": resolve_calibration}
 
     def fit(self, X, y):
         """Train the dropout network on ``(X, y)``, after learning the predictive temperature
@@ -238,10 +241,9 @@ class MCDropoutClassifier(ClassifierMixin, _MCDropoutBase):
         """
         self._validate_params()
         split = None
-        if getattr(self, "calibration", None) == "temperature":  # LossCalibratedBNN has none
-            codes = np.unique(column_or_1d(y, warn=True), return_inverse=True)[1]
-            seed = int(child(root_seed(self.random_state), "calibration").generate_state(1)[0])
-            split = held_out_rows(codes, CALIBRATION_FRACTION, seed)
+        calibration = resolve_calibration(getattr(self, "calibration", None))
+        if calibration is not None:  # LossCalibratedBNN has none
+            split = calibration.held_out_split(y, self.random_state)
         posterior = _NO_CALIBRATION
         if split is not None:
             fit_rows, held = split

@@ -164,7 +164,6 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
         random_state=None,
         temperature=1.0,
         calibration="temperature",
-        validation_fraction=0.2,
         **kwargs,
     ):
         store_params(self, locals())

@@ -108,8 +108,10 @@ class _MinibatchParams:
 
 # SG-MCMC's calibration: the calibration stage is a whole fit on the rows not held out, then the
 # fit is run afresh on every row (TemperatureCalibrationMixin._calibration_refits)
-SG_CALIBRATION_DOC = """    calibration : {"temperature"} or None, default="temperature"
-        "temperature": hold out ``validation_fraction`` of the rows (stratified), run the
+SG_CALIBRATION_DOC = """\
+    calibration : {"temperature"}, TemperatureCalibration or None, default="temperature"
+        "temperature" (``TemperatureCalibration()``): hold out its ``validation_fraction``
+        (0.2; ``calibration__validation_fraction``) of the rows (stratified), run the
         whole fit (MAP start, warmup, ``n_draws`` draws) on the rest, learn the posterior of
         the temperature T of the predictive ``mean_draws(p)^(1/T)`` (renormalised) from the
         held-out labels under a N(0, 0.5^2) prior on log T, then run the fit afresh on
@@ -122,8 +124,6 @@ SG_CALIBRATION_DOC = """    calibration : {"temperature"} or None, default="temp
         (docs/sgmcmc.md, "Calibration"). None: the posterior predictive as sampled
         (under-confident on the small multi-class sets of docs/benchmarks.md, "Small
         multi-class sets", over-confident on small noisy ones).
-    validation_fraction : float, default=0.2
-        Share of the rows held out to learn the temperature, in (0, 1).
 """
 
 
@@ -170,7 +170,6 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
         batch_size=128,
         temperature=1.0,
         calibration="temperature",
-        validation_fraction=0.2,
         n_draws=100,
         n_warmup=100,
         thin=1,

@@ -153,7 +153,6 @@ class SplitHMCClassifier(SamplingClassifierMixin, _SplitParams, BaseSamplingEsti
         random_state=None,
         temperature=1.0,
         calibration="temperature",
-        validation_fraction=0.2,
         **kwargs,
     ):
         store_params(self, locals())

@@ -5,7 +5,12 @@ import pytest
 from sklearn.datasets import load_iris
 from sklearn.preprocessing import StandardScaler
 
-from sklearn_bnn import HMCClassifier, SGMCMCClassifier
+from sklearn_bnn import (
+    HMCClassifier,
+    MCDropoutClassifier,
+    SGMCMCClassifier,
+    TemperatureCalibration,
+)
 from sklearn_bnn.estimators._calibration import (
     MIN_VALIDATION_ROWS,
     calibrated,
@@ -163,12 +168,38 @@ def test_warm_start_keeps_the_temperature(iris):
     assert clf.samples_.n_draws == 16
 
 
-@pytest.mark.parametrize("bad", [{"calibration": "isotonic"}, {"validation_fraction": 1.0}])
-def test_bad_calibration_parameters_are_named(iris, bad):
+@pytest.mark.parametrize(
+    "bad, name",
+    [
+        ({"calibration": "isotonic"}, "calibration"),
+        ({"calibration": TemperatureCalibration(validation_fraction=1.0)}, "validation_fraction"),
+        ({"calibration__validation_fraction": 0.0}, "validation_fraction"),
+        # the held-out share is calibration's own: given flat, fit says where it went
+        ({"validation_fraction": 0.3}, "calibration=TemperatureCalibration"),
+    ],
+)
+def test_bad_calibration_parameters_are_named(iris, bad, name):
     X, y = iris
-    name = next(iter(bad))
+    nested = {k: v for k, v in bad.items() if "__" in k}
+    flat = {k: v for k, v in bad.items() if "__" not in k}
     with pytest.raises(ValueError, match=name):
-        HMCClassifier(**SMALL, **bad).fit(X, y)
+        HMCClassifier(**SMALL, **flat).set_params(**nested).fit(X, y)
+
+
+@pytest.mark.parametrize("cls", [HMCClassifier, MCDropoutClassifier])
+def test_the_held_out_share_is_reached_as_calibration_settings(iris, cls):
+    """calibration="temperature" is TemperatureCalibration(); calibration__validation_fraction
+    changes the rows held out (the stage's progress name counts them) and survives clone."""
+    from sklearn.base import clone
+
+    est = cls().set_params(calibration__validation_fraction=0.3)
+    assert isinstance(est.calibration, TemperatureCalibration)
+    assert clone(est).calibration.validation_fraction == 0.3
+    X, y = iris
+    a = TemperatureCalibration().held_out_split(y, 0)
+    b = est.calibration.held_out_split(y, 0)
+    assert len(a[1]) == 30 and len(b[1]) == 45  # 20 % and 30 % of iris's 150 rows
+    assert cls().get_params()["calibration__validation_fraction"] == 0.2
 
 
 def test_an_interrupted_calibration_phase_keeps_its_draws(iris, monkeypatch):
