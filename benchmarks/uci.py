@@ -49,7 +49,7 @@ from sklearn.base import clone
 
 from sklearn_bnn import HMCRegressor, MCDropoutRegressor, PlanNetRegressor
 from sklearn_bnn.metrics import gaussian_nll
-from sklearn_bnn.priors import HierarchicalPrior
+from sklearn_bnn.priors import GaussianPrior, HierarchicalPrior
 from sklearn_bnn.samplers import HMC, NUTS
 from sklearn_bnn.samplers.init import MAPStart
 
@@ -108,6 +108,7 @@ CONSTRUCTORS = {
     "NUTS": NUTS,
     "MAPStart": MAPStart,
     "HierarchicalPrior": HierarchicalPrior,
+    "GaussianPrior": GaussianPrior,
 }
 DIAGNOSTICS = ("rhat_log_prob", "rhat_predictions_max", "ess_bulk_log_prob")
 
