@@ -44,8 +44,10 @@ from uci import (  # noqa: E402
 )
 
 
-def run_one(params: dict, name: str, split: int, threads: int) -> dict:
+def run_one(params: dict, name: str, split: int, threads: int, seed_is_split: bool = False):
     torch.set_num_threads(threads)
+    if seed_is_split:  # the panel's seeding (benchmarks/panel.py: random_state=split)
+        params = dict(params, random_state=split)
     X_train, y_train, X_test, y_test = load_uci(name, split, DATA_DIR)
     Xs_train, Xs_test, _, _ = standardise(X_train, X_test)
     ys_train, _, y_mean, y_scale = standardise(y_train, y_test)
@@ -122,6 +124,7 @@ def main(argv=None):
     p.add_argument("--splits", type=parse_splits, default=list(range(10)))
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PARAM=VALUE")
     p.add_argument("--label", default="defaults")
+    p.add_argument("--seed-is-split", action="store_true", help="random_state=split, as the panel")
     p.add_argument("--n-jobs", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, default=None)
@@ -133,7 +136,8 @@ def main(argv=None):
     start = time.perf_counter()
     records = []
     for r in Parallel(n_jobs=args.n_jobs, return_as="generator")(
-        delayed(run_one)(params, args.dataset, split, args.threads) for split in args.splits
+        delayed(run_one)(params, args.dataset, split, args.threads, args.seed_is_split)
+        for split in args.splits
     ):
         records.append(r)
         print(
