@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import copy
 import json
 import platform
 import re
@@ -48,6 +49,9 @@ from sklearn.base import clone
 
 from sklearn_bnn import HMCRegressor, MCDropoutRegressor, PlanNetRegressor
 from sklearn_bnn.metrics import gaussian_nll
+from sklearn_bnn.priors import GaussianPrior, HierarchicalPrior
+from sklearn_bnn.samplers import HMC, NUTS
+from sklearn_bnn.samplers.init import MAPStart
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO_ROOT.parent / "shared" / "data" / "uci"
@@ -98,6 +102,14 @@ MODELS = {
     ),
 }
 MCMC_MODELS = {"hmc"}
+# What ``--set`` may construct (``--set hmc.sampler=HMC(trajectory_length='auto')``).
+CONSTRUCTORS = {
+    "HMC": HMC,
+    "NUTS": NUTS,
+    "MAPStart": MAPStart,
+    "HierarchicalPrior": HierarchicalPrior,
+    "GaussianPrior": GaussianPrior,
+}
 DIAGNOSTICS = ("rhat_log_prob", "rhat_predictions_max", "ess_bulk_log_prob")
 
 
@@ -299,15 +311,34 @@ def parse_splits(text: str) -> list[int]:
 
 
 def parse_override(text: str) -> tuple[str, str, object]:
-    """``"hmc.n_draws=50"`` to ``("hmc", "n_draws", 50)`` (values read as Python literals)."""
+    """``"hmc.n_draws=50"`` to ``("hmc", "n_draws", 50)`` (values read as Python literals, or
+    a call of one of ``CONSTRUCTORS`` with literal arguments)."""
     match = re.fullmatch(r"(\w+)\.(\w+)=(.*)", text)
     if match is None:
         raise argparse.ArgumentTypeError(f"bad --set {text!r}; use model.param=value")
     try:
         value = ast.literal_eval(match[3])
     except (ValueError, SyntaxError):
-        value = match[3]  # a bare string such as relu
+        value = _construct(match[3])
     return match[1], match[2], value
+
+
+def _construct(text: str):
+    """A call of one of ``CONSTRUCTORS`` (``HMC(n_steps=30)``, ``HierarchicalPrior()``) built
+    from literal arguments; any other text stays a bare string (such as relu)."""
+    try:
+        call = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return text
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+        return text
+    if call.func.id not in CONSTRUCTORS:
+        raise argparse.ArgumentTypeError(
+            f"--set: unknown constructor {call.func.id!r}; known: {sorted(CONSTRUCTORS)}"
+        )
+    args = [ast.literal_eval(a) for a in call.args]
+    kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    return CONSTRUCTORS[call.func.id](*args, **kwargs)
 
 
 def model_params(models: list[str], overrides, epochs: int | None) -> dict[str, dict]:
@@ -318,7 +349,8 @@ def model_params(models: list[str], overrides, epochs: int | None) -> dict[str, 
         if model not in MODELS:
             raise SystemExit(f"--set: unknown model {model!r}; models are {sorted(MODELS)}")
         if model in params:
-            if key not in MODELS[model][0]().get_params():
+            known = MODELS[model][0]().set_params(**copy.deepcopy(params[model])).get_params()
+            if key not in known:  # a sampler__ setting: of the sampler set so far
                 raise SystemExit(f"--set: {MODELS[model][0].__name__} has no parameter {key!r}")
             params[model][key] = value
     return params
@@ -390,7 +422,11 @@ def _jsonable(value):
         return str(value)
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
-    return value
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)  # a sampler, prior or init object
 
 
 if __name__ == "__main__":

@@ -49,3 +49,23 @@ def test_one_tiny_run_per_kind_and_the_table():
     assert set(uci.DIAGNOSTICS) <= set(records[0]) and "convergence_warning" in records[0]
     table = uci.markdown_table(uci.summarise(records), uci.published_table())
     assert table.count("\n") == 3 and "| yacht | hmc | 1 |" in table and "0.67 +- 0.05" in table
+
+
+def test_set_builds_samplers_and_priors_and_checks_nested_settings():
+    assert uci.parse_override("hmc.n_draws=50") == ("hmc", "n_draws", 50)
+    assert uci.parse_override("hmc.activation=relu") == ("hmc", "activation", "relu")
+    _, key, sampler = uci.parse_override("hmc.sampler=HMC(trajectory_length='auto')")
+    assert key == "sampler" and sampler.trajectory_length == "auto"
+    _, _, prior = uci.parse_override("hmc.prior_precision=HierarchicalPrior(alpha=3.0)")
+    assert prior.alpha == 3.0
+    with pytest.raises(Exception, match="unknown constructor"):
+        uci.parse_override("hmc.sampler=eval('1')")
+    overrides = [
+        uci.parse_override("hmc.sampler=NUTS()"),
+        uci.parse_override("hmc.sampler__max_tree_depth=8"),  # a setting of the new sampler
+        uci.parse_override("hmc.init__n_steps=100"),
+    ]
+    params = uci.model_params(["hmc"], overrides, None)["hmc"]
+    assert params["sampler__max_tree_depth"] == 8 and params["sampler"].max_tree_depth == 10
+    with pytest.raises(SystemExit, match="no parameter"):
+        uci.model_params(["hmc"], [uci.parse_override("hmc.sampler__max_tree_depth=8")], None)
