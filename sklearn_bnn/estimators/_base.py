@@ -98,7 +98,12 @@ class BaseSamplingEstimator(
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [str],
         "module": "no_validation",  # a torch module class or a factory: checked when built
-        "prior_precision": [Interval(Real, 0, None, closed="neither"), HasMethods(["bind"])],
+        "prior_precision": [
+            Interval(Real, 0, None, closed="neither"),
+            "array-like",  # one precision per parameter tensor, in order
+            dict,  # by tensor name
+            HasMethods(["bind"]),
+        ],
         "n_draws": [Interval(Integral, 1, None, closed="left")],
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
         "sampler": [str, HasMethods(["build"])],

@@ -351,3 +351,22 @@ def test_user_module_is_not_mutated_and_frozen_parameters_stay(iris):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         clf.predict_proba(X)
+
+
+def test_prior_precision_per_tensor_as_a_list_or_a_dict_as_documented():
+    """The docstring's forms of prior_precision pass the constraints: one value per parameter
+    tensor in order, or by name; a list of the wrong length is refused naming the tensors."""
+    from sklearn_bnn.samplers import HMC
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = X[:, 0]
+    kw = dict(hidden_layer_sizes=(4,), n_draws=5, n_warmup=5, sampler=HMC(n_steps=3),
+              random_state=0)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        a = HMCRegressor(prior_precision=[3.0, 1.0, 10.0, 1.0], **kw).fit(X, y)
+        b = HMCRegressor(prior_precision={"0.weight": 3.0, "2.weight": 10.0}, **kw).fit(X, y)
+    assert a.samples_.n_draws == b.samples_.n_draws == 5
+    with pytest.raises(ValueError, match="2 entries but the network has 4"):
+        HMCRegressor(prior_precision=[1.0, 2.0], **kw).fit(X, y)
