@@ -267,9 +267,9 @@ class TemperatureCalibrationMixin:
         # SG-MCMC reads a memory map one batch at a time: the calibration stage's rows would be
         # copied into memory, so it goes uncalibrated (the full-batch estimators load it whole)
         on_disk = isinstance(X, np.memmap) and self._data_access == "minibatch"
+        self._check_params()  # scikit-learn's messages first, for calibration too
         calibration = resolve_calibration(self.calibration)
         if calibration is not None and not on_disk:
-            self._check_params()
             split = calibration.held_out_split(y, self.random_state)
         if split is None:
             return super()._fit(X, y)

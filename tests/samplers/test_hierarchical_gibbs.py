@@ -74,7 +74,7 @@ def _sample(X, y, sampler, learn_noise, seed, n_draws=1500, interweave=0):
         n_jobs=None,
         seed=seed,
         generator_states=None,
-        init="random",
+        start=None,
         config=RunConfig(n_warmup=300, n_draws=n_draws, step_size="auto"),
         desc="test",
         verbose=False,

@@ -39,7 +39,7 @@ def _run(sampler, prior, rescale, seed, n_draws):
         n_jobs=None,
         seed=seed,
         generator_states=None,
-        init=MAPStart(n_steps=200),
+        start=MAPStart(n_steps=200),
         config=RunConfig(n_warmup=300, n_draws=n_draws, step_size="auto"),
         desc="test",
         verbose=False,
