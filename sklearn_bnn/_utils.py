@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
 _DTYPES = {
@@ -206,3 +207,26 @@ def _describe(kind, low, high, low_inclusive, high_inclusive, allow) -> str:
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     """Detach, move to the CPU and convert to a float64-or-native numpy array."""
     return tensor.detach().cpu().numpy()
+
+
+class SettingsObject(BaseEstimator):
+    """A parameter's object with settings of its own (``MAPStart``, ``TemperatureCalibration``):
+    scikit-learn parameters, a ``_check_params``, and saved by :func:`sklearn_bnn.save` as those
+    parameters (its record; :func:`sklearn_bnn.load` checks them before building it)."""
+
+    def _check_params(self) -> None:
+        raise NotImplementedError
+
+    def to_state(self) -> dict:
+        return self.get_params(deep=False)
+
+    @classmethod
+    def _check_state(cls, state) -> None:
+        names = set(cls._get_param_names())
+        if type(state) is not dict or set(state) != names:
+            raise ValueError(f"a {cls.__name__} record holds {sorted(names)} only.")
+        cls(**state)._check_params()
+
+    @classmethod
+    def from_state(cls, state: dict):
+        return cls(**state)

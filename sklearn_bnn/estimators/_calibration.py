@@ -29,7 +29,6 @@ import warnings
 from contextlib import contextmanager
 
 import numpy as np
-from sklearn.base import BaseEstimator
 from sklearn.model_selection import train_test_split
 from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import HasMethods, StrOptions
@@ -37,7 +36,7 @@ from sklearn.utils.validation import column_or_1d
 
 from .._registry import register
 from .._seeding import child, root_seed
-from .._utils import check_scalar_param
+from .._utils import SettingsObject, check_scalar_param
 
 __all__ = [
     "MIN_VALIDATION_ROWS",
@@ -154,7 +153,7 @@ def held_out_rows(y: np.ndarray, fraction: float, seed) -> tuple[np.ndarray, np.
 
 
 @register
-class TemperatureCalibration(BaseEstimator):
+class TemperatureCalibration(SettingsObject):
     """A temperature of the predictive learned on held-out rows (docs/hmc.md, "Calibration").
 
     The classifiers' ``calibration="temperature"`` is ``TemperatureCalibration()``;
@@ -194,20 +193,6 @@ class TemperatureCalibration(BaseEstimator):
         codes = np.unique(column_or_1d(y, warn=True), return_inverse=True)[1]
         seed = int(child(root_seed(random_state), "calibration").generate_state(1)[0])
         return held_out_rows(codes, self.validation_fraction, seed)
-
-    # -- weights-only persistence (sklearn_bnn.save / load) --------------------------------------
-    def to_state(self) -> dict:
-        return {"validation_fraction": self.validation_fraction}
-
-    @classmethod
-    def _check_state(cls, state) -> None:
-        if type(state) is not dict or set(state) != {"validation_fraction"}:
-            raise ValueError("a TemperatureCalibration record holds validation_fraction only.")
-        cls(**state)._check_params()
-
-    @classmethod
-    def from_state(cls, state: dict) -> TemperatureCalibration:
-        return cls(**state)
 
 
 def resolve_calibration(calibration):

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator
 from tqdm.auto import tqdm
 
 from .._registry import register
-from .._utils import check_scalar_param, flush_subnormals
+from .._utils import SettingsObject, check_scalar_param, flush_subnormals
 
 __all__ = [
     "MAPStart",
@@ -239,7 +238,7 @@ def _reads_minibatches(target) -> bool:
 
 
 @register
-class MAPStart(BaseEstimator):
+class MAPStart(SettingsObject):
     """Start the chains at a posterior mode, each chain from its own random initialisation.
 
     The estimators' ``init="map"`` is ``MAPStart()``; ``init=MAPStart(n_steps=200)`` or
@@ -310,20 +309,6 @@ class MAPStart(BaseEstimator):
                     target, position, budget, seed=seed, progress=bar.update
                 )
             return find_mode(target, position, budget, progress=bar.update), None
-
-    # -- weights-only persistence (sklearn_bnn.save / load) --------------------------------------
-    def to_state(self) -> dict:
-        return {"n_steps": self.n_steps}
-
-    @classmethod
-    def _check_state(cls, state) -> None:
-        if type(state) is not dict or set(state) != {"n_steps"}:
-            raise ValueError("a MAPStart record holds n_steps only.")
-        cls(**state)._check_params()
-
-    @classmethod
-    def from_state(cls, state: dict) -> MAPStart:
-        return cls(**state)
 
 
 def resolve_start(init):
