@@ -72,7 +72,7 @@ from sklearn_bnn.likelihoods import Categorical  # noqa: E402
 from sklearn_bnn.nets import MLP  # noqa: E402
 from sklearn_bnn.priors import GaussianPrior  # noqa: E402
 from sklearn_bnn.samplers import HMC as OurHMC  # noqa: E402
-from sklearn_bnn.samplers import run_chains  # noqa: E402
+from sklearn_bnn.samplers import _graphs, run_chains  # noqa: E402
 from sklearn_bnn.samplers.init import MAPStart  # noqa: E402
 from sklearn_bnn.targets import FunctionalNetwork, Target  # noqa: E402
 
@@ -166,35 +166,46 @@ def time_transitions(target, positions, device, n1, n2):
 
 
 def transitions_section(data, devices, chains, clock, smoke, per_config=40.0):
+    """Each (data, device, chains): on cuda twice, trajectories replayed from CUDA graphs
+    (``path="graphs"``, the default) and run eagerly (``path="eager"``, up to 8 chains)."""
     rows = []
     for name, (X, y, _, _) in data.items():
         for device in devices:
-            for C in chains:
-                row = dict(data=name, device=device, chains=C, rows=len(X))
-                try:
-                    net, target = network_target(X, y, device)
-                    row["parameters"] = net.dim
-                    row["work"] = len(X) * net.dim * C
-                    g = torch.Generator(device=device).manual_seed(1)
-                    positions = 0.1 * torch.randn(C, net.dim, generator=g, device=device)
-                    grad_s = gradient_seconds(target, positions, device)
-                    predicted = grad_s * N_STEPS
-                    row["gradient_s"] = grad_s
-                    n1, n2 = (1, 3) if smoke else (2, 6)
-                    need = predicted * (1 + n1 + n2) * 1.3
-                    if need > min(per_config, clock.left() - 60) and not smoke:
-                        row["s_per_transition"] = predicted
-                        row["how"] = "predicted: 50 x one timed gradient (too slow to run)"
-                    else:
-                        row["s_per_transition"] = time_transitions(
-                            target, positions, device, n1, n2
-                        )
-                        row["how"] = f"marginal over {n1} and {n2} transitions"
-                except Exception as exc:  # noqa: BLE001 - one configuration's failure
-                    row["error"] = repr(exc)
-                rows.append(row)
-                print_row("transition", row)
+            for C in chains[device]:
+                paths = ["graphs", "eager"] if device == "cuda" and C <= 8 else ["default"]
+                for path in paths:
+                    row = dict(data=name, device=device, chains=C, path=path, rows=len(X))
+                    _graphs.ENABLED = path != "eager"
+                    try:
+                        row.update(one_configuration(X, y, device, C, clock, smoke, per_config))
+                    except Exception as exc:  # noqa: BLE001 - one configuration's failure
+                        row["error"] = repr(exc)
+                    finally:
+                        _graphs.ENABLED = True
+                    rows.append(row)
+                    print_row("transition", row)
     return rows
+
+
+def one_configuration(X, y, device, C, clock, smoke, per_config):
+    row = {}
+    net, target = network_target(X, y, device)
+    row["parameters"] = net.dim
+    row["work"] = len(X) * net.dim * C
+    g = torch.Generator(device=device).manual_seed(1)
+    positions = 0.1 * torch.randn(C, net.dim, generator=g, device=device)
+    grad_s = gradient_seconds(target, positions, device)
+    predicted = grad_s * N_STEPS
+    row["gradient_s"] = grad_s
+    n1, n2 = (1, 3) if smoke else (3, 13)
+    need = predicted * (1 + n1 + n2) * 1.3
+    if need > min(per_config, clock.left() - 60) and not smoke:
+        row["s_per_transition"] = predicted
+        row["how"] = "predicted: 50 x one timed gradient (too slow to run)"
+    else:
+        row["s_per_transition"] = time_transitions(target, positions, device, n1, n2)
+        row["how"] = f"marginal over {n1} and {n2} transitions"
+    return row
 
 
 # -- 2. auto ---------------------------------------------------------------------------------
@@ -202,7 +213,7 @@ def auto_section(rows):
     out = []
     by_key = {}
     for r in rows:
-        if "s_per_transition" in r:
+        if "s_per_transition" in r and r.get("path") != "eager":
             by_key.setdefault((r["data"], r["chains"]), {})[r["device"]] = r
     for (name, C), per_device in sorted(by_key.items()):
         work = next(iter(per_device.values()))["work"]
@@ -256,9 +267,16 @@ def numpyro_section(X, y, device, clock, smoke):
     init = jax.numpy.asarray(theta0.detach().cpu().numpy())
     n1, n2 = (2, 4) if smoke else (5, 20)
 
-    def numpyro_seconds(kernel, n_warmup, n_draws):
-        """(seconds per draw after warmup, potential energies of the draws)."""
-        state = kernel.init(jax.random.PRNGKey(0), n_warmup, init_params=init)
+    def numpyro_seconds(kernel, n_warmup, n_draws, n_chains=1):
+        """(seconds per draw after warmup, potential energies of the draws); several chains
+        vectorised (NumPyro's own ``vmap`` of the transition, which ``init`` sets up when
+        given one key per chain: ``chain_method="vectorized"``)."""
+        if n_chains == 1:
+            state = kernel.init(jax.random.PRNGKey(0), n_warmup, init_params=init)
+        else:
+            keys = jax.random.split(jax.random.PRNGKey(0), n_chains)
+            inits = jax.numpy.broadcast_to(init, (n_chains, init.shape[0]))
+            state = kernel.init(keys, n_warmup, init_params=inits)
         step = jax.jit(lambda s: kernel.sample(s, (), {}))
         for _ in range(n_warmup):
             state = step(state)
@@ -274,24 +292,27 @@ def numpyro_section(X, y, device, clock, smoke):
         seconds = time.perf_counter() - start
         return seconds / n_draws, np.asarray(jax.numpy.stack(energies))
 
-    # fixed step, 50 steps, the same trajectory as ours
-    try:
-        fixed = HMC(
-            potential_fn=potential,
-            step_size=STEP,
-            num_steps=N_STEPS,
-            trajectory_length=N_STEPS * STEP,
-            adapt_step_size=False,
-            adapt_mass_matrix=False,
-        )
-        t1, _ = numpyro_seconds(fixed, 0, n1)
-        t2, _ = numpyro_seconds(fixed, 0, n2)
-        out["numpyro_hmc_fixed_s_per_transition"] = (t2 * n2 - t1 * n1) / (n2 - n1)
-        out["ours_hmc_fixed_s_per_transition"] = time_transitions(
-            target, theta0[None].to(device), device, n1, n2
-        )
-    except Exception as exc:  # noqa: BLE001
-        out["fixed_error"] = repr(exc)
+    # fixed step, 50 steps, the same trajectory as ours, at 1, 8 and 32 chains
+    for C in (1, 2) if smoke else (1, 8, 32):
+        try:
+            def fixed():  # a fresh kernel per run: NumPyro's init vmaps the kernel's step
+                return HMC(
+                    potential_fn=potential,
+                    step_size=STEP,
+                    num_steps=N_STEPS,
+                    trajectory_length=N_STEPS * STEP,
+                    adapt_step_size=False,
+                    adapt_mass_matrix=False,
+                )
+
+            t1, _ = numpyro_seconds(fixed(), 0, n1, C)
+            t2, _ = numpyro_seconds(fixed(), 0, n2, C)
+            out[f"numpyro_fixed_{C}ch_s"] = (t2 * n2 - t1 * n1) / (n2 - n1)
+            positions = theta0[None].to(device).repeat(C, 1)
+            out[f"ours_fixed_{C}ch_s"] = time_transitions(target, positions, device, n1, n2)
+            out[f"ratio_{C}ch"] = out[f"ours_fixed_{C}ch_s"] / out[f"numpyro_fixed_{C}ch_s"]
+        except Exception as exc:  # noqa: BLE001
+            out[f"fixed_{C}ch_error"] = repr(exc)
     print_row("numpyro", out)
 
     n_warmup, n_draws = (20, 20) if smoke else (100, 100)
@@ -352,10 +373,11 @@ def estimator_section(X, y, X_te, y_te, device, smoke):
         params.update(n_warmup=10, n_draws=10, init=MAPStart(n_steps=20), sampler=OurHMC(n_steps=5))
     clf = HMCClassifier(**params)
     start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         clf.fit(X, y)
     fit_s = time.perf_counter() - start
+    graph_warnings = [str(w.message) for w in caught if "CUDA graphs" in str(w.message)]
     proba = clf.predict_proba(X_te)
     nll = -np.mean(np.log(np.clip(proba[np.arange(len(y_te)), y_te], 1e-12, None)))
     out = dict(
@@ -366,6 +388,7 @@ def estimator_section(X, y, X_te, y_te, device, smoke):
         nll=float(nll),
         fit_rows=len(X),
         test_rows=len(X_te),
+        graph_warnings=graph_warnings,
     )
     print_row("estimator", out)
     return out
@@ -510,7 +533,9 @@ def main(argv=None):
     cuda = torch.cuda.is_available() and not args.smoke
     devices = ["cuda", "cpu"] if cuda else ["cpu"]
     main_device = devices[0]
-    chains = [1, 2] if args.smoke else [1, 8, 32]
+    chains = {"cuda": [1, 8, 32, 128], "cpu": [1, 8]}
+    if args.smoke:
+        chains = {"cuda": [1, 2], "cpu": [1, 2]}
     results = dict(
         meta=dict(
             torch=torch.__version__,

@@ -26,6 +26,7 @@ from ._base import (
 from ._registry import register_sampler
 from .chees import ChEESTrajectory
 from .geometry.euclidean import EuclideanMetric, as_metric, check_n_chains
+from ._graphs import GraphedLeapfrog
 from .integrators import resolve_integrator
 
 __all__ = ["HMC", "HMCKernel", "check_metric", "metropolis_hastings"]
@@ -313,6 +314,7 @@ class HMCKernel(Kernel):
         self.metric = getattr(sampler, "metric", None)
         self.integrator = self._integrator()
         self.chees = None
+        self.graphed = GraphedLeapfrog()
 
     def _integrator(self):
         """The integrator of a trajectory: the sampler's, else the target's default one, else
@@ -423,8 +425,8 @@ class HMCKernel(Kernel):
         if self.chees is None:  # ChEES jitters the time itself (see HMC's step_jitter)
             eps = self._jittered(eps, generator)
         p0 = sample_momentum(q.shape, metric, generator, dtype=q.dtype, device=q.device)
-        proposal, p1, n_grad = self.integrator(
-            self.target, state, p0, eps, n_steps, metric, generator
+        proposal, p1, n_grad = self.graphed(  # recorded and replayed on a GPU (_graphs.py)
+            self.integrator, self.target, state, p0, eps, n_steps, metric, generator
         )
         h0 = -state.log_prob + kinetic_energy(p0, metric)
         h1 = -proposal.log_prob + kinetic_energy(p1, metric)

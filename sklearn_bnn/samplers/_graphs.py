@@ -1,0 +1,199 @@
+"""Leapfrog steps captured once as CUDA graphs and replayed (issue 31).
+
+On a GPU a leapfrog step of a small network is a few dozen tiny kernels whose launches, one
+Python call each, cost far more than their arithmetic. A CUDA graph records the kernels of one
+step once and replays them with a single launch. Two graphs are recorded per shape: the inner
+step (drift, gradient, full kick) and the last step (drift, gradient, half kick), both reading
+and writing the same static buffers (position, momentum, log density, gradient, the divergence
+flag, the per-chain step size and the inverse mass), so a trajectory of L steps is one copy of
+its start into the buffers, L replays and one copy out. The step size, its jitter included, is
+an input buffer, so nothing is re-recorded from one transition to the next, and any L (jittered,
+or set by an integration time) replays the same two graphs.
+
+The replayed kernels are the eager leapfrog's own (:func:`~.integrators.leapfrog`: the same
+operations in the same order, the divergence freeze included), so a replayed trajectory equals
+the eager one to float tolerance (``tests/samplers/test_graphs.py``, run where CUDA is).
+
+Recorded only where it is sound: positions on a CUDA device, the plain leapfrog (or the naive
+split scheme, which is the same integrator), a diagonal or identity metric, and a target whose
+density cannot change under the recorded kernels. A Gibbs block that conditions the target
+makes a new target object at each transition; the graphs are recorded for one target object
+and, once a kernel has met more targets than :data:`MAX_TARGETS`, that kernel falls back to the
+eager path with one warning saying why. Any failure to record does the same.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from ._base import State
+from .geometry.euclidean import DiagonalMetric, IdentityMetric, as_metric
+from .integrators import drift, kick, leapfrog, naive_split
+
+#: Whether trajectories on a CUDA device are recorded and replayed as CUDA graphs. Set to
+#: False to run every leapfrog step eagerly (for debugging, or to compare the two paths).
+ENABLED = True
+
+#: Distinct targets one kernel records graphs for before it stops recording (a target that a
+#: Gibbs block re-conditions at every transition would otherwise be recorded every time).
+MAX_TARGETS = 2
+
+_GRAPHED_INTEGRATORS = (leapfrog, naive_split)
+
+
+class _StaticDiagonal(DiagonalMetric):
+    """A diagonal metric over a buffer the graphs read (no checks: the buffer's values are
+    copied in from a metric that passed them)."""
+
+    def __init__(self, inv_mass: torch.Tensor):
+        self.inv_mass = inv_mass
+        self._unit = None
+
+
+class _Recording:
+    """The two recorded leapfrog steps of one target, shape and metric layout."""
+
+    def __init__(self, target, state: State, momentum: torch.Tensor, eps: torch.Tensor, metric):
+        self.target = target
+        self.q = state.position.detach().clone()
+        self.log_prob = state.log_prob.detach().clone()
+        self.grad = state.grad.detach().clone()
+        self.p = momentum.detach().clone()
+        self.step = eps.detach().reshape(-1, 1).clone()
+        self.stopped = torch.zeros((1, 1), dtype=torch.bool, device=self.q.device)
+        if isinstance(metric, IdentityMetric):
+            self.inv_mass, self.metric = None, metric
+        else:
+            self.inv_mass = metric.inv_mass.detach().clone()
+            self.metric = _StaticDiagonal(self.inv_mass)
+        pool = torch.cuda.graph_pool_handle()
+        self.inner = self._record(last=False, pool=pool)
+        self.last = self._record(last=True, pool=pool)
+
+    def _body(self, last: bool) -> None:
+        """One leapfrog step on the buffers, in place: :func:`~.integrators.leapfrog`'s step,
+        the freeze of a trajectory in which every chain has diverged included."""
+        step = self.step
+        q_new = drift(self.q, self.p, step, self.metric)
+        lp_new, grad_new = self.target.value_and_grad(q_new)
+        p_new = kick(self.p, grad_new, 0.5 * step if last else step)
+        stopped = self.stopped
+        self.q.copy_(torch.where(stopped, self.q, q_new))
+        self.p.copy_(torch.where(stopped, self.p, p_new))
+        self.grad.copy_(torch.where(stopped, self.grad, grad_new))
+        self.log_prob.copy_(torch.where(stopped[0], self.log_prob, lp_new))
+        stopped.logical_or_(~torch.isfinite(self.log_prob).any().reshape(1, 1))
+
+    def _record(self, last: bool, pool) -> torch.cuda.CUDAGraph:
+        saved = [t.clone() for t in (self.q, self.p, self.log_prob, self.grad)]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # lazy initialisations happen outside the recording
+            for _ in range(2):
+                self._body(last)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool):
+            self._body(last)
+        for buffer, value in zip((self.q, self.p, self.log_prob, self.grad), saved, strict=True):
+            buffer.copy_(value)
+        self.stopped.zero_()
+        return graph
+
+    def matches(self, target, state: State, eps: torch.Tensor, metric) -> bool:
+        q = state.position
+        if target is not self.target or q.shape != self.q.shape or q.dtype != self.q.dtype:
+            return False
+        if q.device != self.q.device or eps.numel() != self.step.shape[0]:
+            return False
+        if self.inv_mass is None:
+            return isinstance(metric, IdentityMetric)
+        return isinstance(metric, DiagonalMetric) and metric.inv_mass.shape == self.inv_mass.shape
+
+    def run(self, state: State, momentum, eps, n_steps: int, metric):
+        """The trajectory: the start copied in, ``n_steps`` replays, the end copied out."""
+        step = self.step
+        step.copy_(eps.reshape(-1, 1))
+        if self.inv_mass is not None:
+            self.inv_mass.copy_(metric.inv_mass)
+        self.q.copy_(state.position)
+        self.log_prob.copy_(state.log_prob)
+        self.grad.copy_(state.grad)
+        kick(momentum, state.grad, 0.5 * step, out=self.p)
+        self.stopped.zero_()
+        for _ in range(n_steps - 1):
+            self.inner.replay()
+        self.last.replay()
+        end = State(self.q.clone(), self.log_prob.clone(), self.grad.clone())
+        return end, self.p.clone(), n_steps
+
+
+class GraphedLeapfrog:
+    """A kernel's leapfrog trajectories, replayed from CUDA graphs where they apply.
+
+    Called as an integrator with the kernel's integrator first:
+    ``graphed(integrator, target, state, momentum, eps, n_steps, metric, generator)``. Only
+    :func:`~.integrators.leapfrog` (and the naive split scheme, the same steps) is recorded;
+    any other integrator, a CPU position, a dense metric or a state with more than a position
+    (a Gibbs block's) runs eagerly. Copies (a kernel's ``with_target``) share the recording;
+    a pickled or deep-copied one starts without it.
+    """
+
+    def __init__(self):
+        self.recording = None
+        self.targets_seen = 0
+        self.off_reason = None
+
+    def __getstate__(self):
+        return {"recording": None, "targets_seen": 0, "off_reason": self.off_reason}
+
+    def __deepcopy__(self, memo):
+        fresh = GraphedLeapfrog()
+        fresh.off_reason = self.off_reason
+        return fresh
+
+    def __call__(self, integrator, target, state, momentum, eps, n_steps: int, metric, generator):
+        if not self._applies(integrator, state, metric):
+            return integrator(target, state, momentum, eps, n_steps, metric, generator)
+        metric = as_metric(metric)
+        rec = self.recording
+        if rec is None or not rec.matches(target, state, eps, metric):
+            rec = self._record(target, state, momentum, eps, metric)
+            if rec is None:
+                return integrator(target, state, momentum, eps, n_steps, metric, generator)
+        return rec.run(state, momentum, eps, n_steps, metric)
+
+    def _applies(self, integrator, state: State, metric) -> bool:
+        if not ENABLED or self.off_reason is not None or integrator not in _GRAPHED_INTEGRATORS:
+            return False
+        if type(state) is not State or not state.position.is_cuda:
+            return False
+        return isinstance(as_metric(metric), IdentityMetric | DiagonalMetric)
+
+    def _record(self, target, state, momentum, eps, metric):
+        if self.recording is not None and target is not self.recording.target:
+            self.targets_seen += 1
+        if self.targets_seen >= MAX_TARGETS:
+            self._turn_off(
+                "the target changes between transitions (a Gibbs block conditions it), so a "
+                "recorded trajectory would read the old one"
+            )
+            return None
+        try:
+            self.recording = _Recording(target, state, momentum, eps, metric)
+        except Exception as exc:  # noqa: BLE001 - any failure to record means the eager path
+            self._turn_off(f"recording failed ({type(exc).__name__}: {exc})")
+            return None
+        return self.recording
+
+    def _turn_off(self, reason: str) -> None:
+        self.off_reason = reason
+        self.recording = None
+        warnings.warn(
+            f"CUDA graphs are off for this sampler's trajectories: {reason}. Every leapfrog "
+            "step runs eagerly (same draws, more kernel launches).",
+            RuntimeWarning,
+            stacklevel=4,
+        )

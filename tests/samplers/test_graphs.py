@@ -1,0 +1,134 @@
+"""Trajectories recorded as CUDA graphs and replayed (samplers/_graphs.py, issue 31).
+
+The replayed trajectory must equal the eager one to float tolerance, the divergence freeze
+included; the sampler must still sample its target; a target that changes between transitions
+must turn recording off with a warning, never read a stale density. The CUDA tests skip where
+there is no GPU; the CPU tests check that nothing is recorded there and that a kernel holding
+the recorder still copies and pickles.
+"""
+
+import copy
+import pickle
+import warnings
+
+import pytest
+import torch
+
+from sklearn_bnn.likelihoods import Categorical
+from sklearn_bnn.nets import MLP
+from sklearn_bnn.priors import GaussianPrior
+from sklearn_bnn.samplers import HMC, _graphs, run_chains
+from sklearn_bnn.samplers.integrators import leapfrog
+from sklearn_bnn.targets import FunctionalNetwork, Target
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+class Normal:
+    """N(mu, diag(sd^2)) in every chain, as a target."""
+
+    def __init__(self, mu, sd):
+        self.mu, self.sd = mu, sd
+
+    def value_and_grad(self, theta):
+        z = (theta - self.mu) / self.sd
+        return -0.5 * (z * z).sum(-1), -z / self.sd
+
+
+def network_target(device, n=300, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, 8, generator=g)
+    y = (X[:, 0] + X[:, 1] > 0).long() + (X[:, 2] > 1).long()
+    torch.manual_seed(seed)
+    net = FunctionalNetwork(MLP(8, (16,), 3), device=device)
+    return Target(net, X, y, Categorical(), GaussianPrior(1.0))
+
+
+def test_nothing_is_recorded_on_the_cpu():
+    kernel = HMC(n_steps=5, step_size=0.1).build(Normal(torch.zeros(2), torch.ones(2)))
+    g = torch.Generator().manual_seed(0)
+    state = kernel.init(torch.zeros(3, 2), g)
+    kernel.step(state, g)
+    assert kernel.graphed.recording is None and kernel.graphed.off_reason is None
+
+
+def test_a_kernel_with_the_recorder_copies_and_pickles():
+    kernel = HMC(n_steps=5, step_size=0.1).build(Normal(torch.zeros(2), torch.ones(2)))
+    kernel.graphed.off_reason = "a reason"
+    assert copy.deepcopy(kernel).graphed.off_reason == "a reason"
+    assert copy.deepcopy(kernel).graphed is not kernel.graphed
+    assert copy.copy(kernel).graphed is kernel.graphed  # with_target's copies share it
+    restored = pickle.loads(pickle.dumps(kernel.graphed))
+    assert restored.recording is None and restored.off_reason == "a reason"
+
+
+def _trajectories(kernel, state, n_transitions, seed):
+    """Run ``n_transitions`` from ``state`` with a fresh generator; the states in order."""
+    g = torch.Generator(device=state.position.device).manual_seed(seed)
+    out = []
+    for _ in range(n_transitions):
+        state, info = kernel.step(state, g)
+        out.append((state.position.clone(), info.accept_prob.clone()))
+    return out
+
+
+@cuda
+@pytest.mark.parametrize("n_chains", [1, 4])
+def test_replayed_trajectories_equal_eager_ones(monkeypatch, n_chains):
+    target = network_target("cuda")
+    sampler = HMC(n_steps=12, step_size=0.02, step_jitter=0.5, n_steps_jitter=0.3)
+    q0 = 0.1 * torch.randn(n_chains, target.dim, generator=torch.Generator().manual_seed(1))
+    inv_mass = torch.rand(target.dim, generator=torch.Generator().manual_seed(2)) + 0.5
+    results = {}
+    for enabled in (False, True):
+        monkeypatch.setattr(_graphs, "ENABLED", enabled)
+        kernel = sampler.build(target)
+        kernel.inv_mass = inv_mass.cuda()
+        state = kernel.init(q0.cuda())
+        results[enabled] = _trajectories(kernel, state, 6, seed=3)
+        if enabled:
+            assert kernel.graphed.recording is not None
+    for (q_e, a_e), (q_g, a_g) in zip(results[False], results[True], strict=True):
+        torch.testing.assert_close(q_g, q_e, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(a_g, a_e, rtol=1e-4, atol=1e-5)
+
+
+@cuda
+def test_a_replayed_divergence_freezes_as_the_eager_one(monkeypatch):
+    target = Normal(torch.zeros(3, device="cuda"), torch.full((3,), 1e-3, device="cuda"))
+    state = HMC(n_steps=30, step_size=5.0).build(target).init(torch.ones(2, 3, device="cuda"))
+    p0 = torch.ones(2, 3, device="cuda")
+    eps = torch.full((2,), 5.0, device="cuda")
+    eager = leapfrog(target, state, p0, eps, 30, None)
+    monkeypatch.setattr(_graphs, "ENABLED", True)
+    replayed = _graphs.GraphedLeapfrog()(leapfrog, target, state, p0, eps, 30, None, None)
+    torch.testing.assert_close(replayed[0].position, eager[0].position, equal_nan=True)
+    torch.testing.assert_close(replayed[1], eager[1], equal_nan=True)
+
+
+@cuda
+def test_replayed_hmc_samples_a_gaussian():
+    mu = torch.tensor([1.0, -2.0, 0.5], device="cuda")
+    sd = torch.tensor([0.5, 2.0, 1.0], device="cuda")
+    kernel = HMC(n_steps=20).build(Normal(mu, sd))
+    g = torch.Generator(device="cuda").manual_seed(0)
+    state = kernel.init(torch.zeros(8, 3, device="cuda"), g)
+    run = run_chains(kernel, state, g, n_warmup=300, n_draws=1000)
+    assert kernel.graphed.recording is not None
+    draws = run.draws.reshape(-1, 3)
+    assert torch.allclose(draws.mean(0), mu, atol=0.1 * 2.0)
+    assert torch.allclose(draws.std(0), sd, rtol=0.1)
+
+
+@cuda
+def test_a_target_that_changes_turns_recording_off(monkeypatch):
+    kernel = HMC(n_steps=5, step_size=0.1).build(Normal(torch.zeros(2, device="cuda"), 1.0))
+    g = torch.Generator(device="cuda").manual_seed(0)
+    state = kernel.init(torch.zeros(2, 2, device="cuda"), g)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(4):
+            moved = kernel.with_target(Normal(torch.full((2,), float(i), device="cuda"), 1.0))
+            state, _ = moved.step(state, g)
+    assert kernel.graphed.off_reason is not None and kernel.graphed.recording is None
+    assert sum("CUDA graphs are off" in str(w.message) for w in caught) == 1
