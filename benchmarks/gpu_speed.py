@@ -295,6 +295,7 @@ def numpyro_section(X, y, device, clock, smoke):
     # fixed step, 50 steps, the same trajectory as ours, at 1, 8 and 32 chains
     for C in (1, 2) if smoke else (1, 8, 32):
         try:
+
             def fixed():  # a fresh kernel per run: NumPyro's init vmaps the kernel's step
                 return HMC(
                     potential_fn=potential,

@@ -23,10 +23,10 @@ from ._base import (
     sample_momentum,
     sampler_setting,
 )
+from ._graphs import GraphedLeapfrog
 from ._registry import register_sampler
 from .chees import ChEESTrajectory
 from .geometry.euclidean import EuclideanMetric, as_metric, check_n_chains
-from ._graphs import GraphedLeapfrog
 from .integrators import resolve_integrator
 
 __all__ = ["HMC", "HMCKernel", "check_metric", "metropolis_hastings"]
