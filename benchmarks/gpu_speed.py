@@ -58,7 +58,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU
 
 import numpy as np
 import torch
-from sklearn.datasets import load_digits, make_classification
+from sklearn.datasets import load_breast_cancer, load_digits, load_iris, make_classification
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 from torch.overrides import TorchFunctionMode
@@ -111,6 +111,23 @@ def digits_data(smoke: bool):
     if smoke:
         X_tr, y_tr = X_tr[:200], y_tr[:200]
     return X_tr.astype(np.float32), y_tr, X_te.astype(np.float32), y_te
+
+
+def small_data(loader):
+    """A small bundled set (iris, breast cancer), 80 % to fit: where the crossover lies."""
+
+    def make(smoke: bool):
+        X, y = loader(return_X_y=True)
+        X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.2, random_state=0, stratify=y)
+        scaler = StandardScaler().fit(X_tr)
+        return (
+            scaler.transform(X_tr).astype(np.float32),
+            y_tr,
+            scaler.transform(X_te).astype(np.float32),
+            y_te,
+        )
+
+    return make
 
 
 def large_data(smoke: bool):
@@ -416,6 +433,8 @@ def sgmcmc_section(X, y, devices, clock, smoke):
             row["note"] = f"defaults but init='random'; marginal over {budgets} sampling epochs"
         except Exception as exc:  # noqa: BLE001
             row["error"] = repr(exc)
+            row["traceback"] = traceback.format_exc()
+            print(row["traceback"])
         rows.append(row)
         print_row("sgmcmc", row)
     return rows
@@ -494,6 +513,63 @@ def syncs_section(X, y, device, n_steps=5):
     return out
 
 
+# -- 7. profile ------------------------------------------------------------------------------
+def profile_section(X, y, device, n_transitions=5):
+    """GPU kernels of HMC transitions (50 steps, one chain, digits), replayed and eager: how
+    many a transition launches, their summed device time against the wall time, and the
+    kernels that take the most (where the rest of the gap to XLA is)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    out = {}
+    for path in ("graphs", "eager"):
+        _graphs.ENABLED = path == "graphs"
+        try:
+            net, target = network_target(X, y, device)
+            kernel = OurHMC(step_size=STEP, n_steps=N_STEPS).build(target)
+            g = torch.Generator(device=device).manual_seed(0)
+            state = kernel.init(net.initial_position()[None].to(device), g)
+            eps = torch.full((1,), STEP, device=device)
+            inv_mass = torch.ones(net.dim, device=device)
+            for _ in range(2):
+                state, _ = kernel.step(state, g, step_size=eps, inv_mass=inv_mass)
+            sync(device)
+            start = time.perf_counter()
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for _ in range(n_transitions):
+                    state, _ = kernel.step(state, g, step_size=eps, inv_mass=inv_mass)
+                sync(device)
+            wall = (time.perf_counter() - start) / n_transitions
+            kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
+
+            def us(event):
+                return event.time_range.elapsed_us()
+
+            device_us = sum(us(e) for e in kernels) / n_transitions
+            by_name = {}
+            for e in kernels:
+                by_name.setdefault(e.name[:80], [0, 0.0])
+                by_name[e.name[:80]][0] += 1
+                by_name[e.name[:80]][1] += us(e)
+            top = sorted(by_name.items(), key=lambda kv: -kv[1][1])[:12]
+            out[path] = dict(
+                wall_s_per_transition_profiled=wall,
+                kernels_per_transition=len(kernels) / n_transitions,
+                device_s_per_transition=device_us * 1e-6,
+                top=[
+                    dict(name=n, per_transition=c / n_transitions, us=t / n_transitions)
+                    for n, (c, t) in top
+                ],
+            )
+        except Exception as exc:  # noqa: BLE001
+            out[path] = dict(error=repr(exc), traceback=traceback.format_exc())
+        finally:
+            _graphs.ENABLED = True
+        print_row("profile", {k: v for k, v in out[path].items() if k != "top"})
+        for row in out[path].get("top", []):
+            print_row("  kernel", row)
+    return out
+
+
 # -- output ----------------------------------------------------------------------------------
 def print_row(section, row):
     def fmt(v):
@@ -506,7 +582,7 @@ def print_row(section, row):
     print(f"{section:<11}| " + "  ".join(f"{k}={fmt(v)}" for k, v in row.items()), flush=True)
 
 
-def guarded(results, name, clock, need, fn):
+def run_section(results, name, clock, need, fn):
     """Run one section unless it does not fit in the budget; record its error if it fails."""
     if not clock.fits(need):
         results[name] = dict(skipped=f"budget: {clock.left():.0f} s left, needs ~{need:.0f}")
@@ -526,7 +602,22 @@ def main(argv=None):
     parser.add_argument("--out", required=True, help="where to write the JSON results")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, CPU only")
     parser.add_argument("--budget", type=float, default=None, help="seconds (default 450)")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated sections to run (syncs, profile, transitions, auto, numpyro, "
+        "estimator, sgmcmc); all by default",
+    )
+    parser.add_argument(
+        "--data",
+        default="iris,cancer,digits,160k",
+        help="data sets of the transitions section (iris, cancer, digits, 160k)",
+    )
+    parser.add_argument(
+        "--chains", default="1,8,32,128", help="chain counts on cuda (the CPU runs 1 and 8)"
+    )
     args = parser.parse_args(argv)
+    only = None if args.only is None else set(args.only.split(","))
     global N_STEPS
     if args.smoke:  # short trajectories, so that every path runs on a CPU in minutes
         N_STEPS = 5
@@ -534,7 +625,7 @@ def main(argv=None):
     cuda = torch.cuda.is_available() and not args.smoke
     devices = ["cuda", "cpu"] if cuda else ["cpu"]
     main_device = devices[0]
-    chains = {"cuda": [1, 8, 32, 128], "cpu": [1, 8]}
+    chains = {"cuda": [int(c) for c in args.chains.split(",")], "cpu": [1, 8]}
     if args.smoke:
         chains = {"cuda": [1, 2], "cpu": [1, 2]}
     results = dict(
@@ -550,20 +641,33 @@ def main(argv=None):
         )
     )
     print_row("meta", results["meta"])
-    data = {"digits": digits_data(args.smoke), "160k": large_data(args.smoke)}
+    data = {
+        "iris": small_data(load_iris)(args.smoke),
+        "cancer": small_data(load_breast_cancer)(args.smoke),
+        "digits": digits_data(args.smoke),
+        "160k": large_data(args.smoke),
+    }
     for name, (X, y, _, _) in data.items():
         results["meta"][f"{name}_rows"] = len(X)
         results["meta"][f"{name}_parameters"] = mlp_parameter_count(
             X.shape[1], (HIDDEN,), int(y.max()) + 1
         )
 
+    def guarded(results, name, clock, need, fn):
+        if only is None or name in only:
+            run_section(results, name, clock, need, fn)
+
+    timed = {k: v for k, v in data.items() if k in args.data.split(",")}
     guarded(results, "syncs", clock, 10, lambda: syncs_section(*data["digits"][:2], main_device))
+    guarded(
+        results, "profile", clock, 20, lambda: profile_section(*data["digits"][:2], main_device)
+    )
     guarded(
         results,
         "transitions",
         clock,
         60,
-        lambda: transitions_section(data, devices, chains, clock, args.smoke),
+        lambda: transitions_section(timed, devices, chains, clock, args.smoke),
     )
     guarded(results, "auto", clock, 1, lambda: auto_section(results.get("transitions", [])))
     guarded(

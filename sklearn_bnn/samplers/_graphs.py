@@ -10,9 +10,11 @@ its start into the buffers, L replays and one copy out. The step size, its jitte
 an input buffer, so nothing is re-recorded from one transition to the next, and any L (jittered,
 or set by an integration time) replays the same two graphs.
 
-The replayed kernels are the eager leapfrog's own (:func:`~.integrators.leapfrog`: the same
-operations in the same order, the divergence freeze included), so a replayed trajectory equals
-the eager one to float tolerance (``tests/samplers/test_graphs.py``, run where CUDA is).
+The replayed step is the eager leapfrog's (:func:`~.integrators.leapfrog`: the same operations
+in the same order, the divergence freeze included) with its multiply-adds fused (one kernel for
+the drift, one for the kick: fewer launches, the same arithmetic rounded once), so a replayed
+trajectory equals the eager one to float tolerance (``tests/samplers/test_graphs.py``, run
+where CUDA is).
 
 Recorded only where it is sound: positions on a CUDA device, the plain leapfrog (or the naive
 split scheme, which is the same integrator), a diagonal or identity metric, and a target whose
@@ -30,7 +32,7 @@ import torch
 
 from ._base import State
 from .geometry.euclidean import DiagonalMetric, IdentityMetric, as_metric
-from .integrators import drift, kick, leapfrog, naive_split
+from .integrators import leapfrog, naive_split
 
 #: Whether trajectories on a CUDA device are recorded and replayed as CUDA graphs. Set to
 #: False to run every leapfrog step eagerly (for debugging, or to compare the two paths).
@@ -53,54 +55,73 @@ class _StaticDiagonal(DiagonalMetric):
 
 
 class _Recording:
-    """The two recorded leapfrog steps of one target, shape and metric layout."""
+    """The two recorded leapfrog steps of one target, shape and metric layout.
 
-    def __init__(self, target, state: State, momentum: torch.Tensor, eps: torch.Tensor, metric):
+    The buffers: the position ``q``, momentum ``p``, log density and gradient of the current
+    point; ``live`` (1, 1), False once every chain has had a non-finite log density (the eager
+    leapfrog's freeze); the per-trajectory inputs ``step`` (C, 1), ``half`` (C, 1) and
+    ``factor``, the step times the inverse mass, (C, D) or (C, 1). A step is then one fused
+    multiply-add for the drift and one for the kick around the gradient, and four selects that
+    keep the frozen point: the eager leapfrog's arithmetic with the multiply-adds fused (equal
+    to float rounding).
+    """
+
+    def __init__(self, target, state, momentum, eps, metric, *, record: bool = True):
         self.target = target
         self.q = state.position.detach().clone()
         self.log_prob = state.log_prob.detach().clone()
         self.grad = state.grad.detach().clone()
         self.p = momentum.detach().clone()
         self.step = eps.detach().reshape(-1, 1).clone()
-        self.stopped = torch.zeros((1, 1), dtype=torch.bool, device=self.q.device)
+        self.half = 0.5 * self.step
+        self.live = torch.ones((1, 1), dtype=torch.bool, device=self.q.device)
         if isinstance(metric, IdentityMetric):
-            self.inv_mass, self.metric = None, metric
+            self.inv_mass = None
+            self.factor = self.step.clone()
         else:
             self.inv_mass = metric.inv_mass.detach().clone()
-            self.metric = _StaticDiagonal(self.inv_mass)
-        pool = torch.cuda.graph_pool_handle()
-        self.inner = self._record(last=False, pool=pool)
-        self.last = self._record(last=True, pool=pool)
+            self.factor = (self.step * self.inv_mass).expand_as(self.q).clone()
+        self.inner = self.last = None  # unrecorded, the steps run eagerly (the CPU tests)
+        if record:
+            pool = torch.cuda.graph_pool_handle()
+            self.inner = self._record(self.step, pool)
+            self.last = self._record(self.half, pool)
 
-    def _body(self, last: bool) -> None:
-        """One leapfrog step on the buffers, in place: :func:`~.integrators.leapfrog`'s step,
-        the freeze of a trajectory in which every chain has diverged included."""
-        step = self.step
-        q_new = drift(self.q, self.p, step, self.metric)
+    def _body(self, kick_step: torch.Tensor) -> None:
+        """One leapfrog step on the buffers, in place, the momentum kicked by ``kick_step``
+        (the full step inside the trajectory, the half step at its end)."""
+        q_new = torch.addcmul(self.q, self.factor, self.p)
         lp_new, grad_new = self.target.value_and_grad(q_new)
-        p_new = kick(self.p, grad_new, 0.5 * step if last else step)
-        stopped = self.stopped
-        self.q.copy_(torch.where(stopped, self.q, q_new))
-        self.p.copy_(torch.where(stopped, self.p, p_new))
-        self.grad.copy_(torch.where(stopped, self.grad, grad_new))
-        self.log_prob.copy_(torch.where(stopped[0], self.log_prob, lp_new))
-        stopped.logical_or_(~torch.isfinite(self.log_prob).any().reshape(1, 1))
+        p_new = torch.addcmul(self.p, kick_step, grad_new)
+        live = self.live
+        torch.where(live, q_new, self.q, out=self.q)
+        torch.where(live, p_new, self.p, out=self.p)
+        torch.where(live, grad_new, self.grad, out=self.grad)
+        torch.where(live[0], lp_new, self.log_prob, out=self.log_prob)
+        live.logical_and_(torch.isfinite(self.log_prob).any())
 
-    def _record(self, last: bool, pool) -> torch.cuda.CUDAGraph:
-        saved = [t.clone() for t in (self.q, self.p, self.log_prob, self.grad)]
+    def _record(self, kick_step: torch.Tensor, pool) -> torch.cuda.CUDAGraph:
+        buffers = (self.q, self.p, self.log_prob, self.grad)
+        saved = [t.clone() for t in buffers]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # lazy initialisations happen outside the recording
             for _ in range(2):
-                self._body(last)
+                self._body(kick_step)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=pool):
-            self._body(last)
-        for buffer, value in zip((self.q, self.p, self.log_prob, self.grad), saved, strict=True):
+            self._body(kick_step)
+        for buffer, value in zip(buffers, saved, strict=True):
             buffer.copy_(value)
-        self.stopped.zero_()
+        self.live.fill_(True)
         return graph
+
+    def _replay(self, graph, kick_step) -> None:
+        if graph is None:
+            self._body(kick_step)
+        else:
+            graph.replay()
 
     def matches(self, target, state: State, eps: torch.Tensor, metric) -> bool:
         q = state.position
@@ -114,18 +135,20 @@ class _Recording:
 
     def run(self, state: State, momentum, eps, n_steps: int, metric):
         """The trajectory: the start copied in, ``n_steps`` replays, the end copied out."""
-        step = self.step
-        step.copy_(eps.reshape(-1, 1))
-        if self.inv_mass is not None:
-            self.inv_mass.copy_(metric.inv_mass)
+        self.step.copy_(eps.reshape(-1, 1))
+        torch.mul(self.step, 0.5, out=self.half)
+        if self.inv_mass is None:
+            self.factor.copy_(self.step)
+        else:
+            torch.mul(self.step, metric.inv_mass, out=self.factor)
         self.q.copy_(state.position)
         self.log_prob.copy_(state.log_prob)
         self.grad.copy_(state.grad)
-        kick(momentum, state.grad, 0.5 * step, out=self.p)
-        self.stopped.zero_()
+        torch.addcmul(momentum, self.half, state.grad, out=self.p)
+        self.live.fill_(True)
         for _ in range(n_steps - 1):
-            self.inner.replay()
-        self.last.replay()
+            self._replay(self.inner, self.step)
+        self._replay(self.last, self.half)
         end = State(self.q.clone(), self.log_prob.clone(), self.grad.clone())
         return end, self.p.clone(), n_steps
 
@@ -170,7 +193,11 @@ class GraphedLeapfrog:
             return False
         if type(state) is not State or not state.position.is_cuda:
             return False
-        return isinstance(as_metric(metric), IdentityMetric | DiagonalMetric)
+        metric = as_metric(metric)
+        if isinstance(metric, IdentityMetric):
+            return True
+        inv_mass = getattr(metric, "inv_mass", None)
+        return isinstance(metric, DiagonalMetric) and isinstance(inv_mass, torch.Tensor)
 
     def _record(self, target, state, momentum, eps, metric):
         if self.recording is not None and target is not self.recording.target:

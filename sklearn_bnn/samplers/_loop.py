@@ -82,20 +82,21 @@ def run_chains(
 def _warm_up(kernel, generator, adaptation, n_warmup: int, record, bar) -> None:
     """The warmup transitions: the adaptation sees each, and gives the state to go on from and
     the next step size and mass."""
+    n_div = record.warmup_divergent
     for i in range(n_warmup):
         state, info = kernel.step(
             record.state, generator, step_size=record.eps, inv_mass=record.inv_mass
         )
         record.n_grad += info.n_grad
-        record.warmup_divergent += info.divergent.cpu()
+        n_div += info.divergent.to(n_div.device)
         record.state, record.eps, record.inv_mass = adaptation.update(i, state, info)
-        bar.show(i, "warmup", kernel, info, record.warmup_divergent)
+        bar.show(i, "warmup", kernel, info, n_div)
     record.eps, record.inv_mass = adaptation.final()
 
 
 def _draw(kernel, generator, n_draws: int, record, bar) -> None:
     """The sampling transitions at the final step size and mass, every ``thin``-th kept."""
-    n_div = torch.zeros(record.state.position.shape[0], dtype=torch.long)
+    n_div = torch.zeros_like(record.warmup_divergent)
     for i in range(n_draws):
         state, info = kernel.step(
             record.state, generator, step_size=record.eps, inv_mass=record.inv_mass
@@ -103,16 +104,32 @@ def _draw(kernel, generator, n_draws: int, record, bar) -> None:
         record.state = state
         record.n_grad += info.n_grad
         record.transition(i, kernel, info)
-        n_div += info.divergent.cpu()
+        n_div += info.divergent.to(n_div.device)
         bar.show(i, "sampling", kernel, info, n_div)
+    record.flush()
 
 
 class _Record:
-    """The buffers of a run: per-transition statistics, kept draws and their statistics."""
+    """The buffers of a run: per-transition statistics, kept draws and their statistics.
+
+    They live on the host. On an accelerator, each transition's values are first copied into
+    buffers on the device (no wait for the device) and moved to the host together, every
+    :attr:`chunk` transitions and at the end: one transfer per quantity per chunk instead of
+    several host synchronisations per transition (issue 31). On the CPU they are written
+    directly.
+    """
+
+    #: Device memory for the staged draws (bytes): the chunk is as many transitions as fit.
+    STAGE_BYTES = 64 * 2**20
+    #: At most this many transitions staged between two transfers.
+    MAX_CHUNK = 50
+    #: Stage on the CPU too (the tests count the host reads an accelerator would see).
+    STAGE_ON_CPU = False
 
     def __init__(self, state, n_draws: int, thin: int):
         C, D = state.position.shape
         dtype = state.position.dtype
+        device = state.position.device
         self.state, self.thin, self.C = state, thin, C
         self.n_kept_max = n_draws // thin
         self.n_done, self.n_kept, self.n_grad, self.interrupted = 0, 0, 0, False
@@ -127,41 +144,100 @@ class _Record:
             "divergent": torch.zeros((C, n_draws), dtype=torch.bool),
             "energy_error": torch.empty((C, n_draws), dtype=dtype),
         }
-        self.warmup_divergent = torch.zeros(C, dtype=torch.long)
         self.draw_stats = {
             "accept_prob": torch.empty((C, self.n_kept_max), dtype=dtype),
             "divergent": torch.zeros((C, self.n_kept_max), dtype=torch.bool),
             "energy_error": torch.empty((C, self.n_kept_max), dtype=dtype),
         }
+        self.staged = device.type != "cpu" or self.STAGE_ON_CPU
+        self.warmup_divergent = torch.zeros(C, dtype=torch.long, device=device)
+        if self.staged:
+            per_draw = max(1, C * D * dtype.itemsize)
+            self.chunk = int(min(self.MAX_CHUNK, max(1, self.STAGE_BYTES // per_draw)))
+            self.stage = {}  # name -> device buffer (C, chunk, ...), made at first use
+            self.stage_transitions = []  # (transition index, kept index or None) staged
+        self.n_staged_kept = 0
+
+    def _put(self, name: str, host: torch.Tensor, index: int, slot: int, value) -> None:
+        """``host[:, index] = value`` now (CPU), or staged in slot ``slot`` (accelerator)."""
+        if not self.staged:
+            host[:, index] = value.cpu()
+            return
+        buffer = self.stage.get(name)
+        if buffer is None:
+            shape = (self.C, self.chunk, *value.shape[1:])
+            buffer = torch.empty(shape, dtype=host.dtype, device=value.device)
+            self.stage[name] = buffer
+        buffer[:, slot] = value
 
     def transition(self, i: int, kernel, info) -> None:
         """Record sampling transition ``i``; keep the state as a draw every ``thin``-th."""
         t = self.per_transition
-        t["accept_prob"][:, i] = info.accept_prob.cpu()
-        t["accepted"][:, i] = info.accepted.cpu()
-        t["acceptance"][:, i] = kernel.acceptance(info).cpu()
-        t["divergent"][:, i] = info.divergent.cpu()
-        t["energy_error"][:, i] = info.energy_error.cpu()
+        slot = len(self.stage_transitions) if self.staged else 0
+        values = {
+            "accept_prob": info.accept_prob,
+            "accepted": info.accepted,
+            "acceptance": kernel.acceptance(info),
+            "divergent": info.divergent,
+            "energy_error": info.energy_error,
+        }
+        for name, value in values.items():
+            self._put(name, t[name], i, slot, value)
         self.n_done = i + 1
-        if self.n_done % self.thin or self.n_kept >= self.n_kept_max:
+        keep = not (self.n_done % self.thin or self.n_kept >= self.n_kept_max)
+        if keep:
+            k = self.n_kept
+            slot = (
+                sum(1 for _, kept in self.stage_transitions if kept is not None)
+                if self.staged
+                else 0
+            )
+            self._put("draws", self.draws, k, slot, self.state.position)
+            self._put("log_probs", self.log_probs, k, slot, self.state.log_prob)
+            for name, value in (info.extra or {}).items():
+                if name not in self.draw_stats:  # (C,) or (C, k) per draw
+                    shape = (self.C, self.n_kept_max, *value.shape[1:])
+                    self.draw_stats[name] = torch.zeros(shape, dtype=value.dtype)
+                self._put("extra:" + name, self.draw_stats[name], k, slot, value)
+            if not self.staged:
+                self._copy_draw_stats(i, k)
+            self.n_kept += 1
+        if self.staged:
+            self.stage_transitions.append((i, self.n_kept - 1 if keep else None))
+            if len(self.stage_transitions) == self.chunk:
+                self.flush()
+
+    def _copy_draw_stats(self, i: int, k: int) -> None:
+        """A kept draw's statistics, from transition ``i``'s (already on the host)."""
+        for name in ("accept_prob", "divergent", "energy_error"):
+            self.draw_stats[name][:, k] = self.per_transition[name][:, i]
+
+    def flush(self) -> None:
+        """Move the staged transitions to the host (nothing on the CPU)."""
+        if not self.staged or not self.stage_transitions:
             return
-        k = self.n_kept
-        self.draws[:, k] = self.state.position.cpu()
-        self.log_probs[:, k] = self.state.log_prob.cpu()
-        self.draw_stats["accept_prob"][:, k] = t["accept_prob"][:, i]
-        self.draw_stats["divergent"][:, k] = t["divergent"][:, i]
-        self.draw_stats["energy_error"][:, k] = t["energy_error"][:, i]
-        for name, value in (info.extra or {}).items():
-            if name not in self.draw_stats:  # (C,) or (C, k) per draw
-                shape = (self.C, self.n_kept_max, *value.shape[1:])
-                self.draw_stats[name] = torch.zeros(shape, dtype=value.dtype)
-            self.draw_stats[name][:, k] = value.cpu()
-        self.n_kept += 1
+        staged, n = self.stage_transitions, len(self.stage_transitions)
+        first = staged[0][0]
+        for name, host in self.per_transition.items():
+            host[:, first : first + n] = self.stage[name][:, :n].cpu()
+        kept = [(i, k) for i, k in staged if k is not None]  # staged in slots 0, 1, ...
+        if kept:
+            k0, m = kept[0][1], len(kept)
+            self.draws[:, k0 : k0 + m] = self.stage["draws"][:, :m].cpu()
+            self.log_probs[:, k0 : k0 + m] = self.stage["log_probs"][:, :m].cpu()
+            for name, buffer in self.stage.items():
+                if name.startswith("extra:"):
+                    host = self.draw_stats[name[len("extra:") :]]
+                    host[:, k0 : k0 + m] = buffer[:, :m].cpu()
+            for i, k in kept:
+                self._copy_draw_stats(i, k)
+        self.stage_transitions = []
 
     def interrupt(self, n_draws: int) -> None:
         """A KeyboardInterrupt: warn, and keep at least the current position as a draw (so an
         estimator can predict)."""
         self.interrupted = True
+        self.flush()
         warnings.warn(
             f"sampling interrupted after {self.n_done} of {n_draws} draws; the estimator "
             f"keeps the {self.n_kept} draws collected so far.",
@@ -181,7 +257,7 @@ class _Record:
             draws=self.draws[:, :n_kept],
             log_prob=self.log_probs[:, :n_kept],
             **{name: values[:, :n_done] for name, values in self.per_transition.items()},
-            warmup_divergent=self.warmup_divergent,
+            warmup_divergent=self.warmup_divergent.cpu(),
             step_size=self.eps.detach().cpu(),
             state=self.state,
             inv_mass=self.inv_mass.detach().cpu(),
@@ -233,14 +309,15 @@ class _Progress:
         bar.update(1)
         if bar.disable:
             return
-        acc = torch.nan_to_num(info.accept_prob.detach().double().cpu(), nan=0.0)
+        # summed where it is: the host reads it at a refresh only, once in ten transitions
+        acc = torch.nan_to_num(info.accept_prob.detach().double(), nan=0.0)
         if phase != self.phase:
             self.phase, self.acc_sum, self.n = phase, torch.zeros_like(acc), 0
         self.acc_sum += acc
         self.n += 1
         if i % 10 and i > 0:
             return
-        mean = self.acc_sum / self.n
+        mean = self.acc_sum.cpu() / self.n
         per_chain = (
             "/".join(f"{a:.2f}" for a in mean.tolist()) if len(mean) <= 8 else f"{mean.mean():.2f}"
         )

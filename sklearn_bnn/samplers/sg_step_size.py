@@ -268,12 +268,15 @@ class AutoStepSampler:
         start = kwargs.get("start")
         kwargs = {**kwargs, "start": None}  # the chains start here, not in the chain runner
         search = None
+        # on the target's device before the step-size choice evaluates gradients there (a
+        # random start is drawn on the CPU)
+        positions = positions.to(
+            getattr(target, "device", positions.device), getattr(target, "dtype", positions.dtype)
+        )
         if start is not None:
-            dtype = getattr(target, "dtype", positions.dtype)
-            device = getattr(target, "device", positions.device)
             positions, search = start.find(
                 target,
-                positions.to(device, dtype),
+                positions,
                 seed=0 if seed is None else child(root_seed(seed), "init"),
                 desc=kwargs.get("desc", "SG-MCMC"),
                 verbose=kwargs.get("verbose", False),

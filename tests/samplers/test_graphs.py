@@ -18,6 +18,7 @@ from sklearn_bnn.likelihoods import Categorical
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import HMC, _graphs, run_chains
+from sklearn_bnn.samplers.geometry.euclidean import IdentityMetric, as_metric
 from sklearn_bnn.samplers.integrators import leapfrog
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
@@ -99,9 +100,10 @@ def test_a_replayed_divergence_freezes_as_the_eager_one(monkeypatch):
     state = HMC(n_steps=30, step_size=5.0).build(target).init(torch.ones(2, 3, device="cuda"))
     p0 = torch.ones(2, 3, device="cuda")
     eps = torch.full((2,), 5.0, device="cuda")
-    eager = leapfrog(target, state, p0, eps, 30, None)
+    metric = as_metric(torch.ones(3, device="cuda"))
+    eager = leapfrog(target, state, p0, eps, 30, metric)
     monkeypatch.setattr(_graphs, "ENABLED", True)
-    replayed = _graphs.GraphedLeapfrog()(leapfrog, target, state, p0, eps, 30, None, None)
+    replayed = _graphs.GraphedLeapfrog()(leapfrog, target, state, p0, eps, 30, metric, None)
     torch.testing.assert_close(replayed[0].position, eager[0].position, equal_nan=True)
     torch.testing.assert_close(replayed[1], eager[1], equal_nan=True)
 
@@ -115,7 +117,7 @@ def test_replayed_hmc_samples_a_gaussian():
     state = kernel.init(torch.zeros(8, 3, device="cuda"), g)
     run = run_chains(kernel, state, g, n_warmup=300, n_draws=1000)
     assert kernel.graphed.recording is not None
-    draws = run.draws.reshape(-1, 3)
+    draws = run.draws.reshape(-1, 3).to(mu.device)
     assert torch.allclose(draws.mean(0), mu, atol=0.1 * 2.0)
     assert torch.allclose(draws.std(0), sd, rtol=0.1)
 
@@ -132,3 +134,50 @@ def test_a_target_that_changes_turns_recording_off(monkeypatch):
             state, _ = moved.step(state, g)
     assert kernel.graphed.off_reason is not None and kernel.graphed.recording is None
     assert sum("CUDA graphs are off" in str(w.message) for w in caught) == 1
+
+
+@pytest.mark.parametrize("metric", ["identity", "shared", "per_chain"])
+def test_the_recorded_step_is_the_leapfrog_step(metric):
+    """The step the graphs record, run unrecorded here, against the eager leapfrog."""
+    target = network_target("cpu")
+    g = torch.Generator().manual_seed(0)
+    C = 3
+    q = 0.1 * torch.randn(C, target.dim, generator=g)
+    state = HMC(n_steps=1).build(target).init(q)
+    p0 = torch.randn(C, target.dim, generator=g)
+    eps = torch.tensor([0.01, 0.02, 0.015])
+    inv_mass = {
+        "identity": IdentityMetric(),
+        "shared": as_metric(torch.rand(target.dim, generator=g) + 0.5),
+        "per_chain": as_metric(torch.rand(C, target.dim, generator=g) + 0.5),
+    }[metric]
+    end, p1, n = leapfrog(target, state, p0, eps, 9, inv_mass)
+    rec = _graphs._Recording(target, state, p0, eps, inv_mass, record=False)
+    end_g, p1_g, n_g = rec.run(state, p0, eps, 9, inv_mass)
+    assert n_g == n == 9
+    torch.testing.assert_close(end_g.position, end.position, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(end_g.log_prob, end.log_prob, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(end_g.grad, end.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(p1_g, p1, rtol=1e-4, atol=1e-4)
+    # the buffers start afresh: a second trajectory from the same point is the same
+    again = rec.run(state, p0, eps, 9, inv_mass)
+    torch.testing.assert_close(again[0].position, end_g.position, rtol=0, atol=0)
+
+
+def test_the_recorded_step_freezes_a_divergence_as_the_leapfrog():
+    """Every chain leaves the finite region: both stop where that happened."""
+    target = Normal(
+        torch.zeros(3, dtype=torch.float64), torch.full((3,), 1e-3, dtype=torch.float64)
+    )
+    q = torch.ones(2, 3, dtype=torch.float64)
+    state = HMC(n_steps=1).build(target).init(q)
+    p0 = torch.ones(2, 3, dtype=torch.float64)
+    eps = torch.full((2,), 5.0, dtype=torch.float64)
+    metric = as_metric(torch.ones(3, dtype=torch.float64))
+    end, p1, _ = leapfrog(target, state, p0, eps, 40, metric)
+    assert not torch.isfinite(end.log_prob).any()
+    rec = _graphs._Recording(target, state, p0, eps, metric, record=False)
+    end_g, p1_g, _ = rec.run(state, p0, eps, 40, metric)
+    torch.testing.assert_close(end_g.position, end.position, equal_nan=True)
+    torch.testing.assert_close(p1_g, p1, equal_nan=True)
+    assert not rec.live.item()

@@ -20,6 +20,7 @@ from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import HierarchicalPrior
 from sklearn_bnn.samplers import HMC, State, run_chains
+from sklearn_bnn.samplers._loop import _Record
 from sklearn_bnn.samplers.adaptation import DualAveraging
 from sklearn_bnn.samplers.gibbs import with_gibbs_blocks
 from sklearn_bnn.samplers.hmc import metropolis_hastings
@@ -237,16 +238,17 @@ def test_a_per_output_gaussian_reads_nothing_after_its_first_call():
     assert counter.calls == []
 
 
-#: Host reads of one sampling transition in the loop: the per-draw statistics (accept_prob,
-#: accepted, acceptance, divergent, energy_error, the draw and its log density) and the
-#: divergence count, each a copy to the CPU after the transition.
-LOOP_READS_PER_DRAW = 8
-#: Host reads of one warmup transition: the divergence count, and whether a chain's step size
-#: collapsed (once the chains have had the updates that check needs).
-LOOP_READS_PER_WARMUP = 2
+#: Host reads of one warmup transition: whether a chain's step size collapsed (once the chains
+#: have had the updates that check needs). The divergences are counted on the device.
+LOOP_READS_PER_WARMUP = 1
+#: Host reads of one transfer of the staged sampling transitions (on an accelerator, every
+#: ``_Record.chunk`` transitions): the five per-transition statistics, the draws and their
+#: log densities.
+LOOP_READS_PER_FLUSH = 7
 
 
-def _loop_reads(n_warmup, n_draws):
+def _loop_reads(n_warmup, n_draws, monkeypatch):
+    monkeypatch.setattr(_Record, "STAGE_ON_CPU", True)  # as on an accelerator
     target, _ = _gaussian_state()
     kernel = HMC(n_steps=5, step_jitter=0.5).build(target)
     g = torch.Generator().manual_seed(0)
@@ -256,10 +258,35 @@ def _loop_reads(n_warmup, n_draws):
     return counter.count
 
 
-def test_the_loop_reads_a_fixed_count_per_transition():
+def test_the_loop_reads_a_fixed_count_per_transition(monkeypatch):
     """Marginal counts from two run lengths, so the run's fixed reads cancel (the step-size
-    search at the start, the warnings' checks at the end of warmup, the result)."""
-    per_warmup = (_loop_reads(80, 5) - _loop_reads(40, 5)) / 40
-    per_draw = (_loop_reads(40, 45) - _loop_reads(40, 5)) / 40
+    search at the start, the warnings' checks at the end of warmup, the result). Sampling
+    transitions read nothing: 100 more transitions are two more transfers of 50."""
+    assert _Record.MAX_CHUNK == 50
+    per_warmup = (_loop_reads(80, 5, monkeypatch) - _loop_reads(40, 5, monkeypatch)) / 40
+    per_100_draws = _loop_reads(40, 110, monkeypatch) - _loop_reads(40, 10, monkeypatch)
     assert per_warmup == LOOP_READS_PER_WARMUP
-    assert per_draw == LOOP_READS_PER_DRAW
+    assert per_100_draws == 2 * LOOP_READS_PER_FLUSH
+
+
+def test_staged_draws_equal_direct_ones(monkeypatch):
+    """The staged record (an accelerator's) keeps the same draws and statistics as the
+    direct one, thinned, with a chunk that does not divide the run."""
+    target, _ = _gaussian_state()
+    runs = []
+    for staged in (False, True):
+        monkeypatch.setattr(_Record, "STAGE_ON_CPU", staged)
+        monkeypatch.setattr(_Record, "MAX_CHUNK", 7)
+        kernel = HMC(n_steps=5, trajectory_length=0.5).build(target)
+        g = torch.Generator().manual_seed(0)
+        state = kernel.init(torch.zeros(3, 4, dtype=F64))
+        runs.append(run_chains(kernel, state, g, n_warmup=20, n_draws=45, thin=2))
+    direct, staged = runs
+    assert staged.draws.shape == direct.draws.shape == (3, 22, 4)
+    torch.testing.assert_close(staged.draws, direct.draws, rtol=0, atol=0)
+    torch.testing.assert_close(staged.log_prob, direct.log_prob, rtol=0, atol=0)
+    for name in ("accept_prob", "accepted", "acceptance", "divergent", "energy_error"):
+        torch.testing.assert_close(getattr(staged, name), getattr(direct, name), rtol=0, atol=0)
+    assert staged.draw_stats.keys() == direct.draw_stats.keys()
+    for name, values in direct.draw_stats.items():
+        torch.testing.assert_close(staged.draw_stats[name], values, rtol=0, atol=0)
