@@ -268,3 +268,24 @@ def test_unsupported_data_falls_back():
     theta = _positions(target, 5)
     assert target._batched_applies(theta, target.X, y) is None
     assert math.isfinite(target.value_and_grad(theta, target.X, y)[0].sum().item())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", ["categorical", "bernoulli", "gaussian"])
+@pytest.mark.parametrize("c", [1, 3])
+def test_the_gpu_forms_equal_the_general_path(kind, c):
+    """On a GPU one chain takes other product layouts (``_weight_grad``, ``_rows_dot``)."""
+    n_out = 1 if kind == "bernoulli" else 3
+    target = _target(kind, n_out, hidden=(6, 5))
+    cuda = Target(
+        target.network.to("cuda"),
+        target.X.cuda(),
+        target.y.cuda(),
+        target.likelihood,
+        target.prior,
+    )
+    theta = _positions(target, c).cuda()
+    value, grad = cuda.value_and_grad(theta)
+    ref_value, ref_grad = _general(target, theta.cpu())
+    torch.testing.assert_close(value.cpu(), ref_value, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(grad.cpu(), ref_grad, rtol=1e-9, atol=1e-9)
