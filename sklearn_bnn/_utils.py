@@ -21,21 +21,34 @@ _DTYPES = {
 
 
 #: Forward multiply-adds per gradient (rows x parameters x chains) from which
-#: ``device="auto"`` runs on CUDA rather than the CPU. Provisional: the log-midpoint of two
-#: H100 measurements of issue 31 (one chain, the default 100-unit MLP): digits 0-6, 884 rows x
-#: 7,207 parameters = 6.4e6, where the CPU was faster (0.067 s against CUDA's 0.083 s per
-#: transition), and 160,000 rows x 5,605 parameters = 9.0e8, where CUDA was far faster
-#: (0.071 s); sqrt(6.4e6 x 9.0e8) = 7.6e7. ``benchmarks/gpu_speed.py`` measures the crossover.
+#: ``device="auto"`` runs on CUDA rather than the CPU, for work that runs eagerly there (one
+#: kernel launch per operation: NUTS, the split integrators, the stochastic-gradient samplers,
+#: MC dropout's training). The log-midpoint of two H100 measurements of issue 31 (one chain,
+#: the default 100-unit MLP): digits 0-6, 884 rows x 7,207 parameters = 6.4e6, where the CPU was
+#: faster (0.067 s against CUDA's 0.083 s per transition), and 160,000 rows x 5,605 parameters
+#: = 9.0e8, where CUDA was far faster (0.071 s); sqrt(6.4e6 x 9.0e8) = 7.6e7. On an H200 the
+#: stochastic-gradient epoch of the 160,000-row set (batches of 128 rows: 7.2e5) still took
+#: 2.96 s on CUDA against 0.91 s on the 16-core CPU beside it.
 AUTO_CUDA_WORK = 7.6e7
 
+#: The same threshold for HMC whose leapfrog trajectories are replayed from CUDA graphs
+#: (:mod:`sklearn_bnn.samplers._graphs`). On an H200 against its machine's 16-core CPU
+#: (``benchmarks/gpu_speed.py``, docs/hmc.md "On a GPU"), CUDA was the faster at every size
+#: measured, down to iris (120 rows x 803 parameters = 9.6e4; 0.0044 s against 0.011 s per
+#: transition) and breast cancer (1.5e6; 0.0047 s against 0.020 s): below 5e4 (toy problems,
+#: where the transition's fixed cost on the device dominates) the CPU is kept.
+AUTO_CUDA_WORK_REPLAYED = 5e4
 
-def resolve_device(device: str | torch.device | None, work=None) -> torch.device:
+
+def resolve_device(
+    device: str | torch.device | None, work=None, threshold: float = AUTO_CUDA_WORK
+) -> torch.device:
     """Turn ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or ``"auto"`` into a :class:`torch.device`.
 
     ``"auto"`` (or None) is the CPU where CUDA is not available. Where it is, CUDA when the
-    work per gradient is at least :data:`AUTO_CUDA_WORK` multiply-adds, the CPU below it (a
-    small network on a small data set runs faster there: each kernel launch costs more than
-    its arithmetic); CUDA when ``work`` is not given.
+    work per gradient is at least ``threshold`` multiply-adds, the CPU below it (a small
+    network on a small data set runs faster there: each kernel launch costs more than its
+    arithmetic); CUDA when ``work`` is not given.
 
     Parameters
     ----------
@@ -43,13 +56,16 @@ def resolve_device(device: str | torch.device | None, work=None) -> torch.device
     work : float or callable, optional
         Forward multiply-adds per gradient (rows x parameters x chains), or a function
         returning it, called only when ``device`` is ``"auto"`` and CUDA is available.
+    threshold : float, default=AUTO_CUDA_WORK
+        The work from which CUDA is chosen: :data:`AUTO_CUDA_WORK` for work run eagerly,
+        :data:`AUTO_CUDA_WORK_REPLAYED` for HMC trajectories replayed from CUDA graphs.
     """
     if device is None or device == "auto":
         if not torch.cuda.is_available():
             return torch.device("cpu")
         if callable(work):
             work = work()
-        if work is not None and work < AUTO_CUDA_WORK:
+        if work is not None and work < threshold:
             return torch.device("cpu")
         return torch.device("cuda")
     try:

@@ -20,8 +20,13 @@ from sklearn_bnn import (
     SplitHMCClassifier,
     _utils,
 )
-from sklearn_bnn._utils import AUTO_CUDA_WORK, mlp_parameter_count, resolve_device
-from sklearn_bnn.samplers import HMC
+from sklearn_bnn._utils import (
+    AUTO_CUDA_WORK,
+    AUTO_CUDA_WORK_REPLAYED,
+    mlp_parameter_count,
+    resolve_device,
+)
+from sklearn_bnn.samplers import HMC, NUTS, DenseMetric, DiagonalMetric
 from sklearn_bnn.samplers.init import MAPStart
 
 
@@ -90,8 +95,8 @@ def test_every_family_fits_and_predicts_with_auto(estimator, y, monkeypatch):
     seen = []
     original = _utils.resolve_device
 
-    def recording(device, work=None):
-        resolved = original(device, work=work)
+    def recording(device, work=None, **kwargs):
+        resolved = original(device, work=work, **kwargs)
         seen.append(resolved)
         return resolved
 
@@ -110,3 +115,39 @@ def test_the_sampling_work_counts_rows_parameters_and_chains():
     assert est._work_per_gradient(884, 64, 7) == 884 * mlp_parameter_count(64, (100,), 7) * 4
     sg = SGMCMCClassifier(hidden_layer_sizes=(100,), batch_size=128)
     assert sg._work_per_gradient(10_000, 64, 7) == 128 * mlp_parameter_count(64, (100,), 7)
+
+
+def test_replayed_hmc_takes_cuda_from_a_lower_work(monkeypatch):
+    """Trajectories replayed from CUDA graphs were faster on CUDA down to iris (issue 31,
+    H200): the lower threshold sends every measured set there, toy problems stay on the CPU."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    measured = {
+        "iris": 120 * mlp_parameter_count(4, (100,), 3),
+        "cancer": 455 * mlp_parameter_count(30, (100,), 2),
+        "digits": 884 * mlp_parameter_count(64, (100,), 7),
+    }
+    for work in measured.values():
+        assert resolve_device("auto", work=work, threshold=AUTO_CUDA_WORK_REPLAYED).type == "cuda"
+    toy = 60 * mlp_parameter_count(5, (8,), 2)
+    assert resolve_device("auto", work=toy, threshold=AUTO_CUDA_WORK_REPLAYED).type == "cpu"
+
+
+def test_the_threshold_follows_the_sampler():
+    """The lower threshold only where the trajectories are replayed: full-data HMC with the
+    leapfrog and a diagonal metric or none; NUTS, the split integrators, a dense metric and
+    the minibatch samplers run eagerly."""
+    replayed = [
+        HMCClassifier(device="auto"),
+        HMCRegressor(device="auto", sampler=HMC(n_steps=20)),
+        HMCClassifier(device="auto", sampler=HMC(metric=DiagonalMetric(torch.ones(3)))),
+        SplitHMCClassifier(device="auto", sampler=HMC(integrator="naive")),
+    ]
+    eager = [
+        HMCClassifier(device="auto", sampler="nuts"),
+        HMCClassifier(device="auto", sampler=NUTS()),
+        HMCClassifier(device="auto", sampler=HMC(metric=DenseMetric(torch.eye(3)))),
+        SplitHMCClassifier(device="auto"),
+        SGMCMCClassifier(device="auto"),
+    ]
+    assert all(e._auto_cuda_work() == AUTO_CUDA_WORK_REPLAYED for e in replayed)
+    assert all(e._auto_cuda_work() == AUTO_CUDA_WORK for e in eager)

@@ -23,6 +23,8 @@ from .._seeding import child, root_seed, torch_seed
 from .._state_checks import meta_module
 from .._threads import in_sampling_threads
 from .._utils import (
+    AUTO_CUDA_WORK,
+    AUTO_CUDA_WORK_REPLAYED,
     predict_device,
     resolve_device,
     resolve_dtype,
@@ -78,6 +80,8 @@ class BaseSamplingEstimator(
     # "full": samplers that evaluate the whole data set per gradient; "minibatch": those that
     # take a MinibatchTarget. A sampler declares its own as ``data_access``.
     _data_access = "full"
+    #: The integrator a sampler left at ``integrator=None`` takes on this family's target.
+    _integrator = "leapfrog"
 
     # -- to be provided by subclasses -------------------------------------------------------------
     def _prepare_targets(self, y, reset: bool):
@@ -232,7 +236,9 @@ class BaseSamplingEstimator(
         )
         targets, n_outputs = self._prepare_targets(y, reset=not continuing)
         device = resolve_device(
-            self.device, work=lambda: self._work_per_gradient(X.shape[0], X.shape[1], n_outputs)
+            self.device,
+            work=lambda: self._work_per_gradient(X.shape[0], X.shape[1], n_outputs),
+            threshold=self._auto_cuda_work(),
         )
         self._fit_device = str(device)  # where predictions run: "auto" is decided here, once
         dtype = resolve_dtype(self.dtype)
@@ -284,6 +290,16 @@ class BaseSamplingEstimator(
             generator_states=self._generator_states,
             inv_mass=self._inv_mass,
         )
+
+    def _auto_cuda_work(self) -> float:
+        """The work from which ``device="auto"`` takes CUDA: lower where the configured
+        sampler's trajectories are replayed from CUDA graphs (full-data HMC with the leapfrog),
+        which are faster there at every size measured."""
+        sampler = resolve_sampler(self.sampler) if self.device in (None, "auto") else None
+        replays = getattr(sampler, "replays_on_cuda", None)
+        if self._data_access == "full" and replays is not None and replays(self._integrator):
+            return AUTO_CUDA_WORK_REPLAYED
+        return AUTO_CUDA_WORK
 
     def _work_per_gradient(self, n_rows: int, n_features: int, n_outputs: int) -> float:
         """Forward multiply-adds of one gradient of all chains, for ``device="auto"``: rows

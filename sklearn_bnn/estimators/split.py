@@ -53,6 +53,7 @@ class _SplitParams(_TrajectoryParams):
     :class:`~sklearn_bnn.targets.SplitTarget`), which the samplers integrate with the
     symmetric split leapfrog unless told otherwise (its ``default_integrator``)."""
 
+    _integrator = "symmetric"
     _own_constraints: dict = {
         "n_splits": [Interval(Integral, 1, None, closed="left")],
         "split_size": [Interval(Integral, 1, None, closed="left"), None],

@@ -18,10 +18,14 @@ where CUDA is).
 
 Recorded only where it is sound: positions on a CUDA device, the plain leapfrog (or the naive
 split scheme, which is the same integrator), a diagonal or identity metric, and a target whose
-density cannot change under the recorded kernels. A Gibbs block that conditions the target
-makes a new target object at each transition; the graphs are recorded for one target object
-and, once a kernel has met more targets than :data:`MAX_TARGETS`, that kernel falls back to the
-eager path with one warning saying why. Any failure to record does the same.
+density cannot change under the recorded kernels. A Gibbs block that conditions the target (the
+learned noise precision, a hierarchical prior's precisions) makes a new copy of it at each
+transition: a :class:`~sklearn_bnn.targets.Target` names the tensors its copies differ by
+(``graph_inputs``) and what they share (``graph_family``), so the steps are recorded once on a
+copy of their own and each transition copies its values in before the replays. Any other
+target is recorded for one object; once a kernel has met more targets than
+:data:`MAX_TARGETS`, it falls back to the eager path with one warning saying why. Any failure
+to record does the same.
 """
 
 from __future__ import annotations
@@ -67,6 +71,12 @@ class _Recording:
     """
 
     def __init__(self, target, state, momentum, eps, metric, *, record: bool = True):
+        self.source = target
+        self.family = _family(target)
+        self.inputs = None
+        if self.family is not None:  # the recording reads its own copy of the inputs
+            self.inputs = tuple(None if t is None else t.detach().clone() for t in _inputs(target))
+            target = target.with_graph_inputs(self.inputs)
         self.target = target
         self.q = state.position.detach().clone()
         self.log_prob = state.log_prob.detach().clone()
@@ -123,9 +133,21 @@ class _Recording:
         else:
             graph.replay()
 
+    def reads(self, target) -> bool:
+        """Whether the recorded steps compute ``target``'s density: the target recorded on,
+        or a copy conditioned on inputs of the same shapes (then copied in by :meth:`run`)."""
+        if target is self.source:
+            return True
+        if self.family is None or not _same(_family(target), self.family):
+            return False
+        return all(
+            (a is None) == (b is None) and (a is None or a.shape == b.shape)
+            for a, b in zip(_inputs(target), self.inputs, strict=True)
+        )
+
     def matches(self, target, state: State, eps: torch.Tensor, metric) -> bool:
         q = state.position
-        if target is not self.target or q.shape != self.q.shape or q.dtype != self.q.dtype:
+        if not self.reads(target) or q.shape != self.q.shape or q.dtype != self.q.dtype:
             return False
         if q.device != self.q.device or eps.numel() != self.step.shape[0]:
             return False
@@ -133,8 +155,13 @@ class _Recording:
             return isinstance(metric, IdentityMetric)
         return isinstance(metric, DiagonalMetric) and metric.inv_mass.shape == self.inv_mass.shape
 
-    def run(self, state: State, momentum, eps, n_steps: int, metric):
-        """The trajectory: the start copied in, ``n_steps`` replays, the end copied out."""
+    def run(self, state: State, momentum, eps, n_steps: int, metric, target=None):
+        """The trajectory on ``target`` (the recorded one by default): its inputs and the
+        start copied in, ``n_steps`` replays, the end copied out."""
+        if self.inputs is not None and target is not None:
+            for buffer, value in zip(self.inputs, _inputs(target), strict=True):
+                if buffer is not None:
+                    buffer.copy_(value)
         self.step.copy_(eps.reshape(-1, 1))
         torch.mul(self.step, 0.5, out=self.half)
         if self.inv_mass is None:
@@ -151,6 +178,22 @@ class _Recording:
         self._replay(self.last, self.half)
         end = State(self.q.clone(), self.log_prob.clone(), self.grad.clone())
         return end, self.p.clone(), n_steps
+
+
+def _family(target):
+    family = getattr(target, "graph_family", None)
+    return None if family is None else family()
+
+
+def _inputs(target) -> tuple:
+    return target.graph_inputs()
+
+
+def _same(a, b) -> bool:
+    """Two graph families alike: every member the same object (numbers equal)."""
+    if a is None or b is None or len(a) != len(b):
+        return False
+    return all(x is y or (isinstance(x, float | int) and x == y) for x, y in zip(a, b, strict=True))
 
 
 class GraphedLeapfrog:
@@ -200,7 +243,7 @@ class GraphedLeapfrog:
         return isinstance(metric, DiagonalMetric) and isinstance(inv_mass, torch.Tensor)
 
     def _record(self, target, state, momentum, eps, metric):
-        if self.recording is not None and target is not self.recording.target:
+        if self.recording is not None and not self.recording.reads(target):
             self.targets_seen += 1
         if self.targets_seen >= MAX_TARGETS:
             self._turn_off(

@@ -26,7 +26,7 @@ from ._base import (
 from ._graphs import GraphedLeapfrog
 from ._registry import register_sampler
 from .chees import ChEESTrajectory
-from .geometry.euclidean import EuclideanMetric, as_metric, check_n_chains
+from .geometry.euclidean import DiagonalMetric, EuclideanMetric, as_metric, check_n_chains
 from .integrators import resolve_integrator
 
 __all__ = ["HMC", "HMCKernel", "check_metric", "metropolis_hastings"]
@@ -212,6 +212,16 @@ default=None
                 "target (use SplitHMCClassifier / SplitHMCRegressor), got "
                 f"{type(target).__name__}."
             )
+
+    def replays_on_cuda(self, default_integrator: str = "leapfrog") -> bool:
+        """Whether this sampler's trajectories are recorded once as CUDA graphs and replayed
+        on a GPU (:mod:`~sklearn_bnn.samplers._graphs`): the leapfrog (or the naive split
+        scheme, the same steps), with a diagonal metric or none. ``default_integrator`` is the
+        target's, taken when ``integrator`` is None."""
+        integrator = default_integrator if self.integrator is None else self.integrator
+        if integrator not in ("leapfrog", "naive"):
+            return False
+        return self.metric is None or isinstance(self.metric, DiagonalMetric)
 
     def build(self, target) -> HMCKernel:
         """The HMC kernel of this configuration on ``target``, once the settings are checked."""

@@ -313,7 +313,7 @@ class BatchedMLP:
             layer, below = self.layers[i], self.layers[i - 1]
             a = acts[i - 1]
             pieces.append(dz.sum(2))  # bias
-            pieces.append(_weight_grad(dz, a).view(C, -1))  # weight
+            pieces.append(_weight_grad(dz, a).reshape(C, -1))  # weight
             W = theta[:, layer.w].view(C, layer.n_out, layer.n_in)
             out = None if work is None else work[i - 1][1]
             da = torch.bmm(W.transpose(1, 2), dz, out=out)  # (C, n_in, n)

@@ -328,6 +328,43 @@ class Target:
         conditioned.prior_density = BoundGaussianPrior.per_chain(precision)
         return conditioned
 
+    # -- a Gibbs block's conditioned copies, for trajectories replayed from CUDA graphs -------
+    def graph_inputs(self) -> tuple:
+        """The tensors by which this target's conditioned copies differ: the per-chain noise
+        precision of the likelihood (C, n_out) and the per-chain prior precision (C, D), each
+        None where not conditioned. A trajectory recorded as a CUDA graph
+        (:mod:`sklearn_bnn.samplers._graphs`) on one copy replays on another of the same
+        :meth:`graph_family` once these are copied into the recording's own."""
+        noise = getattr(self.likelihood, "chain_precision", None)
+        tau = getattr(self.prior_density, "precision", None)
+        prior = tau if isinstance(tau, torch.Tensor) and tau.ndim == 2 else None
+        return (noise, prior)
+
+    def with_graph_inputs(self, inputs: tuple) -> Target:
+        """This target conditioned on ``inputs`` (as :meth:`graph_inputs` gives them)."""
+        noise, prior = inputs
+        out = self if noise is None else self.with_noise_precision(noise)
+        return out if prior is None else out.with_prior_precision(prior)
+
+    def graph_family(self) -> tuple | None:
+        """What every conditioned copy of one target shares (compared by identity): the
+        class, network, data, likelihood kind and fixed parameters, the prior where it is not
+        per chain, the temperature. None for a subclass (a split or minibatch target, whose
+        copies are not replayed across)."""
+        if type(self) is not Target:
+            return None
+        inputs = self.graph_inputs()
+        return (
+            self.network,
+            self.X,
+            self.y,
+            type(self.likelihood),
+            getattr(self.likelihood, "precision", None),
+            self.prior_density if inputs[1] is None else type(self.prior_density),
+            self.temperature,
+            self.batched_mlp,
+        )
+
     def split_draws(self, run):
         """``run`` with the names of the precisions its Gibbs blocks drew (kept as per-draw
         statistics) in ``run.hyperparameters``: a hierarchical prior's, then the learned

@@ -14,7 +14,7 @@ import warnings
 import pytest
 import torch
 
-from sklearn_bnn.likelihoods import Categorical
+from sklearn_bnn.likelihoods import Categorical, Gaussian
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import HMC, _graphs, run_chains
@@ -181,3 +181,76 @@ def test_the_recorded_step_freezes_a_divergence_as_the_leapfrog():
     torch.testing.assert_close(end_g.position, end.position, equal_nan=True)
     torch.testing.assert_close(p1_g, p1, equal_nan=True)
     assert not rec.live.item()
+
+
+def _regression_target(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(50, 3, generator=g)
+    y = (X[:, :1] - 0.5 * X[:, 1:2]) + 0.1 * torch.randn(50, 1, generator=g)
+    torch.manual_seed(seed)
+    net = FunctionalNetwork(MLP(3, (8,), 1))
+    return Target(net, X, y, Gaussian(1.0), GaussianPrior(1.0))
+
+
+def test_a_recording_replays_on_another_conditioned_copy():
+    """A Gibbs block's copies (noise and prior precisions per chain) share one recording: the
+    steps read the recording's own inputs, into which each copy's values are copied."""
+    base = _regression_target()
+    C, g = 2, torch.Generator().manual_seed(3)
+
+    def conditioned(seed):
+        gen = torch.Generator().manual_seed(seed)
+        noise = torch.rand(C, 1, generator=gen) * 50 + 1
+        prior = torch.rand(C, base.dim, generator=gen) + 0.5
+        return base.with_noise_precision(noise).with_prior_precision(prior)
+
+    first, second = conditioned(1), conditioned(2)
+    q = 0.2 * torch.randn(C, base.dim, generator=g)
+    p0 = torch.randn(C, base.dim, generator=g)
+    eps = torch.tensor([0.01, 0.02])
+    metric = as_metric(torch.ones(base.dim))
+    rec = _graphs._Recording(first, HMC().build(first).init(q), p0, eps, metric, record=False)
+    assert rec.target is not first and rec.reads(first) and rec.reads(second)
+    for target in (second, first, second):
+        state = HMC().build(target).init(q)
+        eager = leapfrog(target, state, p0, eps, 7, metric)
+        replayed = rec.run(state, p0, eps, 7, metric, target)
+        torch.testing.assert_close(replayed[0].position, eager[0].position, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(replayed[0].log_prob, eager[0].log_prob, rtol=1e-5, atol=1e-3)
+    # the inputs of the copies recorded on are not written to
+    assert not torch.equal(first.likelihood.chain_precision, second.likelihood.chain_precision)
+
+
+def test_a_recording_refuses_another_target():
+    """Another data set, another likelihood, a copy without per-chain precisions: not read."""
+    base, other = _regression_target(0), _regression_target(1)
+    noise = torch.full((2, 1), 4.0)
+    first = base.with_noise_precision(noise)
+    q = torch.zeros(2, base.dim)
+    metric = as_metric(torch.ones(base.dim))
+    state = HMC().build(first).init(q)
+    rec = _graphs._Recording(first, state, q, torch.full((2,), 0.01), metric, record=False)
+    assert rec.reads(base.with_noise_precision(2 * noise))
+    assert not rec.reads(other.with_noise_precision(noise))  # other data
+    assert not rec.reads(base)  # not conditioned: the likelihood's own precision
+    assert not rec.reads(base.with_noise_precision(torch.full((3, 1), 4.0)))  # other shape
+    assert not rec.reads(
+        base.with_noise_precision(noise).with_prior_precision(torch.ones(2, base.dim))
+    )
+
+
+@cuda
+def test_a_regressor_learning_its_noise_replays_without_warning():
+    """HMCRegressor's default learns the noise precision by a Gibbs block: one recording for
+    every transition's conditioned copy, no fallback."""
+    from sklearn_bnn import HMCRegressor
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(80, 3, generator=g).numpy()
+    y = X[:, 0] - X[:, 1] + 0.1 * torch.randn(80, generator=g).numpy()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="CUDA graphs are off")
+        warnings.filterwarnings("ignore", message="R-hat")
+        est = HMCRegressor(hidden_layer_sizes=(8,), n_warmup=30, n_draws=30, device="cuda")
+        est.set_params(random_state=0).fit(X, y)
+    assert est.score(X, y) > 0.5
