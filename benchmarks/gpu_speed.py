@@ -24,8 +24,8 @@ Sections:
    synthetic 160,000-row, 50-feature, 5-class set (5,605 parameters). The marginal cost of
    transitions from two budgets, so fixed costs cancel; a configuration whose predicted time
    (from one timed gradient) would not fit is reported as that prediction.
-2. ``auto``: which device ``device="auto"`` picks for each configuration
-   (``sklearn_bnn._utils.AUTO_CUDA_WORK``) against which one was faster.
+2. ``auto``: which device ``device="auto"`` picks for each configuration (replayed HMC:
+   ``sklearn_bnn._utils.AUTO_CUDA_WORK_REPLAYED``) against which one was faster.
 3. ``numpyro``: NumPyro's HMC with ``num_steps=50`` and ``trajectory_length = 50 * step``
    (with ``num_steps`` alone NumPyro keeps the trajectory length 2 pi and changes the step:
    numpyro issue 1678), at the same fixed step, same MLP, prior and data (digits), seconds per
@@ -39,6 +39,11 @@ Sections:
    ``torch.cuda.set_sync_debug_mode("warn")`` (one warning each) on cuda, and as host reads
    (``.item()``, ``.cpu()``, ``bool(t)``, ...) counted by a ``TorchFunctionMode`` on any
    device: a fixed-L transition, a warmup and a sampling transition of the loop.
+7. ``profile``: the GPU kernels of five transitions (one chain, digits), replayed and eager:
+   kernels per transition, their summed device time, the twelve that take the most.
+
+``--only`` runs some sections, ``--data`` and ``--chains`` narrow the transitions section
+(``benchmarks/results/gpu_h200_2026-11-27/`` holds the runs of 2026-11-27).
 """
 
 from __future__ import annotations
@@ -66,7 +71,12 @@ from torch.overrides import TorchFunctionMode
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sklearn_bnn import HMCClassifier, SGMCMCClassifier  # noqa: E402
-from sklearn_bnn._utils import AUTO_CUDA_WORK, mlp_parameter_count, resolve_device  # noqa: E402
+from sklearn_bnn._utils import (  # noqa: E402
+    AUTO_CUDA_WORK,
+    AUTO_CUDA_WORK_REPLAYED,
+    mlp_parameter_count,
+    resolve_device,
+)
 from sklearn_bnn.diagnostics import ess  # noqa: E402
 from sklearn_bnn.likelihoods import Categorical  # noqa: E402
 from sklearn_bnn.nets import MLP  # noqa: E402
@@ -237,7 +247,7 @@ def auto_section(rows):
         available = torch.cuda.is_available
         try:  # what "auto" would pick on a machine with CUDA
             torch.cuda.is_available = lambda: True
-            picked = resolve_device("auto", work=work).type
+            picked = resolve_device("auto", work=work, threshold=AUTO_CUDA_WORK_REPLAYED).type
         finally:
             torch.cuda.is_available = available
         faster = min(per_device, key=lambda d: per_device[d]["s_per_transition"])
