@@ -10,7 +10,7 @@ from sklearn_bnn import HMCClassifier, HMCRegressor
 from sklearn_bnn._persistence import load, save
 from sklearn_bnn.estimators.split import SplitHMCRegressor
 from sklearn_bnn.priors import HierarchicalPrior
-from sklearn_bnn.samplers import HMC, RMHMC, S3HMC
+from sklearn_bnn.samplers import HMC, NUTS, RMHMC, S3HMC
 from sklearn_bnn.samplers.init import MAPStart
 
 FAST = dict(
@@ -29,7 +29,11 @@ FAST = dict(
         HMCClassifier(
             prior_precision=HierarchicalPrior(scheme="gibbs"), sampler=HMC(n_steps=3), **FAST
         ),
-        HMCRegressor(prior_precision=HierarchicalPrior(scheme="gibbs"), sampler="nuts", **FAST),
+        HMCRegressor(
+            prior_precision=HierarchicalPrior(scheme="gibbs"),
+            sampler=NUTS(max_tree_depth=4),
+            **FAST,
+        ),
         HMCRegressor(
             prior_precision=HierarchicalPrior(interweave=2), sampler=HMC(n_steps=3), **FAST
         ),

@@ -13,6 +13,7 @@ from sklearn.preprocessing import StandardScaler
 import sklearn_bnn
 from sklearn_bnn import SGMCMCClassifier, SGMCMCRegressor
 from sklearn_bnn.samplers import GSGHMC, SAMPLERS, SGHMC
+from sklearn_bnn.samplers.init import MAPStart
 from sklearn_bnn.targets import MinibatchTarget
 
 
@@ -158,6 +159,7 @@ def test_memory_bounded_by_a_batch_on_a_memory_map(tmp_path, monkeypatch, sample
         batch_size=batch,
         n_warmup=0,
         n_draws=2,
+        init=MAPStart(n_steps=20),  # its batches go through the recorder too
         random_state=0,
     )
     with warnings.catch_warnings():
@@ -259,6 +261,7 @@ def test_recurrent_module_without_a_batching_rule(sampler, n_chains):
         n_warmup=2,
         n_draws=10,
         n_chains=n_chains,
+        init=MAPStart(n_steps=50),
         random_state=0,
     )
     if n_chains > 1:
