@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 from conftest import GaussianTarget, correlated_gaussian
 
@@ -60,3 +61,48 @@ def test_energy_error_is_second_order_on_harmonic_oscillator():
     for r in ratios:  # halving eps divides the error by ~4
         assert 3.5 < r < 4.5, ratios
     assert math.isclose(errors[-1], errors[0] / 64, rel_tol=0.2)
+
+
+@pytest.mark.parametrize("metric", ["diagonal", "dense"])
+def test_the_cpu_leapfrog_takes_the_device_leapfrogs_steps(monkeypatch, metric):
+    """The CPU's leapfrog (fused multiply-adds, a host read to stop a trajectory whose every
+    chain diverged) against the device path's (one rounding apart), float64; and both stop at
+    the same point when every chain leaves the finite region."""
+    from sklearn_bnn.samplers import DenseMetric, integrators
+    from sklearn_bnn.samplers.geometry.euclidean import as_metric
+
+    g = torch.Generator().manual_seed(0)
+    cov = torch.tensor([[1.0, 0.3, 0.0], [0.3, 2.0, 0.1], [0.0, 0.1, 0.5]], dtype=torch.float64)
+    prec = torch.linalg.inv(cov)
+
+    class Gauss:
+        def value_and_grad(self, theta):
+            return -0.5 * ((theta @ prec) * theta).sum(-1), -(theta @ prec)
+
+    m = (
+        as_metric(torch.tensor([1.0, 0.5, 2.0], dtype=torch.float64))
+        if metric == "diagonal"
+        else DenseMetric(cov)
+    )
+    q = torch.randn(4, 3, generator=g, dtype=torch.float64)
+    lp, grad = Gauss().value_and_grad(q)
+    state = State(q, lp, grad)
+    p0 = torch.randn(4, 3, generator=g, dtype=torch.float64)
+    p0_before = p0.clone()
+    eps = torch.tensor([0.1, 0.2, 0.05, 0.15], dtype=torch.float64)
+    host = integrators.leapfrog(Gauss(), state, p0, eps, 17, m)
+    monkeypatch.setattr(integrators, "HOST_BRANCH_ON_CPU", False)
+    device = integrators.leapfrog(Gauss(), state, p0, eps, 17, m)
+    torch.testing.assert_close(host[0].position, device[0].position, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(host[1], device[1], rtol=1e-12, atol=1e-12)
+    assert host[2] == device[2] == 17
+    assert torch.equal(p0, p0_before)  # the momentum given is not written to
+    # every chain diverges: both stop where it happened
+    big = torch.full((4,), 1e4, dtype=torch.float64)
+    stopped_device = integrators.leapfrog(Gauss(), state, p0 * 1e3, big, 40, m)
+    monkeypatch.setattr(integrators, "HOST_BRANCH_ON_CPU", True)
+    stopped_host = integrators.leapfrog(Gauss(), state, p0 * 1e3, big, 40, m)
+    assert not torch.isfinite(stopped_host[0].log_prob).any()
+    torch.testing.assert_close(
+        stopped_host[0].position, stopped_device[0].position, equal_nan=True, rtol=1e-9, atol=0
+    )
