@@ -263,7 +263,7 @@ class GraphedLeapfrog:
         self.recording = None
         warnings.warn(
             f"CUDA graphs are off for this sampler's trajectories: {reason}. Every leapfrog "
-            "step runs eagerly (same draws, more kernel launches).",
+            "step runs eagerly (the same sampler, more kernel launches).",
             RuntimeWarning,
             stacklevel=4,
         )

@@ -156,7 +156,6 @@ class _Record:
             self.chunk = int(min(self.MAX_CHUNK, max(1, self.STAGE_BYTES // per_draw)))
             self.stage = {}  # name -> device buffer (C, chunk, ...), made at first use
             self.stage_transitions = []  # (transition index, kept index or None) staged
-        self.n_staged_kept = 0
 
     def _put(self, name: str, host: torch.Tensor, index: int, slot: int, value) -> None:
         """``host[:, index] = value`` now (CPU), or staged in slot ``slot`` (accelerator)."""
