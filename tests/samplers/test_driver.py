@@ -217,7 +217,7 @@ def test_sample_adapts_a_diagonal_mass_for_a_named_sampler():
     def log_p(x):
         return -0.5 * ((x / scales) ** 2).sum()
 
-    kw = dict(n_warmup=300, n_draws=400, n_chains=2, random_state=0)
+    kw = dict(n_warmup=300, n_draws=250, n_chains=2, random_state=0)
 
     def ess_per_gradient(result):
         draws = result.draws.numpy()
