@@ -76,6 +76,9 @@ class Info(NamedTuple):
     step_size: torch.Tensor  # (C,)
     n_grad: float  # full-data gradient evaluations spent (per chain; a subset counts 1/M)
     extra: dict | None = None  # per-chain (C,) statistics of this kernel
+    # (start, end, end velocity (C, D), integration time (C,)) of the trajectory, for an
+    # adaptation of its length (kernels with ``adapts_trajectory``); not kept by the loop
+    trajectory: tuple | None = None
 
 
 class Kernel:
@@ -99,9 +102,14 @@ class Kernel:
         A metric (:mod:`.geometry`) the kernel uses instead of the loop's diagonal inverse mass:
         a user's fixed Euclidean metric, or RMHMC's position-dependent one. The loop then adapts
         no mass. None: the kernel takes the ``inv_mass`` the loop passes to :meth:`step`.
+    adapts_trajectory : bool
+        Whether the warmup adapts the kernel's integration time (HMC with
+        ``trajectory_length="auto"``): the loop then passes the adaptation's schedule to
+        every :meth:`step` as ``trajectory``, and the kernel reports ``Info.trajectory``.
     """
 
     adapts_step_size = True
+    adapts_trajectory = False
     sampler = None
     target = None
     metric = None
@@ -138,7 +146,8 @@ class Kernel:
         return ""
 
     def step(self, state, generator: torch.Generator, step_size=None, inv_mass=None):
-        """One transition for every chain: returns ``(state, info)``."""
+        """One transition for every chain: returns ``(state, info)``. A kernel with
+        :attr:`adapts_trajectory` also takes ``trajectory=``, the integration-time schedule."""
         raise NotImplementedError
 
     def acceptance(self, info: Info) -> torch.Tensor:

@@ -3,7 +3,8 @@
 The one loop of the package: the estimators and the public driver (:func:`.sample`) both run
 their kernels through :func:`run_chains`. It knows two protocols only: the kernel's
 (``step``, ``acceptance``, ``progress``) and the warmup adaptation's (``init``, ``update``,
-``final``, :mod:`.warmup`). Whatever a kernel reports in ``Info.extra`` is kept beside each draw.
+``final``, and ``trajectory`` for a kernel that ``adapts_trajectory``; :mod:`.warmup`). Whatever
+a kernel reports in ``Info.extra`` is kept beside each draw.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def run_chains(
         )
     record = _Record(state, n_draws, thin)
     record.eps, record.inv_mass = adaptation.init(kernel, state, generator)
+    if getattr(kernel, "adapts_trajectory", False):  # the warmup's schedule, every transition
+        record.step_options = {"trajectory": adaptation.trajectory}
     record.step_size_origin = getattr(adaptation, "step_size_origin", "given")
     record.target_accept = getattr(adaptation, "target_accept", None)
     bar = _Progress(
@@ -85,8 +88,9 @@ def _warm_up(kernel, generator, adaptation, n_warmup: int, record, bar) -> None:
     n_div = record.warmup_divergent
     for i in range(n_warmup):
         state, info = kernel.step(
-            record.state, generator, step_size=record.eps, inv_mass=record.inv_mass
-        )
+            record.state, generator, step_size=record.eps, inv_mass=record.inv_mass,
+            **record.step_options,
+        )  # fmt: skip
         record.n_grad += info.n_grad
         n_div += info.divergent.to(n_div.device)
         record.state, record.eps, record.inv_mass = adaptation.update(i, state, info)
@@ -99,8 +103,9 @@ def _draw(kernel, generator, n_draws: int, record, bar) -> None:
     n_div = torch.zeros_like(record.warmup_divergent)
     for i in range(n_draws):
         state, info = kernel.step(
-            record.state, generator, step_size=record.eps, inv_mass=record.inv_mass
-        )
+            record.state, generator, step_size=record.eps, inv_mass=record.inv_mass,
+            **record.step_options,
+        )  # fmt: skip
         record.state = state
         record.n_grad += info.n_grad
         record.transition(i, kernel, info)
@@ -134,6 +139,7 @@ class _Record:
         self.n_kept_max = n_draws // thin
         self.n_done, self.n_kept, self.n_grad, self.interrupted = 0, 0, 0, False
         self.eps = self.inv_mass = None
+        self.step_options = {}  # other arguments of every step (an adapted trajectory)
         self.step_size_origin, self.target_accept = "given", None
         self.draws = torch.empty((C, self.n_kept_max, D), dtype=dtype)
         self.log_probs = torch.empty((C, self.n_kept_max), dtype=dtype)

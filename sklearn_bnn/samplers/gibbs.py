@@ -75,6 +75,7 @@ class GibbsKernel(Kernel):
         self.target = inner.target
         self.metric = inner.metric
         self.adapts_step_size = inner.adapts_step_size
+        self.adapts_trajectory = inner.adapts_trajectory
 
     def _inner_state(self, state) -> State:
         return State(state.position, state.log_prob, state.grad)
@@ -107,21 +108,26 @@ class GibbsKernel(Kernel):
             return GibbsState(state.position, state.log_prob, state.grad, empty)
         return self._draw(state, generator)
 
-    def step(self, state: GibbsState, generator, step_size=None, inv_mass=None):
+    def step(self, state: GibbsState, generator, step_size=None, inv_mass=None, **options):
         """One inner transition given the block's values, then one draw of the values.
 
         The re-evaluation under the new values costs one gradient, counted in ``n_grad``; the
-        block's statistics join ``info.extra`` (kept beside each draw by the loop).
+        block's statistics join ``info.extra`` (kept beside each draw by the loop). Other
+        ``options`` (an adapted ``trajectory``) go to the inner kernel.
         """
         moved, info = self._on_values(state.values).step(
-            self._inner_state(state), generator, step_size=step_size, inv_mass=inv_mass
-        )
+            self._inner_state(state), generator, step_size=step_size, inv_mass=inv_mass,
+            **options,
+        )  # fmt: skip
         new = self._draw(moved, generator, state.values)
         extra = {**(info.extra or {}), **self.block.stats(new.values)}
         return new, info._replace(n_grad=info.n_grad + 1, extra=extra)
 
     def local_target(self, state):
         return self.block.condition(self.target, state.values)
+
+    def trajectory_schedule(self, n_warmup: int, step_size):
+        return self.inner.trajectory_schedule(n_warmup, step_size)
 
     def acceptance(self, info: Info) -> torch.Tensor:
         return self.inner.acceptance(info)

@@ -262,7 +262,10 @@ class HMCKernel(Kernel):
     (``n_steps``, ``trajectory_length``, ``step_jitter``, ...) is read from the sampler object,
     with the sampler's default and meaning; the kernel holds only what it derives from them or
     what a run changes: the default step size and inverse mass of a ``step``, the integrator
-    resolved against the target, the fixed metric on the positions' device, ChEES's state.
+    resolved against the target, the fixed metric on the positions' device. With
+    ``trajectory_length="auto"`` the integration time is not the kernel's: the warmup adapts it
+    (:class:`~.warmup.WindowAdaptation`, by ChEES) and passes its schedule to every
+    :meth:`step`, to which the kernel reports each trajectory's ends (``Info.trajectory``).
 
     Parameters
     ----------
@@ -290,9 +293,8 @@ class HMCKernel(Kernel):
         The sampler's fixed ``metric``, used by every step: the ``inv_mass`` arguments (here
         and of ``step``) are then ignored, and the sampling loop adapts no mass for this
         kernel.
-    chees : ChEESTrajectory or None
-        With ``trajectory_length="auto"``: the adaptation of the integration time that
-        :meth:`init` starts for the ``n_warmup`` transitions it is told of.
+    adapts_trajectory : bool
+        Whether the sampler's ``trajectory_length`` is ``"auto"``.
 
     Examples
     --------
@@ -323,8 +325,11 @@ class HMCKernel(Kernel):
         self.inv_mass = inv_mass
         self.metric = getattr(sampler, "metric", None)
         self.integrator = self._integrator()
-        self.chees = None
         self.graphed = GraphedLeapfrog()
+
+    @property
+    def adapts_trajectory(self) -> bool:
+        return _is_auto(self.trajectory_length)
 
     def _integrator(self):
         """The integrator of a trajectory: the sampler's, else the target's default one, else
@@ -332,18 +337,26 @@ class HMCKernel(Kernel):
         return resolve_integrator(integrator_for(self.sampler.integrator, self.target, "leapfrog"))
 
     def init(self, position, generator=None, *, n_warmup: int = 0) -> State:
-        """The state at ``position``; with ``trajectory_length="auto"``, a fresh ChEES
-        adaptation over the next ``n_warmup`` transitions (shared by this kernel's copies)."""
+        """The state at ``position``; with ``trajectory_length="auto"``, after checking that
+        there are chains to adapt the time across."""
         state = super().init(position, generator, n_warmup=n_warmup)
-        if _is_auto(self.trajectory_length):
+        if self.adapts_trajectory:
             if state.position.shape[0] < 2:
                 raise ValueError(
                     "trajectory_length='auto' adapts the integration time across chains "
                     "(ChEES) and needs at least 2 chains run together: set n_chains >= 2, "
                     "run as one batched computation (n_jobs=None)."
                 )
-            self.chees = ChEESTrajectory(n_warmup, self.initial_time, self.max_steps)
         return state
+
+    def trajectory_schedule(self, n_warmup: int, step_size: torch.Tensor) -> ChEESTrajectory:
+        """The adaptation of this kernel's integration time over ``n_warmup`` transitions
+        (the warmup's to update), starting from ``initial_time``, else ``n_steps`` times the
+        mean of the first ``step_size`` (C,)."""
+        schedule = ChEESTrajectory(n_warmup, self.initial_time, self.max_steps)
+        if schedule.log_time is None:
+            schedule.start(self.n_steps * float(step_size.double().mean()))
+        return schedule
 
     def _metric(self, state: State, inv_mass):
         """The metric of this step: the fixed ``metric`` (on the state's device and dtype,
@@ -375,19 +388,14 @@ class HMCKernel(Kernel):
 
     def trajectory_steps(self, eps: torch.Tensor, generator: torch.Generator) -> int:
         """Leapfrog steps of the next trajectory: ``n_steps`` (jittered by
-        ``n_steps_jitter``), or the jittered integration time over the mean step size (one
-        uniform from ``generator`` either way; none for a fixed ``n_steps``).
+        ``n_steps_jitter``), or the jittered ``trajectory_length`` over the mean step size (one
+        uniform from ``generator`` either way; none for a fixed ``n_steps``). An adapted time
+        takes its steps from its schedule instead (:meth:`step`).
 
         The count is a Python int, so a jittered one reads the host once per transition,
         before the trajectory is queued: the uniform and whatever device value it needs (the
-        mean step size, ChEES's time) in one transfer. A fixed ``n_steps`` reads nothing.
+        mean step size, the adapted time) in one transfer. A fixed ``n_steps`` reads nothing.
         """
-        if self.chees is not None:
-            mean_eps = eps.double().mean()
-            if self.chees.log_time is None:  # the first transition of a run
-                self.chees.start(self.n_steps * float(mean_eps))
-            n, self._chees_time = self.chees.steps_and_time(mean_eps, generator)
-            return n
         if self.trajectory_length is None:
             if not self.n_steps_jitter:
                 return self.n_steps
@@ -409,7 +417,14 @@ class HMCKernel(Kernel):
         u = torch.rand(eps.shape, generator=generator, dtype=eps.dtype, device=eps.device)
         return eps * (1 + self.step_jitter * (2 * u - 1))
 
-    def step(self, state: State, generator: torch.Generator, step_size=None, inv_mass=None):
+    def step(
+        self,
+        state: State,
+        generator: torch.Generator,
+        step_size=None,
+        inv_mass=None,
+        trajectory=None,
+    ):
         """One HMC transition for every chain.
 
         Parameters
@@ -422,6 +437,9 @@ class HMCKernel(Kernel):
         inv_mass : tensor (D,) or (C, D), or metric, optional
             Overrides the kernel's inverse mass for this transition (ignored when the kernel
             has a fixed ``metric``).
+        trajectory : ChEESTrajectory, optional
+            With ``trajectory_length="auto"`` (required then): the schedule of the integration
+            time, which the warmup adapts (:meth:`trajectory_schedule`).
 
         Returns
         -------
@@ -431,8 +449,17 @@ class HMCKernel(Kernel):
         eps = self._step_size(state, step_size)
         metric = self._metric(state, inv_mass)
         q = state.position
-        n_steps = self.trajectory_steps(eps, generator)
-        if self.chees is None:  # ChEES jitters the time itself (see HMC's step_jitter)
+        time = None
+        if self.adapts_trajectory:  # the schedule jitters the time itself (see step_jitter)
+            if trajectory is None:
+                raise ValueError(
+                    "trajectory_length='auto': the integration time is adapted by the warmup; "
+                    "run the kernel through run_chains or sample(), or pass the schedule of "
+                    "kernel.trajectory_schedule(n_warmup, step_size) as trajectory=."
+                )
+            n_steps, time = trajectory.steps_and_time(eps.double().mean(), generator)
+        else:
+            n_steps = self.trajectory_steps(eps, generator)
             eps = self._jittered(eps, generator)
         p0 = sample_momentum(q.shape, metric, generator, dtype=q.dtype, device=q.device)
         proposal, p1, n_grad = self.graphed(  # recorded and replayed on a GPU (_graphs.py)
@@ -443,14 +470,11 @@ class HMCKernel(Kernel):
         new_state, accept_prob, accepted, energy_error, divergent = metropolis_hastings(
             state, proposal, h0, h1, generator, self.divergence_threshold
         )
-        extra = None
+        extra, ends = None, None
         if self.trajectory_length is not None or self.n_steps_jitter:  # the steps taken
             extra = {"n_steps": torch.full_like(accept_prob, n_steps, dtype=torch.long)}
-        if self.chees is not None:
-            extra["trajectory_time"] = torch.full(
-                accept_prob.shape, self._chees_time, dtype=torch.float64
-            )
-            self.chees.update(
-                q, proposal.position, metric.velocity(p1), n_steps * eps, accept_prob, divergent
-            )
-        return new_state, Info(accept_prob, accepted, energy_error, divergent, eps, n_grad, extra)
+        if time is not None:
+            extra["trajectory_time"] = torch.full(accept_prob.shape, time, dtype=torch.float64)
+            ends = (q, proposal.position, metric.velocity(p1), n_steps * eps)
+        info = Info(accept_prob, accepted, energy_error, divergent, eps, n_grad, extra, ends)
+        return new_state, info

@@ -1,14 +1,17 @@
 """Warmup as an object the sampling loop calls: ``init``, ``update`` per transition, ``final``.
 
-The loop knows nothing of dual averaging or mass windows; it asks its adaptation for the state to
-go on from and the step size and inverse mass of the next transition (BlackJAX's
-``window_adaptation`` has the same three-part shape). :class:`WindowAdaptation` is Stan's scheme,
-the default: the starting step size of Hoffman & Gelman (2014, Algorithm 4), dual averaging
-toward ``target_accept`` (Algorithm 5) with the rescue of chains whose step size collapses, and,
-with ``adapt_mass``, a diagonal inverse mass per chain estimated over Stan's slow windows, dual
-averaging restarting at the end of each (the pieces are in :mod:`.adaptation`). Another scheme
-is any object with the same three methods, passed to :func:`~sklearn_bnn.samplers.run_chains`
-as ``adaptation``.
+The loop knows nothing of dual averaging, mass windows or trajectory lengths; it asks its
+adaptation for the state to go on from and the step size and inverse mass of the next transition
+(BlackJAX's ``window_adaptation`` has the same three-part shape), and, for a kernel whose
+integration time is adapted (``kernel.adapts_trajectory``), the adaptation's ``trajectory``
+schedule. :class:`WindowAdaptation` is Stan's scheme, the default: the starting step size of
+Hoffman & Gelman (2014, Algorithm 4), dual averaging toward ``target_accept`` (Algorithm 5) with
+the rescue of chains whose step size collapses, and, with ``adapt_mass``, a diagonal inverse
+mass per chain estimated over Stan's slow windows, dual averaging restarting at the end of each
+(the pieces are in :mod:`.adaptation`); beside the step size, the integration time of HMC with
+``trajectory_length="auto"`` climbs ChEES (:mod:`.chees`). Another scheme is any object with the
+same three methods (and ``trajectory``, for such kernels), passed to
+:func:`~sklearn_bnn.samplers.run_chains` as ``adaptation``.
 """
 
 from __future__ import annotations
@@ -51,6 +54,13 @@ class WindowAdaptation:
         stochastic-gradient kernels), which keep the identity.
     inv_mass : tensor (D,) or (C, D), optional
         The starting inverse mass (identity by default).
+
+    Attributes
+    ----------
+    trajectory : ChEESTrajectory or None
+        For a kernel with ``adapts_trajectory`` (HMC with ``trajectory_length="auto"``), once
+        :meth:`init` has run: the integration time, adapted across chains by ChEES over the
+        ``n_warmup`` transitions and fixed after them; None for other kernels.
     """
 
     def __init__(
@@ -91,6 +101,9 @@ class WindowAdaptation:
             self._eps = torch.as_tensor(step_size).to(device, dtype).expand(C).clone()
         self._prepare_windows(kernel.target, device)
         self._rescued, self._n_chains = [], C
+        self.trajectory = None
+        if getattr(kernel, "adapts_trajectory", False):
+            self.trajectory = kernel.trajectory_schedule(self.n_warmup, self._eps)
         return self._eps, self._inv_mass
 
     @property
@@ -139,7 +152,10 @@ class WindowAdaptation:
         """Take warmup transition ``i`` (from 0) into account. Returns the state to go on from
         (a chain whose step size collapsed restarts from a healthy chain's state and
         adaptation, :func:`~.adaptation.rescue_collapsed_chains`), and the step size and
-        inverse mass of the next transition."""
+        inverse mass of the next transition; the trajectory's ends move the adapted
+        integration time (:attr:`trajectory`)."""
+        if self.trajectory is not None:
+            self.trajectory.update(*info.trajectory, info.accept_prob, info.divergent)
         if self._adapt:
             self._averager.update(info.accept_prob)
             state, restarts = rescue_collapsed_chains(self._averager, state)

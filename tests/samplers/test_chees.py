@@ -10,6 +10,7 @@ from test_hmc_kernel import _moments_within_mc_error
 
 from sklearn_bnn.samplers import HMC, run_chains
 from sklearn_bnn.samplers.chees import ChEESTrajectory, chees_gradient
+from sklearn_bnn.samplers.warmup import WindowAdaptation
 
 
 def _adapted_time(target, sigma, seed, n_chains=32, n_warmup=500):
@@ -18,8 +19,9 @@ def _adapted_time(target, sigma, seed, n_chains=32, n_warmup=500):
     g = torch.Generator().manual_seed(seed)
     start = sigma * torch.randn(n_chains, target.dim, generator=g, dtype=torch.float64)
     state = kernel.init(start, g, n_warmup=n_warmup)
-    run = run_chains(kernel, state, g, n_warmup=n_warmup, n_draws=20, step_size="auto")
-    return kernel.chees.time, run
+    adaptation = WindowAdaptation(n_warmup)  # the time adapts beside the step size
+    run = run_chains(kernel, state, g, n_warmup=n_warmup, n_draws=20, adaptation=adaptation)
+    return adaptation.trajectory.time, run
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -55,11 +57,12 @@ def test_the_gradient_estimate_points_to_the_maximum(seed):
         kernel = sampler.build(target)
         g = torch.Generator().manual_seed(seed)
         state = kernel.init(sigma * torch.randn(64, dim, generator=g, dtype=torch.float64), g)
-        kernel.chees = _RecordingTrajectory(10**6, x * sigma, max_steps=1000)
-        kernel.chees.gradients = []
+        schedule = _RecordingTrajectory(10**6, x * sigma, max_steps=1000)
+        schedule.gradients = []
         for _ in range(300):  # |z| 6.3-9.4 and 24-28 over seeds 0-7
-            state, _ = kernel.step(state, g)
-        grads = np.array(kernel.chees.gradients)
+            state, info = kernel.step(state, g, trajectory=schedule)
+            schedule.update(*info.trajectory, info.accept_prob, info.divergent)
+        grads = np.array(schedule.gradients)
         z = grads.mean() / (grads.std() / np.sqrt(len(grads)))
         assert sign * z > 3, (x, z)
 
@@ -118,10 +121,27 @@ def test_the_step_size_is_not_jittered_per_chain():
     kernel = HMC(trajectory_length="auto", step_jitter=0.5).build(target)
     g = torch.Generator().manual_seed(0)
     state = kernel.init(torch.zeros(4, 3, dtype=torch.float64), g, n_warmup=5)
+    schedule = kernel.trajectory_schedule(5, torch.full((4,), 0.1, dtype=torch.float64))
     for _ in range(5):
-        state, info = kernel.step(state, g, step_size=0.1)
+        state, info = kernel.step(state, g, step_size=0.1, trajectory=schedule)
         assert torch.all(info.step_size == 0.1)
     assert kernel.progress(info).startswith("T=")  # the progress bar shows the time
+
+
+def test_an_adapted_time_is_the_warmups_and_a_kernel_stepped_alone_is_told_so():
+    target = correlated_gaussian(3)
+    kernel = HMC(trajectory_length="auto").build(target)
+    assert kernel.adapts_trajectory and not HMC(n_steps=5).build(target).adapts_trajectory
+    g = torch.Generator().manual_seed(0)
+    state = kernel.init(torch.zeros(4, 3, dtype=torch.float64), g, n_warmup=5)
+    with pytest.raises(ValueError, match="adapted by the warmup"):
+        kernel.step(state, g, step_size=0.1)
+    # through the loop, the warmup's schedule moves during warmup and stays fixed after it
+    adaptation = WindowAdaptation(30)
+    run = run_chains(kernel, state, g, n_warmup=30, n_draws=10, adaptation=adaptation)
+    assert adaptation.trajectory.count == 30 and not adaptation.trajectory.adapting
+    times = run.draw_stats["trajectory_time"]
+    assert torch.allclose(times, torch.full_like(times, adaptation.trajectory.time))
 
 
 def test_one_chain_is_refused_with_a_message_naming_the_remedy():

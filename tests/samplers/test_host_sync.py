@@ -175,7 +175,8 @@ def test_a_jittered_step_count_is_one_read_per_transition(case):
 
 def test_chees_reads_once_per_transition():
     """ChEES: the uniform, the mean step size and the adapted time in one read; its Adam
-    step on the device (the run's first transition also reads the first step size)."""
+    step, taken by the warmup from the trajectory's ends, on the device (the schedule's start
+    reads the first step size once, before the first transition)."""
     target, _ = _gaussian_state(C=4)
     sampler = HMC(step_size=0.2, n_steps=5, trajectory_length="auto", step_jitter=0.0)
     kernel = sampler.build(target)
@@ -183,10 +184,12 @@ def test_chees_reads_once_per_transition():
     state = kernel.init(torch.zeros(4, 4, dtype=F64), g, n_warmup=10)
     eps = torch.full((4,), 0.2, dtype=F64)
     inv_mass = torch.ones(4, dtype=F64)
-    state, _ = kernel.step(state, g, step_size=eps, inv_mass=inv_mass)
+    schedule = kernel.trajectory_schedule(10, eps)
     with counting() as counter:
         for _ in range(4):
-            state, _ = kernel.step(state, g, step_size=eps, inv_mass=inv_mass)
+            state, info = kernel.step(state, g, step_size=eps, inv_mass=inv_mass,
+                                      trajectory=schedule)  # fmt: skip
+            schedule.update(*info.trajectory, info.accept_prob, info.divergent)
     assert counter.calls == ["tolist"] * 4
 
 
