@@ -81,14 +81,18 @@ def test_regressor_reproduces_bayesian_linear_regression_posterior():
 
 def test_classifier_on_digits_is_accurate_and_close_to_point_estimate_nll():
     # The default posterior (T = 1, N(0, 1) prior, one chain of 500 + 500 transitions) with its
-    # default held-out temperature (calibration="temperature", docs/hmc.md "Calibration").
-    # Measured over random_state 0-3 (MLP: NLL 0.112, ECE 0.015): accuracy 0.970-0.983, NLL
-    # 0.069-0.081 (better than the MLP's on every seed), ECE 0.016-0.029: the calibrated HMC
-    # beats the MLP on NLL but not on ECE (the issue's second goal is still missed), so ECE is
-    # bounded at what the default achieves.
+    # default held-out temperature (calibration="temperature", docs/hmc.md "Calibration"), on
+    # digits 0-6 (the panel's and the speed benchmarks' subset; 884 training rows, 30 % less
+    # time than all ten classes, to keep the suite under 15 minutes). Measured over
+    # random_state 0-3 (MLP: NLL 0.098): accuracy 0.984-0.987, NLL 0.036-0.051, ECE
+    # 0.012-0.026, ESS of the log density 81-167, worst prediction R-hat 1.036-1.050. On all ten
+    # classes (MLP: NLL 0.112, ECE 0.015) the same bounds held with accuracy 0.970-0.983, NLL
+    # 0.069-0.081 and ECE 0.016-0.029, so ECE is bounded at what the default achieves there.
     from sklearn.neural_network import MLPClassifier
 
     X, y = load_digits(return_X_y=True)
+    keep = y < 7
+    X, y = X[keep], y[keep]
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
     scaler = StandardScaler().fit(Xtr)
     Xtr, Xte = scaler.transform(Xtr), scaler.transform(Xte)
@@ -100,16 +104,14 @@ def test_classifier_on_digits_is_accurate_and_close_to_point_estimate_nll():
     nll_hmc, nll_mlp = negative_log_likelihood(yte, p_hmc), negative_log_likelihood(yte, p_mlp)
     assert nll_hmc <= nll_mlp, (nll_hmc, nll_mlp)
     assert expected_calibration_error(yte, p_hmc) < 0.04
-    # Convergence. One chain of this 7,000-weight network has a log-density ESS of about 20, and
-    # the split R-hat of a stationary chain that short is noisy: for simulated AR(1) chains of
-    # 500 draws with bulk ESS 23 it exceeded 1.1 in 20 % and 1.2 in 4 % of 400 runs, so
-    # "rhat_log_prob < 1.1" was seed luck (1.01-1.12 over seeds 0-3). What the check guards
-    # against is a chain that does not mix the log density, as with 20 leapfrog steps. Over
-    # random_state 0-3, default (50 steps) against n_steps=20: ESS of the log density 17.8-41.5
-    # against 2.3-17.6; rank-normalised R-hat of the predictions (64 rows x 10 classes)
-    # 1.03-1.10 against 1.12-1.28. The bounds below fail for n_steps=20 on seeds 0, 2 and 3.
+    # Convergence. The split R-hat of one short stationary chain is noisy (for simulated AR(1)
+    # chains of 500 draws with bulk ESS 23 it exceeded 1.1 in 20 % and 1.2 in 4 % of 400 runs),
+    # so the check guards against a chain that does not mix the log density, as with 20
+    # leapfrog steps. On digits 0-6 over random_state 0-2, n_steps=20 gave ESS 7.2, 27.4 and 3.5
+    # (and NLL up to 0.189) against the default's 81-167: the ESS bound fails n_steps=20 on
+    # every seed and holds the default with a factor of 2.
     diag = clf.diagnostics_
-    assert diag["ess_bulk_log_prob"] >= 10, diag["ess_bulk_log_prob"]
+    assert diag["ess_bulk_log_prob"] >= 40, diag["ess_bulk_log_prob"]
     assert diag["rhat_predictions_max"] < 1.2, diag["rhat_predictions_max"]
 
 
