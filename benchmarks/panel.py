@@ -142,9 +142,13 @@ QUICK_SETS = ("digits", "breast_cancer", "gap1d")
 CLASSIFIERS = ("hmc", "split_hmc", "sgmcmc", "mc_dropout", "lcbnn", "mlp", "ensemble5", "hgb",
                "laplace")
 REGRESSORS = ("hmc", "split_hmc", "sgmcmc", "mc_dropout", "plannet", "mlp", "ensemble5", "hgb")
-PACKAGE_MODELS = ("hmc", "split_hmc", "sgmcmc", "mc_dropout", "lcbnn", "plannet")
+#: Candidate defaults under study: a package model with some settings changed. Run only when
+#: named in ``--models`` (``--models hmc hmc_tanh``), on both tasks.
+VARIANTS = {"hmc_tanh": ("hmc", {"activation": "tanh"})}
+PACKAGE_MODELS = ("hmc", "split_hmc", "sgmcmc", "mc_dropout", "lcbnn", "plannet", *VARIANTS)
 LABELS = {
     "hmc": "HMC",
+    "hmc_tanh": "HMC, tanh",
     "split_hmc": "split HMC",
     "sgmcmc": "SG-MCMC",
     "mc_dropout": "MC dropout",
@@ -314,7 +318,11 @@ def laplace_available() -> bool:
 
 
 def make_model(task: str, name: str, seed: int):
-    """The final estimator of the pipeline: defaults, only ``random_state`` set."""
+    """The final estimator of the pipeline: defaults, only ``random_state`` set (a
+    :data:`VARIANTS` entry: its base model with the variant's settings)."""
+    if name in VARIANTS:
+        base, settings = VARIANTS[name]
+        return make_model(task, base, seed).set_params(**settings)
     if task == "classification":
         table = {
             "hmc": HMCClassifier,
@@ -598,7 +606,7 @@ def run(args):
     done = done_keys(out_path)
     for dataset in args.datasets:
         task = "classification" if dataset in CLASSIFICATION_SETS else "regression"
-        allowed = CLASSIFIERS if task == "classification" else REGRESSORS
+        allowed = (CLASSIFIERS if task == "classification" else REGRESSORS) + tuple(VARIANTS)
         names = [m for m in args.models if m in allowed]
         for seed in range(args.splits if dataset in UCI_DATASETS else args.seeds):
             for model_name in names:
