@@ -1,4 +1,4 @@
-"""HMC and NUTS with the rescaling moves sample the same posterior as without them.
+"""HMC with the rescaling moves samples the same posterior as without them.
 
 A [1, 3, 1] ReLU network on 10 points (Gaussian noise of precision 25): HMC with and without
 the unit- (and, under a hierarchical prior, layer-) rescaling Gibbs blocks must agree on the
@@ -16,7 +16,7 @@ from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import GaussianPrior, HierarchicalPrior
-from sklearn_bnn.samplers import HMC, NUTS, RunConfig
+from sklearn_bnn.samplers import HMC, RunConfig
 from sklearn_bnn.samplers._chains import run_sampler
 from sklearn_bnn.samplers.init import MAPStart
 from sklearn_bnn.targets import FunctionalNetwork, Target
@@ -67,15 +67,17 @@ def _z(a, b):
     [
         (HMC(n_steps=10), GaussianPrior(1.0)),
         (HMC(n_steps=10), HierarchicalPrior()),
-        (NUTS(max_tree_depth=5), HierarchicalPrior()),
     ],
-    ids=["hmc-fixed", "hmc-hierarchical", "nuts-hierarchical"],
+    ids=["hmc-fixed", "hmc-hierarchical"],
 )
 def test_the_moves_leave_the_posterior_unchanged(sampler, prior):
     # seed 0 (with the moves) against 1 (without): the largest z of the 5 predictions and the
     # 4 precisions, with 1,000 draws a chain, 1.4 (HMC, fixed prior), 1.1 (HMC, hierarchical),
-    # 1.4 (NUTS, hierarchical); 45-90 s each on a loaded 2-core machine. With 500 (the z is in
-    # units of its own Monte Carlo error, so the bound keeps its meaning), half the time.
+    # 1.4 (NUTS of depth 5, hierarchical); 45-90 s each on a loaded 2-core machine. With 500
+    # (the z is in units of its own Monte Carlo error, so the bound keeps its meaning), half
+    # the time. The moves are Gibbs blocks whatever kernel moves the weights between them, so
+    # the NUTS case (57 s, the suite's second slowest test) was dropped; NUTS with Gibbs blocks
+    # is checked against exact marginals in test_hierarchical_gibbs.py.
     with_moves = _run(sampler, prior, True, seed=0, n_draws=500)
     without = _run(sampler, prior, False, seed=1, n_draws=500)
     z = [_z(a, b) for a, b in zip(with_moves, without, strict=True)]
