@@ -59,7 +59,7 @@ def run_chains(
     record = _Record(state, n_draws, thin)
     record.eps, record.inv_mass = adaptation.init(kernel, state, generator)
     if getattr(kernel, "adapts_trajectory", False):  # the warmup's schedule, every transition
-        record.step_options = {"trajectory": adaptation.trajectory}
+        record.step_options = {"trajectory": getattr(adaptation, "trajectory", None)}
     record.step_size_origin = getattr(adaptation, "step_size_origin", "given")
     record.target_accept = getattr(adaptation, "target_accept", None)
     bar = _Progress(

@@ -71,6 +71,7 @@ class WindowAdaptation:
         self.target_accept = target_accept
         self.adapt_mass = adapt_mass
         self.inv_mass = inv_mass
+        self.trajectory = None
 
     def init(self, kernel, state, generator: torch.Generator):
         """The step size (C,) and inverse mass of the first transition from ``state``."""
