@@ -88,6 +88,7 @@ MCMC_ESTIMATORS = [
     SplitHMCRegressor(
         n_splits=2, init=MAPStart(n_steps=100), sampler=_hmc(integrator="symmetric"), **FAST
     ),
+    # depth 2: R^2 0.93-0.96 on check_regressors_train's data over random_state 0-3 (its 0.5)
     HMCRegressor(sampler=NUTS(max_tree_depth=2), **FAST),
     HMCRegressor(sampler=_hmc(trajectory_length="auto"), n_chains=2, **FAST),
     SGMCMCClassifier(sampler=SGHMC(step_size=0.01), calibration=None, **SG_FAST),
@@ -99,7 +100,8 @@ MCMC_ESTIMATORS = [
     # random_state 0-15 passes 48/48 (its 3 variants), R^2 = 0.878-0.922 against its 0.5.
     SGMCMCRegressor(sampler=SGHMC(step_size=0.005), **SG_FAST),
     # no calibration stage (the HMC instances above check it): the bridged fit is the slowest,
-    # so it also runs half the transitions (15 + 15)
+    # so it also runs half the transitions (15 + 15): accuracy 0.93-0.98 on
+    # check_classifiers_train's blobs over random_state 0-3, against its 0.83
     HMCClassifier(
         **{**FAST, "calibration": None, "sampler": BridgedHMC(n_split_params=1, n_steps=5),
            "n_draws": 15, "n_warmup": 15}
