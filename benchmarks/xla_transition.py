@@ -16,7 +16,10 @@ rescale moves, the gradient cached between steps) and the Metropolis test:
 
 Seconds per transition after warm-up, the median of interleaved repeats, ratios from the same
 run; each thread setting runs in its own process (XLA reads its thread flags at import):
-torch's default threads with XLA's default, then one thread for both. Subnormal floats are
+torch's default threads with XLA's default, then one thread for both. At the default setting
+the last column times ours again at the threads a fit of the model would choose
+(``sklearn_bnn._threads``: one per 2.5e8 multiply-adds of a forward pass), which is how users
+run it: digits at up to 8 chains takes one thread whatever torch's default. Subnormal floats are
 flushed to zero in torch's calling thread, as the package's fits do and as XLA does. The load
 average is read at the start and end of each chain count. JAX is imported here only, never
 by the package.
@@ -53,10 +56,13 @@ def digits():
 
 
 # -- ours ----------------------------------------------------------------------------------------
-def ours(X, y, theta0, eps, n_steps, batched=True):
-    """A closure running one transition of the package's HMC kernel, and its acceptances."""
+def ours(X, y, theta0, eps, n_steps, batched=True, fit_threads=False):
+    """A closure running one transition of the package's HMC kernel, and its acceptances;
+    with ``fit_threads``, at the torch threads a fit of this model would choose
+    (:func:`sklearn_bnn._threads.sampling_threads`: rows x parameters x chains)."""
     import torch
 
+    from sklearn_bnn._threads import sampling_threads
     from sklearn_bnn.likelihoods import Categorical
     from sklearn_bnn.nets import MLP
     from sklearn_bnn.priors import GaussianPrior
@@ -71,8 +77,14 @@ def ours(X, y, theta0, eps, n_steps, batched=True):
     box = {"state": kernel.init(torch.as_tensor(theta0), generator)}
     accepts = []
 
+    work = X.shape[0] * theta0.shape[1] * theta0.shape[0]
+
     def step():
-        box["state"], info = kernel.step(box["state"], generator)
+        if fit_threads:
+            with sampling_threads(work):
+                box["state"], info = kernel.step(box["state"], generator)
+        else:
+            box["state"], info = kernel.step(box["state"], generator)
         accepts.append(float(info.accept_prob.mean()))
 
     return step, accepts
@@ -162,6 +174,8 @@ def worker(args):
     """Time every chain count at one thread setting; print one JSON line per count."""
     import torch
 
+    from sklearn_bnn._threads import threads_for
+
     if args.threads != "default":
         torch.set_num_threads(int(args.threads))
     torch.set_flush_denormal(True)  # as a fit does (sklearn_bnn._utils), and as XLA does
@@ -173,6 +187,8 @@ def worker(args):
             "ours": ours(X, y, theta0, args.step_size, args.n_steps),
             "general": ours(X, y, theta0, args.step_size, args.n_steps, batched=False),
         }
+        if args.threads == "default":  # as a fit runs: at the threads it picks for the model
+            runs["fit"] = ours(X, y, theta0, args.step_size, args.n_steps, fit_threads=True)
         load = [os.getloadavg()[0]]
         for step, _ in runs.values():  # compile (JAX) and warm caches
             for _ in range(args.warmup):
@@ -187,6 +203,7 @@ def worker(args):
             "threads": args.threads,
             "torch_threads": torch.get_num_threads(),
             "chains": C,
+            "fit_threads": threads_for(X.shape[0] * theta0.shape[1] * C),
             "load": load,
             **{name: statistics.median(w for w, _ in t) for name, t in times.items()},
             **{f"cpu_{name}": statistics.median(c for _, c in t) for name, t in times.items()},
@@ -223,8 +240,9 @@ def table(rows: list[dict]) -> str:
     seconds, less sensitive to other jobs on a shared machine) beside them."""
     head = (
         "| threads | chains | JAX s | ours s | ours / JAX | general s | general / JAX | "
-        "CPU ours / JAX | CPU general / JAX | accept (JAX, ours) | load |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        "CPU ours / JAX | CPU general / JAX | accept (JAX, ours) | load | "
+        "ours at a fit's threads: s / JAX |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     )
     lines = [head]
     for r in rows:
@@ -235,7 +253,12 @@ def table(rows: list[dict]) -> str:
             f"{r['general'] / r['jax']:.2f}x | {r['cpu_ours'] / r['cpu_jax']:.2f}x | "
             f"{r['cpu_general'] / r['cpu_jax']:.2f}x | "
             f"{r['accept_jax']:.2f}, {r['accept_ours']:.2f} | "
-            f"{r['load'][0]:.1f}-{r['load'][1]:.1f} |"
+            f"{r['load'][0]:.1f}-{r['load'][1]:.1f} | "
+            + (
+                f"{r['fit']:.4f} / {r['fit'] / r['jax']:.2f}x ({r['fit_threads']} thread(s)) |"
+                if "fit" in r
+                else "|"
+            )
         )
     return "\n".join(lines)
 

@@ -140,6 +140,8 @@ class BatchedMLP:
     def __init__(self, layers: list[_Layer], dim: int):
         self.layers = layers
         self.dim = dim
+        #: sizes of the flat vector's pieces, in order: each layer's weight, then its bias
+        self.sizes = [size for layer in layers for size in (layer.n_out * layer.n_in, layer.n_out)]
         self._cache = {}  # derived copies of the data, per data tensor (see _derived)
         self._work = {}  # workspaces, per (C, n, dtype, device)
 
@@ -216,11 +218,50 @@ class BatchedMLP:
         """
         theta = theta.detach()
         C = theta.shape[0]
+        if C == 1 and theta.device.type == "cpu":
+            return self._one_chain(theta, X, y, likelihood)
         X1t = self._inputs_with_ones(X)
-        work = self._workspace(C, X1t)
+        work = self._workspace(C, X1t.shape[1], X1t)
         zs, acts, f = self._forward(theta, X1t, work)
         value, d_out = self._likelihood(f, y, likelihood, C)
         grad = self._backward(theta, X1t, zs, acts, d_out, work)
+        return value, grad
+
+    def _one_chain(self, theta, X, y, likelihood):
+        """:meth:`log_likelihood_and_grad` of one chain on the CPU, in as few operations as
+        the products allow (a small network's gradient there costs its operations as much as
+        its arithmetic): each layer's bias is added by its product (:func:`torch.addmm`), and
+        each gradient is written straight into its place in the flat vector. A GPU keeps the
+        batched form, whose trajectory is replayed as a graph (the number of operations does
+        not count there) and whose product layouts were measured on it (:func:`_weight_grad`)."""
+        n = X.shape[0]
+        params = theta.view(-1).split(self.sizes)
+        work = self._workspace(1, n, X)
+        last = len(self.layers) - 1
+        inputs = self._derived("xt", X, lambda: X.t().contiguous())  # (n_in, n)
+        hidden = []  # (z, a) of each hidden layer, (width, n)
+        for i, layer in enumerate(self.layers):
+            W = params[2 * i].view(layer.n_out, layer.n_in)
+            b = params[2 * i + 1].view(layer.n_out, 1)
+            out = None if work is None or i == last else work[i][0][0]
+            z = torch.addmm(b, W, inputs, out=out)
+            if i < last:
+                inputs = layer.activate(z)
+                hidden.append((z, inputs))
+        value, d_out = self._likelihood(z.unsqueeze(0), y, likelihood, 1)
+        grad = torch.empty_like(theta)
+        pieces = grad.view(-1).split(self.sizes)
+        dz = d_out[0]
+        for i in range(last, -1, -1):
+            layer = self.layers[i]
+            torch.sum(dz, 1, out=pieces[2 * i + 1])
+            below = hidden[i - 1][1].t() if i else X  # (n, n_in)
+            torch.mm(dz, below, out=pieces[2 * i].view(layer.n_out, layer.n_in))
+            if i:
+                W = params[2 * i].view(layer.n_out, layer.n_in)
+                out = None if work is None else work[i - 1][1][0]
+                da = torch.mm(W.t(), dz, out=out)
+                dz = self.layers[i - 1].backward_through(da, *hidden[i - 1])
         return value, grad
 
     def _inputs_with_ones(self, X: torch.Tensor) -> torch.Tensor:
@@ -254,22 +295,22 @@ class BatchedMLP:
     #: Largest workspace kept between calls, in bytes; above it buffers are allocated per call.
     max_workspace_bytes = 2**27
 
-    def _workspace(self, C: int, X1t: torch.Tensor):
+    def _workspace(self, C: int, n: int, like: torch.Tensor):
         """Per hidden layer, the buffers (C, width, n) of its activation and of the gradient
-        with respect to it, reused from one call to the next (a fresh large allocation costs
-        its page faults on every call on a CPU); None when they would be too large to keep.
-        Only this object writes them, and nothing handed out is a view of them."""
-        n = X1t.shape[1]
-        key = (C, n, X1t.dtype, X1t.device)
+        with respect to it, in ``like``'s dtype and device, reused from one call to the next
+        (a fresh large allocation costs its page faults on every call on a CPU); None when
+        they would be too large to keep. Only this object writes them, and nothing handed out
+        is a view of them."""
+        key = (C, n, like.dtype, like.device)
         if key in self._work:
             return self._work[key]
         widths = [layer.n_out for layer in self.layers[:-1]]
-        size = 2 * C * n * sum(widths) * X1t.element_size()
+        size = 2 * C * n * sum(widths) * like.element_size()
         if size > self.max_workspace_bytes:
             return None
         if len(self._work) >= 4:  # a few sizes at a time (a split target's subsets)
             self._work.clear()
-        buffers = [(X1t.new_empty((C, h, n)), X1t.new_empty((C, h, n))) for h in widths]
+        buffers = [(like.new_empty((C, h, n)), like.new_empty((C, h, n))) for h in widths]
         self._work[key] = buffers
         return buffers
 
