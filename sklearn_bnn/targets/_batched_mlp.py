@@ -8,6 +8,9 @@ autograd: the chain dimension is carried through batched matrix products
 activation's derivative, the likelihood's derivative with respect to the network's output),
 and every layer's gradient lands in the target's flat layout. The first layer, whose input is
 shared by all chains, is one ordinary matrix product for all of them, forward and backward.
+One chain on the CPU takes a leaner form of the same computation (plain products, no
+concatenations: :meth:`BatchedMLP._one_chain`), as there a small network's gradient costs its
+number of operations as much as its arithmetic.
 
 Compared with ``vmap`` over ``functional_call`` and autograd this removes the fixed cost per
 call (graph building, batching rules) and keeps every product a plain BLAS call. The
@@ -235,7 +238,7 @@ class BatchedMLP:
         batched form, whose trajectory is replayed as a graph (the number of operations does
         not count there) and whose product layouts were measured on it (:func:`_weight_grad`)."""
         n = X.shape[0]
-        params = theta.view(-1).split(self.sizes)
+        params = theta.reshape(-1).split(self.sizes)
         work = self._workspace(1, n, X)
         last = len(self.layers) - 1
         inputs = self._derived("xt", X, lambda: X.t().contiguous())  # (n_in, n)
