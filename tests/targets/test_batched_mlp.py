@@ -289,3 +289,13 @@ def test_the_gpu_forms_equal_the_general_path(kind, c):
     ref_value, ref_grad = _general(target, theta.cpu())
     torch.testing.assert_close(value.cpu(), ref_value, rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(grad.cpu(), ref_grad, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("n_chains", [1, 5])
+def test_without_a_workspace(n_chains):
+    """Past ``max_workspace_bytes`` every buffer is allocated per call: the same values."""
+    target = _target(hidden=(6, 5))
+    target._batched().max_workspace_bytes = 0
+    theta = _positions(target, n_chains)
+    _check(target, theta)
+    assert not target._batched()._work
