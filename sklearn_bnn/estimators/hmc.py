@@ -232,7 +232,7 @@ class HMCRegressor(SamplingRegressorMixin, _TrajectoryParams, BaseSamplingEstima
         n_warmup=500,
         sampler="hmc",
         thin=1,
-        n_chains=1,
+        n_chains=4,
         n_jobs=None,
         rescale_moves=True,
         init="map",

@@ -159,7 +159,7 @@ def test_warm_start_continues_with_learned_noise():
     )
     reg.fit(X, y).fit(X, y)
     tau = reg.samples_.stats["noise_precision"]
-    assert tau.shape == (1, 40)
+    assert tau.shape == (reg.n_chains, 40)
     assert 0.1 < reg.noise_std_ < 0.4
     assert torch.all(tau[:, :20] / tau[:, 20:].mean() < 10)  # both halves in y units
 

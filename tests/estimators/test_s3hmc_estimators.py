@@ -100,6 +100,7 @@ def test_rmhmc_on_a_small_network():
         sampler=RMHMC(n_steps=2),
         n_draws=4,
         n_warmup=4,
+        n_chains=1,
         dtype="float64",
         random_state=0,
         noise_precision=50.0,

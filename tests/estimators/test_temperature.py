@@ -35,12 +35,13 @@ def test_temperature_one_reproduces_the_untempered_draws():
     reg_kw = dict(noise_precision=4.0, normalize_y=False)
     # The reference predates the step-size jitter (HMC's step_jitter=0.5 default since): the
     # fixed trajectory it drew with, on the split estimator with its own integrator too; and
-    # the rescaling moves (rescale_moves=True default since), which these ReLU nets would take.
+    # the rescaling moves (rescale_moves=True default since), which these ReLU nets would take;
+    # and the regressor's one chain (n_chains=4 default since).
     fixed = HMC(n_steps=10, step_jitter=0.0)
     split_fixed = HMC(n_steps=10, step_jitter=0.0, integrator="symmetric")
     fits = {
         "classifier": HMCClassifier(**kw, sampler=fixed).fit(X, yc),
-        "regressor": HMCRegressor(**reg_kw, **kw, sampler=fixed).fit(X, yr),
+        "regressor": HMCRegressor(**reg_kw, **kw, sampler=fixed, n_chains=1).fit(X, yr),
         "split": SplitHMCRegressor(**reg_kw, n_splits=3, **kw, sampler=split_fixed).fit(X, yr),
     }
     for name, est in fits.items():
