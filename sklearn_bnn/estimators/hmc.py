@@ -43,8 +43,12 @@ _PARAMS_DOC = """
         the integration time across chains (ChEES; docs/hmc.md).
     thin : int, default=1
         Keep every ``thin``-th draw.
-    n_chains : int, default=1
-        Independent chains, run as one batched computation; their draws are pooled.
+    n_chains : int, default=1 (classifier), 4 (regressor)
+        Independent chains, run as one batched computation; their draws are pooled. The
+        regressor runs four: chains from different MAP starts settle in different modes, and
+        their pooled predictions raised the test log-likelihood on every UCI set of the panel
+        (docs/benchmarks.md, "Four chains for the regressors") at about twice the fit time of
+        one on a CPU.
     n_jobs : int, default=None
         How the chains run: None as one batched computation in this process (fastest on one
         machine); an int as one joblib job per chain, that many at a time (-1: one per core; 1:
