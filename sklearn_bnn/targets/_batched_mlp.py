@@ -241,8 +241,8 @@ class BatchedMLP:
         params = theta.reshape(-1).split(self.sizes)
         work = self._workspace(1, n, X)
         last = len(self.layers) - 1
-        inputs = self._derived("xt", X, lambda: X.t().contiguous())  # (n_in, n)
-        hidden = []  # (z, a) of each hidden layer, (width, n)
+        Xt = self._derived("xt", X, lambda: X.t().contiguous())  # (n_in, n)
+        inputs, hidden = Xt, []  # hidden: (z, a) of each hidden layer, (width, n)
         for i, layer in enumerate(self.layers):
             W = params[2 * i].view(layer.n_out, layer.n_in)
             b = params[2 * i + 1].view(layer.n_out, 1)
@@ -258,7 +258,9 @@ class BatchedMLP:
         for i in range(last, -1, -1):
             layer = self.layers[i]
             torch.sum(dz, 1, out=pieces[2 * i + 1])
-            below = hidden[i - 1][1].t() if i else X  # (n, n_in)
+            # (n, n_in), a transposed view of a feature-major block either way: MKL's kernel
+            # for this layout took 87 us against 127 for the row-major X on concrete (n_in 8)
+            below = (hidden[i - 1][1] if i else Xt).t()
             torch.mm(dz, below, out=pieces[2 * i].view(layer.n_out, layer.n_in))
             if i:
                 W = params[2 * i].view(layer.n_out, layer.n_in)
