@@ -168,7 +168,8 @@ def test_predict_samples_through_pipelines():
         warnings.simplefilter("ignore", RuntimeWarning)
         pipe = make_pipeline(StandardScaler(), _tiny_hmc()).fit(X, y)
     draws = predict_samples(pipe, X[:7])
-    assert draws.shape == (pipe[-1].n_chains * 20, 7)  # every chain's draws, pooled
+    assert pipe[-1].samples_.n_chains == 4  # the regressors' default
+    assert draws.shape == (4 * 20, 7)  # every chain's draws, pooled
     np.testing.assert_allclose(draws, pipe[-1].predict_samples(pipe[0].transform(X[:7])))
     np.testing.assert_allclose(predict_samples(pipe[-1], pipe[0].transform(X[:7])), draws)
     nested = make_pipeline(FunctionTransformer().fit(X), pipe)  # fitted steps, not refitted
