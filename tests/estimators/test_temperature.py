@@ -44,9 +44,11 @@ def test_temperature_one_reproduces_the_untempered_draws():
         "regressor": HMCRegressor(**reg_kw, **kw, sampler=fixed, n_chains=1).fit(X, yr),
         "split": SplitHMCRegressor(**reg_kw, n_splits=3, **kw, sampler=split_fixed).fit(X, yr),
     }
+    # rtol 1e-6, not bit for bit: another CPU's BLAS rounds float64 products differently, and
+    # 14 transitions carry that forward; a sampler that changed gives draws apart by O(0.1)
     for name, est in fits.items():
         np.testing.assert_allclose(
-            est.samples_.draws[0, -1, :6].numpy(), REFERENCE[name], rtol=1e-9, err_msg=name
+            est.samples_.draws[0, -1, :6].numpy(), REFERENCE[name], rtol=1e-6, err_msg=name
         )
 
 
