@@ -82,9 +82,9 @@ from sklearn_bnn.likelihoods import Categorical  # noqa: E402
 from sklearn_bnn.nets import MLP  # noqa: E402
 from sklearn_bnn.priors import GaussianPrior  # noqa: E402
 from sklearn_bnn.samplers import HMC as OurHMC  # noqa: E402
-from sklearn_bnn.samplers import _graphs, run_chains  # noqa: E402
+from sklearn_bnn.samplers import SGHMC, _graphs, _sg_graphs, run_chains  # noqa: E402
 from sklearn_bnn.samplers.init import MAPStart  # noqa: E402
-from sklearn_bnn.targets import FunctionalNetwork, Target  # noqa: E402
+from sklearn_bnn.targets import FunctionalNetwork, MinibatchTarget, Target  # noqa: E402
 
 N_STEPS = 50
 HIDDEN = 100
@@ -280,7 +280,7 @@ def jax_potential(X, y, shapes):
     return potential
 
 
-def numpyro_section(X, y, device, clock, smoke):
+def numpyro_section(X, y, device, clock, smoke, with_ess=True):
     try:
         import jax
         import numpyro
@@ -341,7 +341,28 @@ def numpyro_section(X, y, device, clock, smoke):
             out[f"ratio_{C}ch"] = out[f"ours_fixed_{C}ch_s"] / out[f"numpyro_fixed_{C}ch_s"]
         except Exception as exc:  # noqa: BLE001
             out[f"fixed_{C}ch_error"] = repr(exc)
+    # the same products at the same precision: XLA's default float32 dot on these cards may
+    # round its inputs to TF32, torch's does not; each side timed at the other's setting too
+    for C in (1,) if smoke else (1, 8):
+        try:
+            with jax.default_matmul_precision("highest"):
+                t1, _ = numpyro_seconds(fixed(), 0, n1, C)
+                t2, _ = numpyro_seconds(fixed(), 0, n2, C)
+            out[f"numpyro_fixed_{C}ch_highest_s"] = (t2 * n2 - t1 * n1) / (n2 - n1)
+            positions = theta0[None].to(device).repeat(C, 1)
+            tf32 = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = True
+            try:
+                out[f"ours_fixed_{C}ch_tf32_s"] = time_transitions(
+                    target, positions, device, n1, n2
+                )
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+        except Exception as exc:  # noqa: BLE001
+            out[f"precision_{C}ch_error"] = repr(exc)
     print_row("numpyro", out)
+    if not with_ess:
+        return out
 
     n_warmup, n_draws = (20, 20) if smoke else (100, 100)
     ess_rows = []
@@ -423,31 +444,115 @@ def estimator_section(X, y, X_te, y_te, device, smoke):
 
 
 # -- 5. sgmcmc -------------------------------------------------------------------------------
-def sgmcmc_section(X, y, devices, clock, smoke):
+def sgmcmc_section(X, y, devices, clock, smoke, sg_sets):
+    """Seconds per sampling epoch of ``SGMCMCClassifier`` at its defaults (but a random start),
+    on cuda with the minibatch step replayed from a CUDA graph (``path="graphs"``, the
+    default) and launched eagerly (``path="eager"``), and on the CPU; then the host
+    synchronisations of one SGHMC transition (an epoch) on cuda, replayed."""
     rows = []
     for device in devices:
-        row = dict(device=device, rows=len(X))
+        for path in ["graphs", "eager"] if device == "cuda" else ["default"]:
+            row = dict(device=device, path=path, rows=len(X))
+            _sg_graphs.ENABLED = path != "eager"
+            try:
+                budgets = (2, 4) if smoke else (2, 6)
+                times = []
+                for n_draws in budgets:
+                    if not clock.fits(30):
+                        raise TimeoutError("budget")
+                    clf = SGMCMCClassifier(
+                        device=device, init="random", n_warmup=1, n_draws=n_draws, random_state=0
+                    )
+                    start = time.perf_counter()
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        clf.fit(X, y)
+                    times.append(time.perf_counter() - start)
+                row["s_per_epoch"] = (times[1] - times[0]) / (budgets[1] - budgets[0])
+                row["graph_warnings"] = [
+                    str(w.message) for w in caught if "CUDA graphs" in str(w.message)
+                ]
+                row["note"] = f"defaults but init='random'; marginal over {budgets} sampling epochs"
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = repr(exc)
+                row["traceback"] = traceback.format_exc()
+                print(row["traceback"])
+            finally:
+                _sg_graphs.ENABLED = True
+            rows.append(row)
+            print_row("sgmcmc", row)
+    for name, (Xd, yd) in sg_sets.items():
+        for device in devices:
+            for C in (1, 8):
+                for path in ["graphs", "eager"] if device == "cuda" else ["default"]:
+                    row = dict(sg_steps=name, device=device, path=path, chains=C, rows=len(Xd))
+                    _sg_graphs.ENABLED = path != "eager"
+                    try:
+                        if not clock.fits(20):
+                            raise TimeoutError("budget")
+                        row.update(sg_step_seconds(Xd, yd, device, C, 20 if smoke else 200))
+                    except Exception as exc:  # noqa: BLE001
+                        row["error"] = repr(exc)
+                    finally:
+                        _sg_graphs.ENABLED = True
+                    rows.append(row)
+                    print_row("sgmcmc", row)
+    if "cuda" in devices or smoke:
         try:
-            budgets = (2, 4) if smoke else (2, 6)
-            times = []
-            for n_draws in budgets:
-                if not clock.fits(30):
-                    raise TimeoutError("budget")
-                clf = SGMCMCClassifier(
-                    device=device, init="random", n_warmup=1, n_draws=n_draws, random_state=0
-                )
-                start = time.perf_counter()
-                clf.fit(X, y)
-                times.append(time.perf_counter() - start)
-            row["s_per_epoch"] = (times[1] - times[0]) / (budgets[1] - budgets[0])
-            row["note"] = f"defaults but init='random'; marginal over {budgets} sampling epochs"
+            rows.append(sg_syncs(X[:20_000], y[:20_000], devices[0]))
+            print_row("sgmcmc", rows[-1])
         except Exception as exc:  # noqa: BLE001
-            row["error"] = repr(exc)
-            row["traceback"] = traceback.format_exc()
-            print(row["traceback"])
-        rows.append(row)
-        print_row("sgmcmc", row)
+            rows.append(dict(syncs_error=repr(exc), traceback=traceback.format_exc()))
     return rows
+
+
+def sg_kernel(X, y, device, n_steps=None):
+    torch.manual_seed(0)
+    net = FunctionalNetwork(MLP(X.shape[1], (HIDDEN,), int(y.max()) + 1), device=device)
+    target = MinibatchTarget(net, X, y, Categorical(), GaussianPrior(1.0), batch_size=128)
+    return net, SGHMC(step_size=1e-3, n_steps=n_steps).build(target)
+
+
+def sg_step_seconds(X, y, device, C, n_steps):
+    """Seconds per SGHMC minibatch step (batches of 128), the kernel alone: marginal over
+    transitions of ``n_steps`` and ``3 n_steps`` steps after one that warms up (and records)."""
+    times = []
+    for n in (n_steps, n_steps, 3 * n_steps):
+        net, kernel = sg_kernel(X, y, device, n)
+        g = torch.Generator(device=device).manual_seed(0)
+        start_pos = net.initial_position()[None].repeat(C, 1)
+        state = kernel.init(start_pos, g)
+        ones = torch.ones(net.dim, device=device)
+        state, _ = kernel.step(state, g, step_size=1e-3, inv_mass=ones)  # records on cuda
+        sync(device)
+        start = time.perf_counter()
+        kernel.step(state, g, step_size=1e-3, inv_mass=ones)
+        sync(device)
+        times.append(time.perf_counter() - start)
+    replayed = kernel.graphs.recording is not None and kernel.graphs.recording.graph is not None
+    return dict(
+        s_per_step=(times[2] - times[1]) / (2 * n_steps),
+        work=128 * net.dim * C,
+        replayed=replayed,
+    )
+
+
+def sg_syncs(X, y, device):
+    """CUDA synchronisations of one SGHMC transition (an epoch of batches of 128) on cuda,
+    steps replayed, after a first transition that records them."""
+    net, kernel = sg_kernel(X, y, device)
+    g = torch.Generator(device=device).manual_seed(0)
+    state = kernel.init(net.initial_position()[None], g)
+    ones = torch.ones(net.dim, device=device)
+    state, _ = kernel.step(state, g, step_size=1e-3, inv_mass=ones)
+    sync(device)
+    syncs, reads = count_syncs(lambda: kernel.step(state, g, step_size=1e-3, inv_mass=ones), device)
+    return dict(
+        sg_transition_steps=kernel.n_steps,
+        cuda_syncs=syncs,
+        host_reads=reads,
+        replayed=kernel.graphs.recording is not None and kernel.graphs.recording.graph is not None,
+    )
 
 
 # -- 6. syncs --------------------------------------------------------------------------------
@@ -626,6 +731,11 @@ def main(argv=None):
     parser.add_argument(
         "--chains", default="1,8,32,128", help="chain counts on cuda (the CPU runs 1 and 8)"
     )
+    parser.add_argument(
+        "--no-ess",
+        action="store_true",
+        help="numpyro section: the fixed-step timings only (no warmed-up ESS runs)",
+    )
     args = parser.parse_args(argv)
     only = None if args.only is None else set(args.only.split(","))
     global N_STEPS
@@ -670,6 +780,19 @@ def main(argv=None):
     timed = {k: v for k, v in data.items() if k in args.data.split(",")}
     guarded(results, "syncs", clock, 10, lambda: syncs_section(*data["digits"][:2], main_device))
     guarded(
+        results,
+        "sgmcmc",
+        clock,
+        20,
+        lambda: sgmcmc_section(
+            *data["160k"][:2],
+            devices,
+            clock,
+            args.smoke,
+            {k: data[k][:2] for k in ("digits", "160k")},
+        ),
+    )
+    guarded(
         results, "profile", clock, 20, lambda: profile_section(*data["digits"][:2], main_device)
     )
     guarded(
@@ -685,7 +808,9 @@ def main(argv=None):
         "numpyro",
         clock,
         60,
-        lambda: numpyro_section(*data["digits"][:2], main_device, clock, args.smoke),
+        lambda: numpyro_section(
+            *data["digits"][:2], main_device, clock, args.smoke, with_ess=not args.no_ess
+        ),
     )
     guarded(
         results,
@@ -693,13 +818,6 @@ def main(argv=None):
         clock,
         20 if args.smoke else 150,
         lambda: estimator_section(*data["160k"], main_device, args.smoke),
-    )
-    guarded(
-        results,
-        "sgmcmc",
-        clock,
-        20,
-        lambda: sgmcmc_section(*data["160k"][:2], devices, clock, args.smoke),
     )
     results["meta"]["total_s"] = time.perf_counter() - clock.start
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ._base import Info, Kernel, State
+from ._sg_graphs import GraphedSGSteps, _Drawn
 from .sg_integrators import (
     cosine_step_size,
     euler_momentum,
@@ -209,9 +210,12 @@ class _UnadjustedKernel(_SGKernel):
     plain expressions bit for bit.
     """
 
+    draws_per_step = 1  # normal draws of the position's shape per minibatch step
+
     def __init__(self, sampler, target):
         super().__init__(sampler, target)
         self._bind(target)
+        self.graphs = GraphedSGSteps()  # on a GPU: the step recorded once, replayed (shared)
 
     def _bind(self, target) -> None:
         # per step only the likelihood's value where the target can leave the prior out (the
@@ -235,6 +239,29 @@ class _UnadjustedKernel(_SGKernel):
         mass = None if bool((inv_mass == 1).all()) else (inv_mass, inv_mass.rsqrt())
         T = self.temperature
         m = self._momentum(theta, inv_mass, generator, T)
+        replayed = None
+        if self.graphs.applies(self, theta):
+            replayed = self.graphs.transition(self, theta, value, grad, m, eps0, mass, generator)
+        if replayed is None:
+            theta, value, grad, n_div = self._eager_steps(
+                theta, value, grad, m, eps0, inv_mass, mass, generator
+            )
+        else:
+            theta, value, grad, n_div = replayed
+        self._transition += 1
+        moved = n_div < self.n_steps
+        if self._split is not None:  # a chain that never moved keeps its full value
+            full = value + self.target.log_prior(theta)
+            value = full if bool(moved.all()) else torch.where(moved, full, value)
+        zeros = torch.zeros(C, dtype=theta.dtype, device=theta.device)
+        accept = 1.0 - n_div.to(theta.dtype) / self.n_steps
+        info = self._info(eps0, accept, moved, zeros, n_div > 0, n_div)
+        return State(theta, value, grad), info
+
+    def _eager_steps(self, theta, value, grad, m, eps0, inv_mass, mass, generator):
+        """The transition's minibatch steps launched one by one (the CPU's path), with one
+        host read per step to test for a divergence."""
+        C, T = theta.shape[0], self.temperature
         work = _Scratch(theta)
         n_div = torch.zeros(C, dtype=torch.long, device=theta.device)
         scheduled = self.warmup_step_size is not None and self._transition < self.n_warmup
@@ -259,15 +286,7 @@ class _UnadjustedKernel(_SGKernel):
             value = torch.where(ok, new_value, value)
             grad = torch.where(keep, new_grad, grad)
             m.copy_(torch.where(keep, m, self._momentum(theta, inv_mass, generator, T)))
-        self._transition += 1
-        moved = n_div < self.n_steps
-        if self._split is not None:  # a chain that never moved keeps its full value
-            full = value + self.target.log_prior(theta)
-            value = full if bool(moved.all()) else torch.where(moved, full, value)
-        zeros = torch.zeros(C, dtype=theta.dtype, device=theta.device)
-        accept = 1.0 - n_div.to(theta.dtype) / self.n_steps
-        info = self._info(eps0, accept, moved, zeros, n_div > 0, n_div)
-        return State(theta, value, grad), info
+        return theta, value, grad, n_div
 
     @staticmethod
     def _all_finite(value, grad, theta) -> bool:
@@ -277,7 +296,10 @@ class _UnadjustedKernel(_SGKernel):
         return math.isfinite(float(total.sum() if total.shape[0] > 1 else total))
 
     def _noise(self, work, generator):
-        """N(0, 1) draws into ``work.noise``: the numbers ``torch.randn`` would give."""
+        """N(0, 1) draws into ``work.noise``: the numbers ``torch.randn`` would give (a replayed
+        step takes the draws made before its replay instead)."""
+        if isinstance(generator, _Drawn):
+            return generator.take()
         return work.noise.normal_(generator=generator)
 
     @staticmethod
@@ -308,8 +330,12 @@ class SGHMCKernel(_UnadjustedKernel):
     """SGHMC with the Euler-Maruyama, OBABO or skew-symmetric update (seeds/004 Table 1)."""
 
     def __init__(self, sampler, target):
-        super().__init__(sampler, target)
         self.integrator = sampler.integrator
+        super().__init__(sampler, target)
+        self.draws_per_step = 2 if self.integrator == "obabo" else 1
+
+    def _bind(self, target) -> None:
+        super()._bind(target)
         if self.integrator == "skew":  # the value is that of the midpoint: computed there
             self._split, self._evaluate = None, target.batch_value_and_grad
 

@@ -158,8 +158,10 @@ class MinibatchTarget(Target):
         """
         X, y = self.batch(rows)
         scale = self.n_data / X.shape[0]
-        # grad[(N/B) l_B + log p] = (N/B) grad[l_B + (B/N) log p]
-        if theta.shape[0] == 1 and self.temperature == 1:  # the scaling in the copy-out pass
+        # grad[(N/B) l_B + log p] = (N/B) grad[l_B + (B/N) log p]; one chain on the CPU takes
+        # the flat module's pass with the scaling in its copy-out; a GPU the batched form, whose
+        # minibatch step is replayed from a CUDA graph (samplers/_sg_graphs.py)
+        if theta.shape[0] == 1 and self.temperature == 1 and theta.device.type == "cpu":
             flat, theta = self._flat_module(), theta.detach().view(-1)
             with torch.enable_grad():
                 log_lik, grad = flat.log_likelihood_and_grad(
@@ -168,6 +170,14 @@ class MinibatchTarget(Target):
             return scale * log_lik.view(1), grad.view(1, -1)
         log_lik, grad = self.log_likelihood_and_grad(theta, X, y, 1.0 / scale)
         return scale * log_lik, grad.mul_(scale)
+
+    def graph_family(self) -> tuple | None:
+        """As :meth:`Target.graph_family`, with the batch size and residency: a minibatch
+        step recorded as a CUDA graph (:mod:`sklearn_bnn.samplers._sg_graphs`) on one
+        conditioned copy replays on another. None for a subclass."""
+        if type(self) is not MinibatchTarget:
+            return None
+        return (*self._family_members(), self.batch_size, self.resident)
 
     def log_prior(self, theta: torch.Tensor) -> torch.Tensor:
         """log p(w) at ``theta`` (C, D): the term :meth:`batch_value_and_grad` adds to the

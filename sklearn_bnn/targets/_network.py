@@ -349,10 +349,13 @@ class Target:
     def graph_family(self) -> tuple | None:
         """What every conditioned copy of one target shares (compared by identity): the
         class, network, data, likelihood kind and fixed parameters, the prior where it is not
-        per chain, the temperature. None for a subclass (a split or minibatch target, whose
-        copies are not replayed across)."""
+        per chain, the temperature. None for a subclass (a split target, whose copies are not
+        replayed across; a minibatch target has its own)."""
         if type(self) is not Target:
             return None
+        return self._family_members()
+
+    def _family_members(self) -> tuple:
         inputs = self.graph_inputs()
         return (
             self.network,
