@@ -789,7 +789,7 @@ def main(argv=None):
             devices,
             clock,
             args.smoke,
-            {k: data[k][:2] for k in ("digits", "160k")},
+            {k: data[k][:2] for k in ("iris", "digits", "160k")},
         ),
     )
     guarded(
