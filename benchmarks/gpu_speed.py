@@ -34,7 +34,11 @@ Sections:
 4. ``estimator``: ``HMCClassifier(device=cuda)`` at its defaults on the 160k set (150,000
    rows to fit, 10,000 held out): fit time, accuracy and negative log-likelihood.
 5. ``sgmcmc``: seconds per epoch of ``SGMCMCClassifier`` (defaults but ``init="random"``, so
-   the MAP start's epochs do not count) on cuda and on cpu, 160k set, marginal over epochs.
+   the MAP start's epochs do not count) on cuda, steps replayed from a CUDA graph and eager,
+   and on cpu, 160k set, marginal over epochs; seconds per SGHMC minibatch step (the kernel
+   alone) on iris, digits and the 160k set at 1 and 8 chains; CUDA synchronisations of one
+   SGHMC transition. ``sgfit``: ``SGMCMCClassifier`` fits with the MAP start timed apart (at
+   its defaults on cuda; 10 + 10 transitions on cuda and cpu), held-out accuracy and NLL.
 6. ``syncs``: host synchronisations per transition, counted by
    ``torch.cuda.set_sync_debug_mode("warn")`` (one warning each) on cuda, and as host reads
    (``.item()``, ``.cpu()``, ``bool(t)``, ...) counted by a ``TorchFunctionMode`` on any
@@ -506,6 +510,63 @@ def sgmcmc_section(X, y, devices, clock, smoke, sg_sets):
     return rows
 
 
+def sgfit_section(X, y, X_te, y_te, devices, clock, smoke):
+    """``SGMCMCClassifier`` fits with the MAP start (minibatch Adam) timed apart: at its
+    defaults on cuda, and with 10 + 10 transitions on cuda and on the CPU (the fixed costs:
+    the MAP start and the step-size choice), with held-out accuracy and NLL."""
+    from sklearn_bnn.samplers import init as init_module
+
+    found = init_module.find_mode_minibatch
+    timings = []
+
+    def timed_search(*args, **kwargs):
+        sync_all()
+        start = time.perf_counter()
+        out = found(*args, **kwargs)
+        sync_all()
+        timings.append((time.perf_counter() - start, out[1].n_epochs, out[1].n_steps))
+        return out
+
+    short = dict(n_warmup=10, n_draws=10)
+    if smoke:
+        short = dict(n_warmup=2, n_draws=2, init=MAPStart(n_steps=200))
+    runs = [(d, short) for d in devices]
+    if "cuda" in devices:
+        runs.insert(0, ("cuda", {}))
+    rows = []
+    init_module.find_mode_minibatch = timed_search
+    try:
+        for device, params in runs:
+            row = dict(device=device, params=params or "defaults")
+            try:
+                if not clock.fits(90):
+                    raise TimeoutError("budget")
+                timings.clear()
+                clf = SGMCMCClassifier(device=device, random_state=0, **params)
+                start = time.perf_counter()
+                clf.fit(X, y)
+                row["fit_s"] = time.perf_counter() - start
+                if timings:
+                    row["map_s"], row["map_epochs"], row["map_steps"] = timings[0]
+                proba = clf.predict_proba(X_te)
+                p_true = np.clip(proba[np.arange(len(y_te)), y_te], 1e-12, None)
+                row["accuracy"] = float(np.mean(proba.argmax(1) == y_te))
+                row["nll"] = float(-np.mean(np.log(p_true)))
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = repr(exc)
+                row["traceback"] = traceback.format_exc()
+            rows.append(row)
+            print_row("sgfit", row)
+    finally:
+        init_module.find_mode_minibatch = found
+    return rows
+
+
+def sync_all() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def sg_kernel(X, y, device, n_steps=None):
     torch.manual_seed(0)
     net = FunctionalNetwork(MLP(X.shape[1], (HIDDEN,), int(y.max()) + 1), device=device)
@@ -720,8 +781,8 @@ def main(argv=None):
     parser.add_argument(
         "--only",
         default=None,
-        help="comma-separated sections to run (syncs, profile, transitions, auto, numpyro, "
-        "estimator, sgmcmc); all by default",
+        help="comma-separated sections to run (syncs, sgmcmc, sgfit, profile, transitions, auto, "
+        "numpyro, estimator); all by default",
     )
     parser.add_argument(
         "--data",
@@ -791,6 +852,13 @@ def main(argv=None):
             args.smoke,
             {k: data[k][:2] for k in ("iris", "digits", "160k")},
         ),
+    )
+    guarded(
+        results,
+        "sgfit",
+        clock,
+        60,
+        lambda: sgfit_section(*data["160k"], devices, clock, args.smoke),
     )
     guarded(
         results, "profile", clock, 20, lambda: profile_section(*data["digits"][:2], main_device)

@@ -17,6 +17,7 @@ from sklearn_bnn import (
     MCDropoutRegressor,
     PlanNetRegressor,
     SGMCMCClassifier,
+    SGMCMCRegressor,
     SplitHMCClassifier,
     _utils,
 )
@@ -26,7 +27,7 @@ from sklearn_bnn._utils import (
     mlp_parameter_count,
     resolve_device,
 )
-from sklearn_bnn.samplers import HMC, NUTS, DenseMetric, DiagonalMetric
+from sklearn_bnn.samplers import GSGHMC, HMC, NUTS, SGHMC, DenseMetric, DiagonalMetric
 from sklearn_bnn.samplers.init import MAPStart
 
 
@@ -133,21 +134,26 @@ def test_replayed_hmc_takes_cuda_from_a_lower_work(monkeypatch):
 
 
 def test_the_threshold_follows_the_sampler():
-    """The lower threshold only where the trajectories are replayed: full-data HMC with the
-    leapfrog and a diagonal metric or none; NUTS, the split integrators, a dense metric and
-    the minibatch samplers run eagerly."""
+    """The lower threshold only where the steps are replayed: full-data HMC with the
+    leapfrog and a diagonal metric or none, SGLD and SGHMC (the minibatch default); NUTS, the
+    split integrators, a dense metric and the Metropolis-adjusted minibatch samplers run
+    eagerly."""
     replayed = [
         HMCClassifier(device="auto"),
         HMCRegressor(device="auto", sampler=HMC(n_steps=20)),
         HMCClassifier(device="auto", sampler=HMC(metric=DiagonalMetric(torch.ones(3)))),
         SplitHMCClassifier(device="auto", sampler=HMC(integrator="naive")),
+        SGMCMCClassifier(device="auto"),
+        SGMCMCRegressor(device="auto", sampler="sgld"),
+        SGMCMCClassifier(device="auto", sampler=SGHMC(integrator="obabo")),
     ]
     eager = [
         HMCClassifier(device="auto", sampler="nuts"),
         HMCClassifier(device="auto", sampler=NUTS()),
         HMCClassifier(device="auto", sampler=HMC(metric=DenseMetric(torch.eye(3)))),
         SplitHMCClassifier(device="auto"),
-        SGMCMCClassifier(device="auto"),
+        SGMCMCClassifier(device="auto", sampler="amagold"),
+        SGMCMCClassifier(device="auto", sampler=GSGHMC()),
     ]
     assert all(e._auto_cuda_work() == AUTO_CUDA_WORK_REPLAYED for e in replayed)
     assert all(e._auto_cuda_work() == AUTO_CUDA_WORK for e in eager)

@@ -293,11 +293,11 @@ class BaseSamplingEstimator(
 
     def _auto_cuda_work(self) -> float:
         """The work from which ``device="auto"`` takes CUDA: lower where the configured
-        sampler's trajectories are replayed from CUDA graphs (full-data HMC with the leapfrog),
-        which are faster there at every size measured."""
+        sampler's steps are replayed from CUDA graphs (full-data HMC with the leapfrog, SGLD
+        and SGHMC), which are faster there at every size measured."""
         sampler = resolve_sampler(self.sampler) if self.device in (None, "auto") else None
         replays = getattr(sampler, "replays_on_cuda", None)
-        if self._data_access == "full" and replays is not None and replays(self._integrator):
+        if replays is not None and replays(self._integrator):
             return AUTO_CUDA_WORK_REPLAYED
         return AUTO_CUDA_WORK
 

@@ -166,16 +166,23 @@ def find_mode_minibatch(
     active = torch.ones(C, dtype=torch.bool, device=theta.device)
     best = np.full(C, np.inf)
     stale = np.zeros(C, dtype=np.int64)
-    steps = np.zeros(C, dtype=np.int64)
+    steps = torch.zeros(C, dtype=torch.long, device=theta.device)
+    # data resident on the device: the epoch's permutation goes there once, and each batch is
+    # a slice of it (the same rows; no copy and no host read per step on a GPU)
+    rows_device = getattr(target, "batch_device", None)
     curve, t = [], 0
     while t < max_steps and bool(active.any()):
         perm = rng.permutation(n)
+        if rows_device is not None:
+            batches = torch.from_numpy(perm).to(rows_device).tensor_split(n_batches)
+        else:
+            batches = np.array_split(perm, n_batches)
         total = torch.zeros(C, dtype=torch.float64, device=theta.device)
         seen = 0
-        for rows in np.array_split(perm, n_batches):
+        for rows in batches:
             if t >= max_steps:
                 break
-            rows = np.sort(rows)
+            rows = np.sort(rows) if rows_device is None else rows.sort().values
             value, grad = target.batch_value_and_grad(theta, rows)
             total += value.detach().double() * (-len(rows) / n)
             seen += len(rows)
@@ -187,7 +194,7 @@ def find_mode_minibatch(
             proposal = theta - step * m / (v.sqrt() + tiny)
             ok = torch.isfinite(proposal).all(-1) & active
             theta = torch.where(ok[:, None], proposal, theta)
-            steps += active.cpu().numpy()
+            steps += active
             if progress is not None:
                 progress()
         loss = (total / max(seen, 1)).cpu().numpy()
@@ -203,7 +210,7 @@ def find_mode_minibatch(
         n_epochs=len(curve),
         loss_curve=np.array(curve).reshape(len(curve), C),
         converged=~active.cpu().numpy(),
-        steps_per_chain=steps,
+        steps_per_chain=steps.cpu().numpy(),
     )
     return theta, search
 

@@ -63,6 +63,12 @@ class _SGSampler(Sampler):
         if hasattr(self, "temperature"):
             check_scalar_param(self.temperature, "temperature", low=0)
 
+    def replays_on_cuda(self, default_integrator: str | None = None) -> bool:
+        """Whether this sampler's minibatch steps are recorded once as a CUDA graph and
+        replayed on a GPU (:mod:`~sklearn_bnn.samplers._sg_graphs`): SGLD and SGHMC, with data
+        resident there."""
+        return False
+
     def check_target(self, target) -> None:
         for name in ("batch_value_and_grad", "n_data", "batch_size"):
             if not hasattr(target, name):
@@ -107,6 +113,9 @@ class SGLD(_SGSampler):
 
     _kernel_cls = SGLDKernel
 
+    def replays_on_cuda(self, default_integrator: str | None = None) -> bool:
+        return True
+
     def __init__(self, step_size="auto", warmup_step_size=None, temperature=1.0, n_steps=None):
         self.step_size = step_size
         self.warmup_step_size = warmup_step_size
@@ -138,6 +147,9 @@ class SGHMC(_SGSampler):
     """
 
     _kernel_cls = SGHMCKernel
+
+    def replays_on_cuda(self, default_integrator: str | None = None) -> bool:
+        return True
 
     def __init__(
         self,

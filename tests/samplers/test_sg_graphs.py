@@ -222,3 +222,28 @@ def test_an_estimator_replays_its_steps_on_the_gpu():
         ).fit(X, y)
     assert not [w for w in caught if "CUDA graphs" in str(w.message)]
     assert clf.score(X, y) > 0.85
+
+
+def test_a_buffered_transition_reads_the_host_a_fixed_number_of_times():
+    """The eager kernel reads one flag per minibatch step; the buffered steps (what a GPU
+    replays) read nothing per step: the count per transition does not grow with its steps."""
+    from test_host_sync import counting
+
+    counts = {}
+    for n_steps in (4, 12):
+        target = minibatch_target()
+        kernel = SGHMC(step_size=1e-2, n_steps=n_steps).build(target)
+        kernel.graphs = GraphedSGSteps(record=False)
+        g = torch.Generator().manual_seed(0)
+        start = target.network.initial_position()[None].repeat(2, 1)
+        ones = torch.ones(start.shape[-1], dtype=start.dtype)
+        state = kernel.init(start, g)
+        state, _ = kernel.step(state, g, 1e-2, ones)  # the first one makes the buffers
+        with counting() as buffered:
+            kernel.step(state, g, 1e-2, ones)
+        kernel.graphs.off_reason = "eager"
+        with counting() as eager:
+            kernel.step(state, g, 1e-2, ones)
+        counts[n_steps] = (buffered.count, eager.count)
+    assert counts[4][0] == counts[12][0] <= 4
+    assert counts[12][1] - counts[4][1] == 8  # one read per eager step
