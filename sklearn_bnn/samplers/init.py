@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from .._registry import register
 from .._utils import SettingsObject, check_scalar_param, flush_subnormals
+from ._adam_graphs import BETA1, BETA2, AdamSteps
 
 __all__ = [
     "MAPStart",
@@ -156,63 +157,50 @@ def find_mode_minibatch(
         The end points.
     search : MinibatchModeSearch
     """
-    beta1, beta2, tiny = 0.9, 0.999, 1e-8
     n, size = int(target.n_data), int(target.batch_size)
     n_batches = -(-n // size)  # ceil(N / |B|) batches of nearly equal size, none above |B|
     rng = np.random.default_rng(seed)
-    theta = position.detach().clone()
-    C = theta.shape[0]
-    m, v = torch.zeros_like(theta), torch.zeros_like(theta)
-    active = torch.ones(C, dtype=torch.bool, device=theta.device)
+    adam = AdamSteps(target, position)  # replayed from CUDA graphs on a GPU (_adam_graphs.py)
+    C = adam.theta.shape[0]
     best = np.full(C, np.inf)
     stale = np.zeros(C, dtype=np.int64)
-    steps = torch.zeros(C, dtype=torch.long, device=theta.device)
     # data resident on the device: the epoch's permutation goes there once, and each batch is
     # a slice of it (the same rows; no copy and no host read per step on a GPU)
     rows_device = getattr(target, "batch_device", None)
     curve, t = [], 0
-    while t < max_steps and bool(active.any()):
+    while t < max_steps and bool(adam.active.any()):
         perm = rng.permutation(n)
         if rows_device is not None:
             batches = torch.from_numpy(perm).to(rows_device).tensor_split(n_batches)
         else:
             batches = np.array_split(perm, n_batches)
-        total = torch.zeros(C, dtype=torch.float64, device=theta.device)
+        adam.total.zero_()
         seen = 0
         for rows in batches:
             if t >= max_steps:
                 break
             rows = np.sort(rows) if rows_device is None else rows.sort().values
-            value, grad = target.batch_value_and_grad(theta, rows)
-            total += value.detach().double() * (-len(rows) / n)
             seen += len(rows)
             t += 1
-            grad = grad.mul_(-1.0 / n)  # the per-datum potential's gradient
-            m.mul_(beta1).add_(grad, alpha=1 - beta1)
-            v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            step = lr * math.sqrt(1 - beta2**t) / (1 - beta1**t)
-            proposal = theta - step * m / (v.sqrt() + tiny)
-            ok = torch.isfinite(proposal).all(-1) & active
-            theta = torch.where(ok[:, None], proposal, theta)
-            steps += active
+            adam.step(rows, lr * math.sqrt(1 - BETA2**t) / (1 - BETA1**t))
             if progress is not None:
                 progress()
-        loss = (total / max(seen, 1)).cpu().numpy()
+        loss = (adam.total / max(seen, 1)).cpu().numpy()
         curve.append(loss)
         if seen < n:  # an epoch cut by the budget says nothing about convergence
             break
-        now = active.cpu().numpy()
+        now = adam.active.cpu().numpy()
         stale = np.where(now, np.where(loss > best - tol, stale + 1, 0), stale)
         best = np.where(now, np.minimum(best, loss), best)
-        active &= torch.as_tensor(stale <= n_iter_no_change, device=theta.device)
+        adam.active &= torch.as_tensor(stale <= n_iter_no_change, device=adam.theta.device)
     search = MinibatchModeSearch(
         n_steps=t,
         n_epochs=len(curve),
         loss_curve=np.array(curve).reshape(len(curve), C),
-        converged=~active.cpu().numpy(),
-        steps_per_chain=steps.cpu().numpy(),
+        converged=~adam.active.cpu().numpy(),
+        steps_per_chain=adam.steps.cpu().numpy(),
     )
-    return theta, search
+    return adam.theta.clone(), search
 
 
 def init_step_budget(n_steps, n_data: int, batch_size: int) -> int:
