@@ -18,6 +18,8 @@ import warnings
 
 import torch
 
+from ._graphs import record_graph
+
 #: Whether the MAP search's Adam steps on a CUDA device are recorded and replayed as CUDA
 #: graphs. Set to False to run every step eagerly.
 ENABLED = True
@@ -83,19 +85,13 @@ class AdamSteps:
 
     def _record(self, rows):
         buffers = (self.theta, self.m, self.v, self.total, self.steps)
-        saved = [t.clone() for t in buffers]
+        saved = [t.clone() for t in buffers]  # as they were, should the recording fail midway
         buffer = rows.clone()
         try:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # lazy initialisations happen outside the recording
-                for _ in range(2):
-                    self._body(buffer, self.lr)
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                self._body(buffer, self.lr)
+            graph = record_graph(lambda: self._body(buffer, self.lr), buffers)
         except Exception as exc:  # noqa: BLE001 - any failure to record means the eager path
+            for target, value in zip(buffers, saved, strict=True):
+                target.copy_(value)
             self.off_reason = f"recording failed ({type(exc).__name__}: {exc})"
             warnings.warn(
                 f"CUDA graphs are off for the MAP search's Adam steps: {self.off_reason}. "
@@ -103,10 +99,6 @@ class AdamSteps:
                 RuntimeWarning,
                 stacklevel=4,
             )
-            graph = None
-        for target, value in zip(buffers, saved, strict=True):
-            target.copy_(value)
-        if graph is None:
             return None
         self.graphs[rows.shape[0]] = (buffer, graph)
         return buffer, graph

@@ -112,18 +112,7 @@ class _Recording:
 
     def _record(self, kick_step: torch.Tensor, pool) -> torch.cuda.CUDAGraph:
         buffers = (self.q, self.p, self.log_prob, self.grad)
-        saved = [t.clone() for t in buffers]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # lazy initialisations happen outside the recording
-            for _ in range(2):
-                self._body(kick_step)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=pool):
-            self._body(kick_step)
-        for buffer, value in zip(buffers, saved, strict=True):
-            buffer.copy_(value)
+        graph = record_graph(lambda: self._body(kick_step), buffers, pool)
         self.live.fill_(True)
         return graph
 
@@ -178,6 +167,25 @@ class _Recording:
         self._replay(self.last, self.half)
         end = State(self.q.clone(), self.log_prob.clone(), self.grad.clone())
         return end, self.p.clone(), n_steps
+
+
+def record_graph(body, buffers, pool=None) -> torch.cuda.CUDAGraph:
+    """``body()`` recorded as a CUDA graph. It first runs twice on a side stream, so that lazy
+    initialisations (cuBLAS handles, cached constants) happen outside the recording; the
+    ``buffers`` those runs write are restored afterwards."""
+    saved = [t.clone() for t in buffers]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            body()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        body()
+    for buffer, value in zip(buffers, saved, strict=True):
+        buffer.copy_(value)
+    return graph
 
 
 def _family(target):

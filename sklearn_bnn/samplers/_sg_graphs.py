@@ -32,7 +32,7 @@ import warnings
 
 import torch
 
-from ._graphs import MAX_TARGETS, _family, _inputs, _same
+from ._graphs import MAX_TARGETS, _family, _inputs, _same, record_graph
 
 #: Whether SGLD and SGHMC minibatch steps on a CUDA device are recorded and replayed as CUDA
 #: graphs. Set to False to run every step eagerly.
@@ -41,18 +41,14 @@ ENABLED = True
 
 class _Buffers:
     """Per-step work buffers the recorded step reads and writes (as the eager ``_Scratch``,
-    with a fixed ``spare``: the next position is always written there)."""
+    whose ``spare`` the eager steps swap: here the next position is always written there)."""
 
-    __slots__ = ("noise", "spare", "start", "tmp")
+    __slots__ = ("noise", "spare", "tmp")
 
     def __init__(self, theta: torch.Tensor, noise: torch.Tensor):
-        self.start = theta
         self.noise = noise
         self.tmp = torch.empty_like(theta)
         self.spare = torch.empty_like(theta)
-
-    def moved(self, old, new) -> None:  # the eager kernel's swap: never here
-        raise AssertionError("a recorded step writes its next position into one buffer")
 
 
 class _Drawn:
@@ -127,20 +123,7 @@ class _SGRecording:
         torch.where(keep, self.m, fresh, out=self.m)
 
     def _record(self) -> torch.cuda.CUDAGraph:
-        buffers = (self.theta, self.value, self.grad, self.m, self.n_div)
-        saved = [t.clone() for t in buffers]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # lazy initialisations happen outside the recording
-            for _ in range(2):
-                self._body()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self._body()
-        for buffer, value in zip(buffers, saved, strict=True):
-            buffer.copy_(value)
-        return graph
+        return record_graph(self._body, (self.theta, self.value, self.grad, self.m, self.n_div))
 
     def reads(self, target) -> bool:
         """Whether the recorded step evaluates ``target``: the target recorded on, or a copy

@@ -63,11 +63,13 @@ class _SGSampler(Sampler):
         if hasattr(self, "temperature"):
             check_scalar_param(self.temperature, "temperature", low=0)
 
+    _replays = False
+
     def replays_on_cuda(self, default_integrator: str | None = None) -> bool:
         """Whether this sampler's minibatch steps are recorded once as a CUDA graph and
         replayed on a GPU (:mod:`~sklearn_bnn.samplers._sg_graphs`): SGLD and SGHMC, with data
         resident there."""
-        return False
+        return self._replays
 
     def check_target(self, target) -> None:
         for name in ("batch_value_and_grad", "n_data", "batch_size"):
@@ -112,9 +114,7 @@ class SGLD(_SGSampler):
     """
 
     _kernel_cls = SGLDKernel
-
-    def replays_on_cuda(self, default_integrator: str | None = None) -> bool:
-        return True
+    _replays = True
 
     def __init__(self, step_size="auto", warmup_step_size=None, temperature=1.0, n_steps=None):
         self.step_size = step_size
@@ -147,9 +147,7 @@ class SGHMC(_SGSampler):
     """
 
     _kernel_cls = SGHMCKernel
-
-    def replays_on_cuda(self, default_integrator: str | None = None) -> bool:
-        return True
+    _replays = True
 
     def __init__(
         self,
