@@ -58,7 +58,44 @@ class _StaticDiagonal(DiagonalMetric):
         self._unit = None
 
 
-class _Recording:
+class ConditionedRecording:
+    """What a recording reads of its target: the target it was made for (``source``) and, for
+    a target whose conditioned copies differ only by their :meth:`graph_inputs` (a Gibbs
+    block's), the recording's own buffers of those inputs, filled from the copy at hand before
+    each replay."""
+
+    def _follow(self, target):
+        """Remember ``target``; the target to record on: ``target`` itself, or a copy
+        conditioned on this recording's own input buffers."""
+        self.source = target
+        self.family = _family(target)
+        self.inputs = None
+        if self.family is None:
+            return target
+        self.inputs = tuple(None if t is None else t.detach().clone() for t in _inputs(target))
+        return target.with_graph_inputs(self.inputs)
+
+    def reads(self, target) -> bool:
+        """Whether the recording computes ``target``'s density: the target recorded on, or a
+        copy conditioned on inputs of the same shapes (copied in by :meth:`_load_inputs`)."""
+        if target is self.source:
+            return True
+        if self.family is None or not _same(_family(target), self.family):
+            return False
+        return all(
+            (a is None) == (b is None) and (a is None or a.shape == b.shape)
+            for a, b in zip(_inputs(target), self.inputs, strict=True)
+        )
+
+    def _load_inputs(self, target) -> None:
+        if self.inputs is None:
+            return
+        for buffer, value in zip(self.inputs, _inputs(target), strict=True):
+            if buffer is not None:
+                buffer.copy_(value)
+
+
+class _Recording(ConditionedRecording):
     """The two recorded leapfrog steps of one target, shape and metric layout.
 
     The buffers: the position ``q``, momentum ``p``, log density and gradient of the current
@@ -71,13 +108,7 @@ class _Recording:
     """
 
     def __init__(self, target, state, momentum, eps, metric, *, record: bool = True):
-        self.source = target
-        self.family = _family(target)
-        self.inputs = None
-        if self.family is not None:  # the recording reads its own copy of the inputs
-            self.inputs = tuple(None if t is None else t.detach().clone() for t in _inputs(target))
-            target = target.with_graph_inputs(self.inputs)
-        self.target = target
+        self.target = self._follow(target)
         self.q = state.position.detach().clone()
         self.log_prob = state.log_prob.detach().clone()
         self.grad = state.grad.detach().clone()
@@ -122,18 +153,6 @@ class _Recording:
         else:
             graph.replay()
 
-    def reads(self, target) -> bool:
-        """Whether the recorded steps compute ``target``'s density: the target recorded on,
-        or a copy conditioned on inputs of the same shapes (then copied in by :meth:`run`)."""
-        if target is self.source:
-            return True
-        if self.family is None or not _same(_family(target), self.family):
-            return False
-        return all(
-            (a is None) == (b is None) and (a is None or a.shape == b.shape)
-            for a, b in zip(_inputs(target), self.inputs, strict=True)
-        )
-
     def matches(self, target, state: State, eps: torch.Tensor, metric) -> bool:
         q = state.position
         if not self.reads(target) or q.shape != self.q.shape or q.dtype != self.q.dtype:
@@ -147,10 +166,8 @@ class _Recording:
     def run(self, state: State, momentum, eps, n_steps: int, metric, target=None):
         """The trajectory on ``target`` (the recorded one by default): its inputs and the
         start copied in, ``n_steps`` replays, the end copied out."""
-        if self.inputs is not None and target is not None:
-            for buffer, value in zip(self.inputs, _inputs(target), strict=True):
-                if buffer is not None:
-                    buffer.copy_(value)
+        if target is not None:
+            self._load_inputs(target)
         self.step.copy_(eps.reshape(-1, 1))
         torch.mul(self.step, 0.5, out=self.half)
         if self.inv_mass is None:

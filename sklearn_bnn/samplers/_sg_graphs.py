@@ -32,7 +32,7 @@ import warnings
 
 import torch
 
-from ._graphs import MAX_TARGETS, _family, _inputs, _same, record_graph
+from ._graphs import MAX_TARGETS, ConditionedRecording, record_graph
 
 #: Whether SGLD and SGHMC minibatch steps on a CUDA device are recorded and replayed as CUDA
 #: graphs. Set to False to run every step eagerly.
@@ -65,7 +65,7 @@ class _Drawn:
         return buffer
 
 
-class _SGRecording:
+class _SGRecording(ConditionedRecording):
     """One recorded minibatch step of one kernel configuration, target and shape.
 
     A target whose conditioned copies differ only by :meth:`graph_inputs` (a Gibbs block's
@@ -74,15 +74,9 @@ class _SGRecording:
     """
 
     def __init__(self, kernel, theta, value, grad, coef, mass, rows, *, record: bool = True):
-        self.source = kernel.target
-        self.family = _family(kernel.target)
-        self.inputs = None
-        if self.family is not None:  # the recording reads its own copy of the inputs
-            self.inputs = tuple(
-                None if t is None else t.detach().clone() for t in _inputs(kernel.target)
-            )
-            kernel = kernel.with_target(kernel.target.with_graph_inputs(self.inputs))
-        self.kernel = kernel  # bound to the target the recorded step evaluates
+        target = self._follow(kernel.target)
+        # bound to the target the recorded step evaluates
+        self.kernel = kernel if target is kernel.target else kernel.with_target(target)
         self.integrator = getattr(kernel, "integrator", None)
         self.theta = theta.detach().clone()
         self.value = value.detach().clone()
@@ -125,18 +119,6 @@ class _SGRecording:
     def _record(self) -> torch.cuda.CUDAGraph:
         return record_graph(self._body, (self.theta, self.value, self.grad, self.m, self.n_div))
 
-    def reads(self, target) -> bool:
-        """Whether the recorded step evaluates ``target``: the target recorded on, or a copy
-        conditioned on inputs of the same shapes (copied in by :meth:`transition`)."""
-        if target is self.source:
-            return True
-        if self.family is None or not _same(_family(target), self.family):
-            return False
-        return all(
-            (a is None) == (b is None) and (a is None or a.shape == b.shape)
-            for a, b in zip(_inputs(target), self.inputs, strict=True)
-        )
-
     def matches(self, kernel, theta, mass, rows) -> bool:
         if not self.reads(kernel.target):
             return False
@@ -151,10 +133,7 @@ class _SGRecording:
     def transition(self, kernel, theta, value, grad, m, eps0, mass, generator):
         """The transition's minibatch steps from ``(theta, value, grad, m)``: the buffers
         loaded, one replay per batch, the end state and per-chain divergence counts copied out."""
-        if self.inputs is not None:
-            for buffer, new in zip(self.inputs, _inputs(kernel.target), strict=True):
-                if buffer is not None:
-                    buffer.copy_(new)
+        self._load_inputs(kernel.target)
         self.theta.copy_(theta)
         self.value.copy_(value)
         self.grad.copy_(grad)
