@@ -228,6 +228,22 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().cpu().numpy()
 
 
+class FitDeviceMixin:
+    """An estimator's ``device_``: the device its fit ran on, ``device="auto"`` resolved."""
+
+    @property
+    def device_(self) -> str:
+        """The device the fit ran on (``"cpu"``, ``"cuda"``, ...): what ``device="auto"``
+        chose, decided once at the start of ``fit``; predictions run there (or on the CPU, for
+        a model loaded where that device is missing)."""
+        try:
+            return self._fit_device
+        except AttributeError:
+            raise AttributeError(
+                f"{type(self).__name__} has no device_: it is set by fit."
+            ) from None
+
+
 class SettingsObject(BaseEstimator):
     """A parameter's object with settings of its own (``MAPStart``, ``TemperatureCalibration``):
     scikit-learn parameters, a ``_check_params``, and saved by :func:`sklearn_bnn.save` as those

@@ -105,10 +105,17 @@ def test_every_family_fits_and_predicts_with_auto(estimator, y, monkeypatch):
         monkeypatch.setattr(f"{module}.resolve_device", recording)
     monkeypatch.setattr(_utils, "resolve_device", recording)
     est = estimator.set_params(device="auto").fit(X, y)
-    assert est._fit_device == "cpu"
+    assert est.device_ == "cpu"
     out = est.predict_proba(X[:7]) if hasattr(est, "predict_proba") else est.predict(X[:7])
     assert np.all(np.isfinite(out))
     assert seen and all(d.type == "cpu" for d in seen)
+
+
+def test_device_is_known_only_after_fit():
+    est = HMCClassifier(device="auto")
+    with pytest.raises(AttributeError, match="device_: it is set by fit"):
+        _ = est.device_
+    assert not hasattr(est, "device_")
 
 
 def test_the_sampling_work_counts_rows_parameters_and_chains():

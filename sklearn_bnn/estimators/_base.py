@@ -25,6 +25,7 @@ from .._threads import in_sampling_threads
 from .._utils import (
     AUTO_CUDA_WORK,
     AUTO_CUDA_WORK_REPLAYED,
+    FitDeviceMixin,
     predict_device,
     resolve_device,
     resolve_dtype,
@@ -64,7 +65,12 @@ class _ChainStart(NamedTuple):
 
 
 class BaseSamplingEstimator(
-    NestedSettingsMixin, SamplingStateMixin, SamplingReportMixin, WeightsOnlyMixin, BaseEstimator
+    NestedSettingsMixin,
+    SamplingStateMixin,
+    SamplingReportMixin,
+    FitDeviceMixin,
+    WeightsOnlyMixin,
+    BaseEstimator,
 ):
     """Common parameters and fit/predict machinery of the MCMC estimators (see subclasses).
 

@@ -20,14 +20,14 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._registry import WeightsOnlyMixin
 from .._seeding import child, root_seed
-from .._utils import mlp_parameter_count, resolve_device, resolve_dtype
+from .._utils import FitDeviceMixin, mlp_parameter_count, resolve_device, resolve_dtype
 from ..nets import ACTIVATIONS, check_hidden_layer_sizes
 from ._skorch import TRAINING_CONSTRAINTS, needs_validation, predict_device, validation_split
 
 __all__ = ["TrainedEstimator"]
 
 
-class TrainedEstimator(WeightsOnlyMixin, BaseEstimator):
+class TrainedEstimator(FitDeviceMixin, WeightsOnlyMixin, BaseEstimator):
     """Base of the gradient-trained estimators (see the module docstring).
 
     Subclasses extend ``_parameter_constraints`` with their own parameters and call
