@@ -119,16 +119,20 @@ class _SGRecording(ConditionedRecording):
     def _record(self) -> torch.cuda.CUDAGraph:
         return record_graph(self._body, (self.theta, self.value, self.grad, self.m, self.n_div))
 
-    def matches(self, kernel, theta, mass, rows) -> bool:
+    def matches(self, kernel, theta, mass) -> bool:
         if not self.reads(kernel.target):
             return False
         if getattr(kernel, "integrator", None) != self.integrator:
             return False
         if theta.shape != self.theta.shape or theta.dtype != self.theta.dtype:
             return False
-        if theta.device != self.theta.device or rows.shape != self.rows.shape:
+        if theta.device != self.theta.device or kernel.rows_per_batch != self.rows.shape[0]:
             return False
-        return (mass is None) == (self.mass is None) and len(self.noises) == kernel.draws_per_step
+        if (mass is None) != (self.mass is None):
+            return False
+        if mass is not None and mass[0].shape != self.mass[0].shape:
+            return False
+        return len(self.noises) == kernel.draws_per_step
 
     def transition(self, kernel, theta, value, grad, m, eps0, mass, generator):
         """The transition's minibatch steps from ``(theta, value, grad, m)``: the buffers
@@ -198,10 +202,8 @@ class GraphedSGSteps:
     def transition(self, kernel, theta, value, grad, m, eps0, mass, generator):
         """``(theta, value, grad, n_div)`` after the transition's steps, or None where no
         recording can be made (the caller then runs its eager steps)."""
-        device = kernel.target.batch_device
-        rows = torch.zeros(kernel.rows_per_batch, dtype=torch.long, device=device)
         rec = self.recording
-        if rec is None or not rec.matches(kernel, theta, mass, rows):
+        if rec is None or not rec.matches(kernel, theta, mass):
             if rec is not None and not rec.reads(kernel.target):
                 self.targets_seen += 1
             if self.targets_seen >= MAX_TARGETS:
@@ -211,6 +213,8 @@ class GraphedSGSteps:
                 )
                 return None
             coef = kernel._coefficients(kernel._eps(eps0, 0), mass)
+            device = kernel.target.batch_device
+            rows = torch.zeros(kernel.rows_per_batch, dtype=torch.long, device=device)
             try:
                 rec = _SGRecording(kernel, theta, value, grad, coef, mass, rows, record=self.record)
                 rec.fresh_gen.manual_seed(generator.initial_seed() + 0x5EED)

@@ -43,14 +43,13 @@ def minibatch_target(device="cpu", n=400, seed=0, dtype=torch.float64):
     return target
 
 
-def transitions(kernel, start, n, seed=0, n_warmup=2):
+def transitions(kernel, start, n, seed=0, n_warmup=2, inv_mass=None):
     g = torch.Generator(device=start.device).manual_seed(seed)
     state = kernel.init(start, g, n_warmup=n_warmup)
+    inv_mass = torch.ones(start.shape[-1]) if inv_mass is None else inv_mass
     infos = []
     for _ in range(n):
-        state, info = kernel.step(
-            state, g, step_size=kernel.step_size, inv_mass=torch.ones(start.shape[-1])
-        )
+        state, info = kernel.step(state, g, step_size=kernel.step_size, inv_mass=inv_mass)
         infos.append(info)
     return state, infos
 
@@ -78,6 +77,17 @@ def test_the_buffered_step_is_the_eager_step(name):
     torch.testing.assert_close(end_b.log_prob, end_e.log_prob, rtol=1e-10, atol=1e-9)
     torch.testing.assert_close(end_b.grad, end_e.grad, rtol=1e-10, atol=1e-9)
     assert all(int(i.extra["divergent_steps"].sum()) == 0 for i in info_b)
+
+
+@pytest.mark.parametrize("name", ["sgld", "sghmc-obabo", "sghmc-skew"])
+def test_the_buffered_step_with_a_mass_is_the_eager_step(name):
+    eager, buffered, start = pair(name)
+    inv_mass = torch.linspace(0.5, 2.0, start.shape[-1], dtype=start.dtype)
+    end_e, _ = transitions(eager, start, 2, inv_mass=inv_mass)
+    end_b, _ = transitions(buffered, start, 2, inv_mass=inv_mass)
+    assert buffered.graphs.recording.mass is not None
+    torch.testing.assert_close(end_b.position, end_e.position, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(end_b.grad, end_e.grad, rtol=1e-10, atol=1e-9)
 
 
 def test_a_divergent_chain_is_undone_and_counted():
