@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from .._registry import register
 from .._utils import SettingsObject, check_scalar_param, flush_subnormals
-from ._adam_graphs import BETA1, BETA2, AdamSteps
+from ._adam_graphs import BETA1, BETA2, TINY, AdamSteps
 
 __all__ = [
     "MAPStart",
@@ -63,7 +63,7 @@ def find_mode(
     tensor (C, D)
         The end points.
     """
-    beta1, beta2, tiny = 0.9, 0.999, 1e-8
+    beta1, beta2, tiny = BETA1, BETA2, TINY
     theta = position.detach().clone()
     m = torch.zeros_like(theta)
     v = torch.zeros_like(theta)
