@@ -8,9 +8,10 @@ here). On the device machine, from the repository root::
 
 (Torch's profiler prints ``USDT`` lines; filter them with ``grep --line-buffered -v USDT``: a
 plain ``grep`` into a pipe holds its output back, and a run stopped at its time limit then
-shows nothing.) It prints one table and writes every figure to ``--out`` (JSON). It runs in under 8 minutes
-(``--budget`` seconds, 450 by default: a section that would not fit in what is left is skipped
-and says so; a section that fails records its error and the others go on). On any machine,
+shows nothing.) It prints one table and writes every figure to ``--out`` (JSON). It runs in
+under 8 minutes (``--budget`` seconds, 450 by default: a section that would not fit in what
+is left is skipped and says so; a section that fails records its error and the others go on).
+On any machine,
 ``--smoke`` runs every section at tiny sizes on the CPU (skipping NumPyro where it is not
 installed), to check the script itself::
 
