@@ -11,10 +11,10 @@ an input buffer, so nothing is re-recorded from one transition to the next, and 
 or set by an integration time) replays the same two graphs.
 
 The replayed step is the eager leapfrog's (:func:`~.integrators.leapfrog`: the same operations
-in the same order, the divergence freeze included) with its multiply-adds fused (one kernel for
-the drift, one for the kick: fewer launches, the same arithmetic rounded once), so a replayed
-trajectory equals the eager one to float tolerance (``tests/samplers/test_graphs.py``, run
-where CUDA is).
+in the same order) with its multiply-adds fused (one kernel for the drift, one for the kick:
+fewer launches, the same arithmetic rounded once), so a replayed trajectory equals the eager one
+to float tolerance (``tests/samplers/test_graphs.py``, run where CUDA is), a divergence
+included: both run on to a non-finite end, which the Metropolis test rejects.
 
 Recorded only where it is sound: positions on a CUDA device, the plain leapfrog (or the naive
 split scheme, which is the same integrator), a diagonal or identity metric, and a target whose
@@ -98,24 +98,21 @@ class ConditionedRecording:
 class _Recording(ConditionedRecording):
     """The two recorded leapfrog steps of one target, shape and metric layout.
 
-    The buffers: the position ``q``, momentum ``p``, log density and gradient of the current
-    point; ``live`` (1, 1), False once every chain has had a non-finite log density (the eager
-    leapfrog's freeze); the per-trajectory inputs ``step`` (C, 1), ``half`` (C, 1) and
-    ``factor``, the step times the inverse mass, (C, D) or (C, 1). A step is then one fused
-    multiply-add for the drift and one for the kick around the gradient, and four selects that
-    keep the frozen point: the eager leapfrog's arithmetic with the multiply-adds fused (equal
-    to float rounding).
+    The buffers: the position ``q`` and momentum ``p``, updated in place; the per-trajectory
+    inputs ``step`` (C, 1), ``half`` (C, 1) and ``factor``, the step times the inverse mass,
+    (C, D) or (C, 1). A step is then one fused multiply-add for the drift and one for the kick
+    around the gradient: the eager leapfrog's arithmetic with the multiply-adds fused (equal to
+    float rounding). Only the last step's log density and gradient leave the trajectory: they
+    are the tensors the last graph computes them into (``end``), read before the next replay.
     """
 
     def __init__(self, target, state, momentum, eps, metric, *, record: bool = True):
         self.target = self._follow(target)
         self.q = state.position.detach().clone()
-        self.log_prob = state.log_prob.detach().clone()
-        self.grad = state.grad.detach().clone()
         self.p = momentum.detach().clone()
+        self.end = (state.log_prob, state.grad)
         self.step = eps.detach().reshape(-1, 1).clone()
         self.half = 0.5 * self.step
-        self.live = torch.ones((1, 1), dtype=torch.bool, device=self.q.device)
         if isinstance(metric, IdentityMetric):
             self.inv_mass = None
             self.factor = self.step.clone()
@@ -131,21 +128,16 @@ class _Recording(ConditionedRecording):
     def _body(self, kick_step: torch.Tensor) -> None:
         """One leapfrog step on the buffers, in place, the momentum kicked by ``kick_step``
         (the full step inside the trajectory, the half step at its end)."""
-        q_new = torch.addcmul(self.q, self.factor, self.p)
-        lp_new, grad_new = self.target.value_and_grad(q_new)
-        p_new = torch.addcmul(self.p, kick_step, grad_new)
-        live = self.live
-        torch.where(live, q_new, self.q, out=self.q)
-        torch.where(live, p_new, self.p, out=self.p)
-        torch.where(live, grad_new, self.grad, out=self.grad)
-        torch.where(live[0], lp_new, self.log_prob, out=self.log_prob)
-        live.logical_and_(torch.isfinite(self.log_prob).any())
+        self.q.addcmul_(self.factor, self.p)
+        lp_new, grad_new = self.target.value_and_grad(self.q)
+        self.p.addcmul_(kick_step, grad_new)
+        if kick_step is self.half:
+            # the last graph's outputs stay allocated in its pool, written at each replay (an
+            # inner replay may reuse that memory: run() copies them out before the next one)
+            self.end = (lp_new, grad_new)
 
     def _record(self, kick_step: torch.Tensor, pool) -> torch.cuda.CUDAGraph:
-        buffers = (self.q, self.p, self.log_prob, self.grad)
-        graph = record_graph(lambda: self._body(kick_step), buffers, pool)
-        self.live.fill_(True)
-        return graph
+        return record_graph(lambda: self._body(kick_step), (self.q, self.p), pool)
 
     def _replay(self, graph, kick_step) -> None:
         if graph is None:
@@ -175,14 +167,12 @@ class _Recording(ConditionedRecording):
         else:
             torch.mul(self.step, metric.inv_mass, out=self.factor)
         self.q.copy_(state.position)
-        self.log_prob.copy_(state.log_prob)
-        self.grad.copy_(state.grad)
         torch.addcmul(momentum, self.half, state.grad, out=self.p)
-        self.live.fill_(True)
         for _ in range(n_steps - 1):
             self._replay(self.inner, self.step)
         self._replay(self.last, self.half)
-        end = State(self.q.clone(), self.log_prob.clone(), self.grad.clone())
+        log_prob, grad = self.end
+        end = State(self.q.clone(), log_prob.clone(), grad.clone())
         return end, self.p.clone(), n_steps
 
 

@@ -120,14 +120,16 @@ def leapfrog(
 
     p <- p + (eps/2) grad log p(w); w <- w + eps M^-1 p; p <- p + (eps/2) grad log p(w).
     Consecutive half momentum steps are fused, so each step costs exactly one gradient, and the
-    gradient at the start comes from the cached ``state``. Once every chain has left the finite
-    region (a divergence; the caller rejects it), the trajectory stays where that happened.
+    gradient at the start comes from the cached ``state``.
 
-    No step reads a value on the host: whether every chain has diverged is a device flag that
-    freezes the end point, not a branch, so the ``n_steps`` steps queue on a GPU without waiting
-    (they are all computed, and counted, even past a divergence). On the CPU, where reading a
-    value costs nothing, :func:`_leapfrog_on_host` takes the same steps with fewer operations
-    (:data:`HOST_BRANCH_ON_CPU`).
+    No step reads a value on the host, so the ``n_steps`` steps queue on a GPU without waiting.
+    A chain that leaves the finite region (a divergence) carries on to a non-finite end point,
+    which the caller's Metropolis test rejects and counts (:func:`~.hmc.metropolis_hastings`);
+    the steps past it are computed, and counted, all the same. A device flag that froze the
+    trajectory there cost 7 of the 41 kernels of a replayed step on a GPU for an end point that
+    is rejected either way. On the CPU, where reading a value costs nothing,
+    :func:`_leapfrog_on_host` takes the same steps with fewer operations and stops a trajectory
+    once every chain has diverged (:data:`HOST_BRANCH_ON_CPU`).
     """
     metric = as_metric(inv_mass)
     if HOST_BRANCH_ON_CPU and state.position.device.type == "cpu":
@@ -137,20 +139,10 @@ def leapfrog(
     q = state.position
     p = kick(momentum, state.grad, half)
     log_prob, grad = state.log_prob, state.grad
-    stopped = None  # (1, 1) bool: every chain had a non-finite log density at some step
     for i in range(n_steps):
-        q_new = drift(q, p, step, metric)
-        lp_new, grad_new = target.value_and_grad(q_new)
-        p_new = kick(p, grad_new, step if i < n_steps - 1 else half)
-        if stopped is None:
-            q, log_prob, grad, p = q_new, lp_new, grad_new, p_new
-        else:
-            q = torch.where(stopped, q, q_new)
-            p = torch.where(stopped, p, p_new)
-            grad = torch.where(stopped, grad, grad_new)
-            log_prob = torch.where(stopped[0], log_prob, lp_new)
-        dead = ~torch.isfinite(log_prob).any().reshape(1, 1)
-        stopped = dead if stopped is None else stopped | dead
+        q = drift(q, p, step, metric)
+        log_prob, grad = target.value_and_grad(q)
+        p = kick(p, grad, step if i < n_steps - 1 else half)
     return State(q, log_prob, grad), p, n_steps
 
 
@@ -164,8 +156,8 @@ def _leapfrog_on_host(target, state, momentum, step_size, n_steps: int, metric):
     small network's transition from XLA's there). The drift is one fused multiply-add by the
     step times the inverse mass, computed once per trajectory; the kick one multiply-add in
     place; a trajectory in which every chain's log density is non-finite stops at that step
-    (a host read, free on the CPU), where the device flag of :func:`leapfrog` freezes it: the
-    same end point. The fused operations round once where :func:`leapfrog` rounds twice."""
+    (a host read, free on the CPU), where :func:`leapfrog` runs on to a non-finite end: both
+    are rejected. The fused operations round once where :func:`leapfrog` rounds twice."""
     step = step_size[:, None]
     half = 0.5 * step
     factor = metric.step_factor(step)  # eps M^-1, once (None for a dense metric)

@@ -1,10 +1,11 @@
 """Trajectories recorded as CUDA graphs and replayed (samplers/_graphs.py, issue 31).
 
-The replayed trajectory must equal the eager one to float tolerance, the divergence freeze
-included; the sampler must still sample its target; a target that changes between transitions
-must turn recording off with a warning, never read a stale density. The CUDA tests skip where
-there is no GPU; the CPU tests check that nothing is recorded there and that a kernel holding
-the recorder still copies and pickles.
+The replayed trajectory must equal the eager one to float tolerance, a divergence included
+(both run on to a non-finite end, which the Metropolis test rejects); the sampler must still
+sample its target; a target that changes between transitions must turn recording off with a
+warning, never read a stale density. The CUDA tests skip where there is no GPU; the CPU tests
+check that nothing is recorded there and that a kernel holding the recorder still copies and
+pickles.
 """
 
 import copy
@@ -17,7 +18,7 @@ import torch
 from sklearn_bnn.likelihoods import Categorical, Gaussian
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers import HMC, _graphs, run_chains
+from sklearn_bnn.samplers import HMC, _graphs, integrators, run_chains
 from sklearn_bnn.samplers.geometry.euclidean import IdentityMetric, as_metric
 from sklearn_bnn.samplers.integrators import leapfrog
 from sklearn_bnn.targets import FunctionalNetwork, Target
@@ -95,7 +96,7 @@ def test_replayed_trajectories_equal_eager_ones(monkeypatch, n_chains):
 
 
 @cuda
-def test_a_replayed_divergence_freezes_as_the_eager_one(monkeypatch):
+def test_a_replayed_divergence_ends_as_the_eager_one(monkeypatch):
     target = Normal(torch.zeros(3, device="cuda"), torch.full((3,), 1e-3, device="cuda"))
     state = HMC(n_steps=30, step_size=5.0).build(target).init(torch.ones(2, 3, device="cuda"))
     p0 = torch.ones(2, 3, device="cuda")
@@ -104,6 +105,7 @@ def test_a_replayed_divergence_freezes_as_the_eager_one(monkeypatch):
     eager = leapfrog(target, state, p0, eps, 30, metric)
     monkeypatch.setattr(_graphs, "ENABLED", True)
     replayed = _graphs.GraphedLeapfrog()(leapfrog, target, state, p0, eps, 30, metric, None)
+    assert not torch.isfinite(replayed[0].log_prob).any()
     torch.testing.assert_close(replayed[0].position, eager[0].position, equal_nan=True)
     torch.testing.assert_close(replayed[1], eager[1], equal_nan=True)
 
@@ -164,13 +166,17 @@ def test_the_recorded_step_is_the_leapfrog_step(metric):
     torch.testing.assert_close(again[0].position, end_g.position, rtol=0, atol=0)
 
 
-def test_the_recorded_step_freezes_a_divergence_as_the_leapfrog():
-    """Every chain leaves the finite region: both stop where that happened."""
+def test_a_divergence_in_the_recorded_steps_is_rejected_and_counted(monkeypatch):
+    """Every chain leaves the finite region: the recorded steps end where the eager leapfrog
+    ends (non-finite), and the HMC step rejects the trajectory, counts it divergent and keeps
+    its state finite."""
+    monkeypatch.setattr(integrators, "HOST_BRANCH_ON_CPU", False)
     target = Normal(
         torch.zeros(3, dtype=torch.float64), torch.full((3,), 1e-3, dtype=torch.float64)
     )
     q = torch.ones(2, 3, dtype=torch.float64)
-    state = HMC(n_steps=1).build(target).init(q)
+    kernel = HMC(n_steps=40, step_size=5.0).build(target)
+    state = kernel.init(q)
     p0 = torch.ones(2, 3, dtype=torch.float64)
     eps = torch.full((2,), 5.0, dtype=torch.float64)
     metric = as_metric(torch.ones(3, dtype=torch.float64))
@@ -180,7 +186,9 @@ def test_the_recorded_step_freezes_a_divergence_as_the_leapfrog():
     end_g, p1_g, _ = rec.run(state, p0, eps, 40, metric)
     torch.testing.assert_close(end_g.position, end.position, equal_nan=True)
     torch.testing.assert_close(p1_g, p1, equal_nan=True)
-    assert not rec.live.item()
+    new_state, info = kernel.step(state, torch.Generator().manual_seed(0))
+    assert info.divergent.all() and not info.accepted.any()
+    assert torch.equal(new_state.position, q) and torch.isfinite(new_state.log_prob).all()
 
 
 def _regression_target(seed=0):

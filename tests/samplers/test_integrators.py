@@ -97,12 +97,11 @@ def test_the_cpu_leapfrog_takes_the_device_leapfrogs_steps(monkeypatch, metric):
     torch.testing.assert_close(host[1], device[1], rtol=1e-12, atol=1e-12)
     assert host[2] == device[2] == 17
     assert torch.equal(p0, p0_before)  # the momentum given is not written to
-    # every chain diverges: both stop where it happened
+    # every chain diverges: the host path stops there, the device path runs on; both end
+    # non-finite, which the Metropolis test rejects
     big = torch.full((4,), 1e4, dtype=torch.float64)
-    stopped_device = integrators.leapfrog(Gauss(), state, p0 * 1e3, big, 40, m)
+    run_on = integrators.leapfrog(Gauss(), state, p0 * 1e3, big, 40, m)
     monkeypatch.setattr(integrators, "HOST_BRANCH_ON_CPU", True)
-    stopped_host = integrators.leapfrog(Gauss(), state, p0 * 1e3, big, 40, m)
-    assert not torch.isfinite(stopped_host[0].log_prob).any()
-    torch.testing.assert_close(
-        stopped_host[0].position, stopped_device[0].position, equal_nan=True, rtol=1e-9, atol=0
-    )
+    stopped = integrators.leapfrog(Gauss(), state, p0 * 1e3, big, 40, m)
+    assert not torch.isfinite(stopped[0].log_prob).any()
+    assert not torch.isfinite(run_on[0].log_prob).any()
