@@ -383,12 +383,16 @@ class BatchedMLP:
         return self._gaussian(f, self._transposed(y), likelihood, C)
 
     def _categorical(self, f, y):
-        # log p = sum of log_softmax(f) at the labels; d/df = onehot - softmax(f)
+        # log p = sum of log_softmax(f) at the labels; d/df = onehot - softmax(f), which is
+        # log_softmax's own backward at onehot (each column sums to 1): one pass, not two
         C = f.shape[0]
         log_p = torch.log_softmax(f, 1)
         onehot = self._onehot_of(y, f)
         value = _rows_dot(log_p.view(C, -1), onehot.view(-1))
-        return value, torch.sub(onehot, log_p.exp_())
+        d_out = torch.ops.aten._log_softmax_backward_data(
+            onehot.expand_as(log_p), log_p, 1, log_p.dtype
+        )
+        return value, d_out
 
     def _transposed(self, y):
         """``y`` (n, n_out) as (n_out, n)."""
