@@ -85,6 +85,13 @@ def variants(C, n, d, h, o, device):
     out["fwd1 mm(Wb, X1t) [now]"] = lambda: torch.mm(Wb, X1t)
     out["fwd1 mm(X1, Wb.t()).t()"] = lambda: torch.mm(X1, Wb.t())
     out["fwd2 baddbmm(b, W2, a) [now]"] = lambda: torch.baddbmm(b2, W2, a)
+    out["fwd2 bmm(W2, a) + b"] = lambda: torch.bmm(W2, a).add_(b2)
+    out["fwd2 bmm(a_rows, W2.mT).mT (rows out)"] = lambda: torch.bmm(a_rows, W2.transpose(1, 2))
+    if C == 1:
+        out["fwd2 addmm(b, W2, a)"] = lambda: torch.addmm(b2[0], W2[0], a[0])
+        out["fwd2 addmm(b_row, a_rows, W2.t()) (Lt bias)"] = lambda: torch.addmm(
+            b2[0, :, 0], a_rows[0], W2[0].t()
+        )
     out["wgrad1 mm(dz, X1t.t()) [now]"] = lambda: torch.mm(dz1, X1t.t())
     out["wgrad1 mm(dz, X1)"] = lambda: torch.mm(dz1, X1)
     out["wgrad1 mm(X1t, dz.t()).t()"] = lambda: torch.mm(X1t, dz1.t())
@@ -102,6 +109,10 @@ def variants(C, n, d, h, o, device):
     onehot = r(o * n)
     out["value mv(logp, onehot) [now]"] = lambda: torch.mv(logp, onehot)
     out["value (logp * onehot).sum(1)"] = lambda: (logp * onehot).sum(1)
+    D = (d + 1) * h + (h + 1) * o
+    theta, tau = r(C, D), r(D).abs()
+    out["prior matmul(theta^2, tau) (before)"] = lambda: torch.matmul(theta.square(), tau)
+    out["prior (theta^2 * tau).sum(1) [now, C=1]"] = lambda: theta.square().mul_(tau).sum(-1)
     return out
 
 

@@ -151,9 +151,13 @@ class BoundGaussianPrior:
         tau = self._tau(theta, weight)
         # mul_(-0.5) in place: a Python number times a tensor costs a scalar tensor's creation,
         # as much as the product itself at a small network's size (the same value: * -0.5 is exact)
-        if tau.ndim == 1:
-            return torch.matmul(theta.detach().square(), tau).mul_(-0.5)
-        return (theta.detach().square() * tau).sum(-1).mul_(-0.5)
+        square = theta.detach().square()
+        if tau.ndim == 1 and not (square.is_cuda and square.ndim == 2 and square.shape[0] == 1):
+            return torch.matmul(square, tau).mul_(-0.5)
+        # per-chain precisions, or one chain on a GPU: there cuBLAS's matrix-vector kernel for a
+        # single row of ~7,000 took 11.2 us on an H200 against 3.8 us for a product and a sum
+        # (benchmarks/gpu_gemm_shapes.py, "value" rows)
+        return square.mul_(tau).sum(-1).mul_(-0.5)
 
     def grad(self, theta: torch.Tensor, weight: float = 1.0) -> torch.Tensor:
         """``weight`` times the gradient of the log density, -w tau theta."""

@@ -46,6 +46,16 @@ def test_log_density_and_gradient_match_torch_distributions():
     torch.testing.assert_close(bound.grad(theta), ref_grad)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("chains", [1, 3])
+def test_the_log_density_on_a_gpu_is_the_cpu_one(chains):
+    """One chain on a GPU takes a product and a sum instead of the matrix-vector product."""
+    tau = torch.linspace(0.5, 3.0, sum(SIZES), dtype=torch.float64)
+    theta = _theta(chains)
+    on_gpu = BoundGaussianPrior(tau.cuda()).log_prob(theta.cuda())
+    torch.testing.assert_close(on_gpu.cpu(), BoundGaussianPrior(tau).log_prob(theta))
+
+
 def test_weight_scales_value_and_gradient_and_in_place_forms_agree():
     tau = torch.linspace(0.5, 3.0, sum(SIZES), dtype=torch.float64)
     bound, theta = BoundGaussianPrior(tau), _theta()
