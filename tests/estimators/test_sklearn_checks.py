@@ -37,7 +37,18 @@ from sklearn_bnn.samplers.init import MAPStart
 # float32 matrix products round differently with a row's position on some CPUs (5e-8 measured
 # under MKL's AVX2 kernels); the contract is about the estimator, not float32 rounding.
 PORTABLE = dict(dtype="float64")
-FAST = dict(hidden_layer_sizes=(16,), n_draws=30, n_warmup=30, random_state=0, **PORTABLE)
+# A MAP start of 150 full-batch Adam steps (the default is 500): a quarter less time for the
+# checks, with scores far above their bounds over random_state 0-3 (accuracy 0.92-0.94 on
+# check_classifiers_train's blobs against 0.83, R^2 0.89-0.90 on check_regressors_train's data
+# against 0.5, for the HMC, NUTS, bridged and ChEES configurations below).
+FAST = dict(
+    hidden_layer_sizes=(16,),
+    n_draws=30,
+    n_warmup=30,
+    init=MAPStart(n_steps=150),
+    random_state=0,
+    **PORTABLE,
+)
 
 
 def _hmc(**settings):
@@ -80,13 +91,14 @@ MCMC_ESTIMATORS = [
     # MCDropoutClassifier; the other classifiers go without it, which halves their checks.
     SplitHMCClassifier(
         n_splits=2,
-        init=MAPStart(n_steps=100),
         sampler=_hmc(integrator="symmetric"),
         calibration=None,
-        **FAST,
+        **{**FAST, "init": MAPStart(n_steps=100)},
     ),
     SplitHMCRegressor(
-        n_splits=2, init=MAPStart(n_steps=100), sampler=_hmc(integrator="symmetric"), **FAST
+        n_splits=2,
+        sampler=_hmc(integrator="symmetric"),
+        **{**FAST, "init": MAPStart(n_steps=100)},
     ),
     # depth 2: R^2 0.93-0.96 on check_regressors_train's data over random_state 0-3 (its 0.5)
     HMCRegressor(sampler=NUTS(max_tree_depth=2), **FAST),
