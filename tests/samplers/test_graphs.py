@@ -14,6 +14,7 @@ import warnings
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from sklearn_bnn.likelihoods import Categorical, Gaussian
 from sklearn_bnn.nets import MLP
@@ -136,6 +137,41 @@ def test_a_target_that_changes_turns_recording_off(monkeypatch):
             state, _ = moved.step(state, g)
     assert kernel.graphed.off_reason is not None and kernel.graphed.recording is None
     assert sum("CUDA graphs are off" in str(w.message) for w in caught) == 1
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the operations that compute something (a kernel each on a GPU), views aside."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not func.is_view:
+            self.ops.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("chains", [1, 3])
+def test_a_recorded_step_is_its_gradient_and_two_multiply_adds(chains):
+    """On a GPU a replayed step costs its kernels (about 2 us each on an H200 whatever their
+    size): the step around the gradient is the drift and the kick, nothing more (the divergence
+    freeze it had cost 7 kernels; docs/hmc.md, "On a GPU")."""
+    target = network_target("cpu")
+    g = torch.Generator().manual_seed(0)
+    q = 0.1 * torch.randn(chains, target.dim, generator=g)
+    state = HMC(n_steps=1).build(target).init(q)
+    eps = torch.full((chains,), 0.01)
+    rec = _graphs._Recording(
+        target, state, torch.randn(q.shape, generator=g), eps, IdentityMetric(), record=False
+    )
+    rec._body(rec.step)  # the target's caches (derived data, workspaces) filled
+    with OpCounter() as gradient:
+        target.value_and_grad(rec.q)
+    with OpCounter() as step:
+        rec._body(rec.step)
+    assert len(step.ops) == len(gradient.ops) + 2, (step.ops, gradient.ops)
+    assert step.ops.count("addcmul_") - gradient.ops.count("addcmul_") == 2
 
 
 @pytest.mark.parametrize("metric", ["identity", "shared", "per_chain"])
