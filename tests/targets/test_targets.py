@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from sklearn_bnn.likelihoods import Categorical, Gaussian
+from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.targets import (
     FunctionalNetwork,
@@ -181,13 +182,23 @@ def test_split_subsets_sum_to_the_full_target(chains):
 
 
 @pytest.mark.parametrize("chains", [1, 3])
-def test_minibatch_estimate_scales_the_batch_likelihood_by_n_over_b(chains):
+@pytest.mark.parametrize("module", ["sequential", "mlp"])
+def test_minibatch_estimate_scales_the_batch_likelihood_by_n_over_b(chains, module):
+    """Both gradients: autograd's (any network; for one chain on the CPU the flat module's
+    pass, the scaling in its copy-out) and the package MLP's hand-written one."""
     X, y = _data()
+    if module == "mlp":
+        torch.manual_seed(0)
+        network = FunctionalNetwork(MLP(D_IN, (5,), 2, activation="tanh"), dtype=torch.float64)
+    else:
+        network = _network()
     mb = MinibatchTarget(
-        _network(), X.numpy(), y.numpy(), Gaussian(TAU_NOISE), GaussianPrior(PRIOR), batch_size=5
+        network, X.numpy(), y.numpy(), Gaussian(TAU_NOISE), GaussianPrior(PRIOR), batch_size=5
     )
     theta = _positions(mb.network, chains)
     rows = np.array([3, 17, 4, 9, 22])
+    X_rows, y_rows = mb.batch(rows)
+    assert (mb._batched_applies(theta, X_rows, y_rows) is not None) == (module == "mlp")
     value, grad = mb.batch_value_and_grad(theta, rows)
     scale = N / len(rows)
     for c in range(chains):
