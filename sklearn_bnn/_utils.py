@@ -43,6 +43,19 @@ AUTO_CUDA_WORK = 7.6e7
 AUTO_CUDA_WORK_REPLAYED = 5e4
 
 
+#: Whether code may read a tensor's value on the host to take a shorter path when the tensor
+#: is on the CPU, where a read is free (on a GPU it is a synchronisation, and the same code
+#: takes a path that reads nothing). The tests that count host reads turn it off, to see what
+#: a GPU would.
+HOST_READS_ON_CPU = True
+
+
+def host_reads_are_free(tensor: torch.Tensor) -> bool:
+    """Whether reading ``tensor``'s values on the host costs nothing (see
+    :data:`HOST_READS_ON_CPU`)."""
+    return HOST_READS_ON_CPU and tensor.device.type == "cpu"
+
+
 def resolve_device(
     device: str | torch.device | None, work=None, threshold: float = AUTO_CUDA_WORK
 ) -> torch.device:

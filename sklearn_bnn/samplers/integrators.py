@@ -28,6 +28,7 @@ import math
 
 import torch
 
+from .._utils import host_reads_are_free
 from ._base import State
 from .geometry.euclidean import as_metric
 
@@ -129,10 +130,10 @@ def leapfrog(
     trajectory there cost 7 of the 41 kernels of a replayed step on a GPU for an end point that
     is rejected either way. On the CPU, where reading a value costs nothing,
     :func:`_leapfrog_on_host` takes the same steps with fewer operations and stops a trajectory
-    once every chain has diverged (:data:`HOST_BRANCH_ON_CPU`).
+    once every chain has diverged (:func:`~sklearn_bnn._utils.host_reads_are_free`).
     """
     metric = as_metric(inv_mass)
-    if HOST_BRANCH_ON_CPU and state.position.device.type == "cpu":
+    if host_reads_are_free(state.position):
         return _leapfrog_on_host(target, state, momentum, step_size, n_steps, metric)
     step = step_size[:, None]
     half = 0.5 * step
@@ -144,11 +145,6 @@ def leapfrog(
         log_prob, grad = target.value_and_grad(q)
         p = kick(p, grad, step if i < n_steps - 1 else half)
     return State(q, log_prob, grad), p, n_steps
-
-
-#: Take :func:`_leapfrog_on_host` for positions on the CPU (the tests that count host reads,
-#: a proxy for a GPU's synchronisations, turn it off).
-HOST_BRANCH_ON_CPU = True
 
 
 def _leapfrog_on_host(target, state, momentum, step_size, n_steps: int, metric):

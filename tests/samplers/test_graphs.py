@@ -16,10 +16,11 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from sklearn_bnn import _utils
 from sklearn_bnn.likelihoods import Categorical, Gaussian
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers import HMC, _graphs, integrators, run_chains
+from sklearn_bnn.samplers import HMC, _graphs, run_chains
 from sklearn_bnn.samplers.geometry.euclidean import IdentityMetric, as_metric
 from sklearn_bnn.samplers.integrators import leapfrog
 from sklearn_bnn.targets import FunctionalNetwork, Target
@@ -206,7 +207,7 @@ def test_a_divergence_in_the_recorded_steps_is_rejected_and_counted(monkeypatch)
     """Every chain leaves the finite region: the recorded steps end where the eager leapfrog
     ends (non-finite), and the HMC step rejects the trajectory, counts it divergent and keeps
     its state finite."""
-    monkeypatch.setattr(integrators, "HOST_BRANCH_ON_CPU", False)
+    monkeypatch.setattr(_utils, "HOST_READS_ON_CPU", False)
     target = Normal(
         torch.zeros(3, dtype=torch.float64), torch.full((3,), 1e-3, dtype=torch.float64)
     )

@@ -16,10 +16,11 @@ import torch
 from conftest import correlated_gaussian
 from torch.overrides import TorchFunctionMode
 
+from sklearn_bnn import _utils
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import HierarchicalPrior
-from sklearn_bnn.samplers import HMC, State, integrators, run_chains
+from sklearn_bnn.samplers import HMC, State, run_chains
 from sklearn_bnn.samplers._loop import _Record
 from sklearn_bnn.samplers.adaptation import DualAveraging
 from sklearn_bnn.samplers.gibbs import with_gibbs_blocks
@@ -34,7 +35,7 @@ F64 = torch.float64
 def _device_paths(monkeypatch):
     """The paths a GPU takes: the CPU's leapfrog reads the host (free there) to stop a
     trajectory whose every chain has diverged; these tests count what a device would see."""
-    monkeypatch.setattr(integrators, "HOST_BRANCH_ON_CPU", False)
+    monkeypatch.setattr(_utils, "HOST_READS_ON_CPU", False)
 
 #: Tensor methods and functions that read a value on the host (a device sync on a GPU).
 READS = {

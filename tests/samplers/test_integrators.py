@@ -4,6 +4,7 @@ import pytest
 import torch
 from conftest import GaussianTarget, correlated_gaussian
 
+from sklearn_bnn import _utils
 from sklearn_bnn.samplers import State, leapfrog
 from sklearn_bnn.samplers._base import kinetic_energy
 
@@ -91,7 +92,7 @@ def test_the_cpu_leapfrog_takes_the_device_leapfrogs_steps(monkeypatch, metric):
     p0_before = p0.clone()
     eps = torch.tensor([0.1, 0.2, 0.05, 0.15], dtype=torch.float64)
     host = integrators.leapfrog(Gauss(), state, p0, eps, 17, m)
-    monkeypatch.setattr(integrators, "HOST_BRANCH_ON_CPU", False)
+    monkeypatch.setattr(_utils, "HOST_READS_ON_CPU", False)
     device = integrators.leapfrog(Gauss(), state, p0, eps, 17, m)
     torch.testing.assert_close(host[0].position, device[0].position, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(host[1], device[1], rtol=1e-12, atol=1e-12)
@@ -101,7 +102,7 @@ def test_the_cpu_leapfrog_takes_the_device_leapfrogs_steps(monkeypatch, metric):
     # non-finite, which the Metropolis test rejects
     big = torch.full((4,), 1e4, dtype=torch.float64)
     run_on = integrators.leapfrog(Gauss(), state, p0 * 1e3, big, 40, m)
-    monkeypatch.setattr(integrators, "HOST_BRANCH_ON_CPU", True)
+    monkeypatch.setattr(_utils, "HOST_READS_ON_CPU", True)
     stopped = integrators.leapfrog(Gauss(), state, p0 * 1e3, big, 40, m)
     assert not torch.isfinite(stopped[0].log_prob).any()
     assert not torch.isfinite(run_on[0].log_prob).any()
