@@ -35,6 +35,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .._utils import host_reads_are_free
+
 __all__ = [
     "LayerRescaleGibbs",
     "UnitRescaleGibbs",
@@ -47,6 +49,9 @@ __all__ = [
 HOMOGENEOUS = (nn.ReLU, nn.Identity)
 #: Rejection rounds of :func:`sample_log_concave`, drawn together, and the passes of them.
 ROUNDS_PER_PASS, PASSES = 25, 4
+#: Largest number of proposals :func:`sample_log_concave` draws in one pass where it does not
+#: read the host (8 MB of float64 for each of its tensors of that size).
+MAX_PASS_SIZE = 2**20
 
 
 def homogeneous_layers(network) -> list | None:
@@ -118,17 +123,20 @@ def sample_log_gig(
     def h(v):
         return p * v - 0.5 * (torch.exp(log_a + v) + torch.exp(log_b - v))
 
-    def dh(v):
-        return p - 0.5 * (torch.exp(log_a + v) - torch.exp(log_b - v))
+    def h_and_slope(v):  # the two exponentials once for both
+        up, down = torch.exp(log_a + v).mul_(0.5), torch.exp(log_b - v).mul_(0.5)
+        return torch.sub(p * v, up).sub_(down), torch.sub(p, up).add_(down)
 
     s = torch.sqrt(p * p + a * b)  # -h''(v*) = (a u* + b / u*) / 2 at the mode
     mode = torch.where(  # log u*, u* = (p + s) / a = b / (s - p), without cancellation
         p >= 0, torch.log(p + s) - log_a, log_b - torch.log(s - p)
     )
-    return sample_log_concave(h, dh, mode, s, ok, generator)
+    return sample_log_concave(h, h_and_slope, mode, s, ok, generator)
 
 
-def sample_log_concave(h, dh, mode, curvature, ok, generator: torch.Generator) -> torch.Tensor:
+def sample_log_concave(
+    h, h_and_slope, mode, curvature, ok, generator: torch.Generator
+) -> torch.Tensor:
     """Exact draws from the log-concave densities exp(h(v)), elementwise (float64).
 
     Rejection from the three-piece envelope of a log-concave density (Devroye 1986,
@@ -137,17 +145,21 @@ def sample_log_concave(h, dh, mode, curvature, ok, generator: torch.Generator) -
     v_- < v* < v_+ where h has dropped by about 1, and the tangent lines of h at v_- and v_+
     beyond them. Concavity makes it an envelope wherever v_- and v_+ land (a few Newton steps
     from the quadratic approximation place them), so every accepted draw is exact; acceptance
-    is about 0.5-0.7 a round. The rounds are drawn :data:`ROUNDS_PER_PASS` at a time,
-    vectorised, in :data:`PASSES` passes, and each element keeps its first accepted
-    proposal: the draw a round-by-round loop would return, with no host read to decide when
-    to stop. An element left after the 100 rounds, with probability below 1e-30, stays at
+    is about 0.5-0.7 a round. The rounds are drawn vectorised, and each element keeps its
+    first accepted proposal: the draw a round-by-round loop would return. On the CPU they come
+    :data:`ROUNDS_PER_PASS` at a time, and the passes stop once every element has its draw
+    (a host read, free there: nearly always after the first); elsewhere all
+    ``ROUNDS_PER_PASS * PASSES`` rounds are one pass, with no host read to decide when to
+    stop (in passes of :data:`ROUNDS_PER_PASS` where one would exceed :data:`MAX_PASS_SIZE`
+    numbers). An element left after the 100 rounds, with probability below 1e-30, stays at
     v = 0.
 
     Parameters
     ----------
-    h, dh : callable
-        The log density (up to a constant) and its derivative, elementwise on a tensor shaped
-        like ``mode``; h strictly concave with h' > 0 far left and < 0 far right.
+    h, h_and_slope : callable
+        The log density (up to a constant), and the pair (h, h'), elementwise on a tensor
+        shaped like ``mode`` or with leading dimensions before that shape; h strictly concave
+        with h' > 0 far left and < 0 far right.
     mode : tensor
         The maximiser of h.
     curvature : tensor
@@ -157,17 +169,20 @@ def sample_log_concave(h, dh, mode, curvature, ok, generator: torch.Generator) -
     """
     top = h(mode)
     half = torch.sqrt(2.0 / curvature)  # where the quadratic approximation has dropped by 1
-    edges = []
-    for sign in (1.0, -1.0):
-        v = mode + sign * half
-        for _ in range(4):  # Newton on h(v) = top - 1; any v on the right side is valid
-            step = (h(v) - top + 1.0) / dh(v)
-            v = torch.where(torch.isfinite(step), v - step, v)
-            v = mode + sign * torch.clamp(sign * (v - mode), 1e-3 * half, 50.0 * half)
-        edges.append(v)
-    right, left = edges
-    h_r, h_l = h(right) - top, h(left) - top
-    slope_r, slope_l = dh(right), dh(left)  # < 0 and > 0 by strict concavity
+    # both edges at once, right then left, along a leading dimension (half the operations)
+    sign = mode.new_ones((2,) + (1,) * mode.ndim)
+    sign[1] = -1.0
+    near, far = 1e-3 * half, 50.0 * half
+    v = mode + sign * half
+    for _ in range(4):  # Newton on h(v) = top - 1; any v on the right side is valid
+        value, slope = h_and_slope(v)
+        step = (value - top + 1.0) / slope
+        v = torch.where(torch.isfinite(step), v - step, v)
+        v = mode + sign * torch.clamp(sign * (v - mode), near, far)
+    value, slope = h_and_slope(v)
+    right, left = v
+    h_r, h_l = value - top
+    slope_r, slope_l = slope  # < 0 and > 0 by strict concavity
     mass_mid = right - left
     mass_r = torch.exp(h_r) / -slope_r
     mass_l = torch.exp(h_l) / slope_l
@@ -176,8 +191,12 @@ def sample_log_concave(h, dh, mode, curvature, ok, generator: torch.Generator) -
     out = torch.zeros_like(mode)
     todo = ok.clone()
     opts = dict(generator=generator, dtype=mode.dtype, device=mode.device)
-    shape = (ROUNDS_PER_PASS, *mode.shape)
-    for _ in range(PASSES):  # every pass runs: no host read decides when to stop
+    reads = host_reads_are_free(mode)
+    rounds, passes = ROUNDS_PER_PASS, PASSES
+    if not reads and mode.numel() * ROUNDS_PER_PASS * PASSES <= MAX_PASS_SIZE:
+        rounds, passes = ROUNDS_PER_PASS * PASSES, 1  # a quarter of the kernels on a GPU
+    shape = (rounds, *mode.shape)
+    for _ in range(passes):
         pick = torch.rand(shape, **opts) * total
         u = torch.rand(shape, **opts)
         e = -torch.log1p(-torch.rand(shape, **opts))  # Exp(1)
@@ -199,6 +218,8 @@ def sample_log_concave(h, dh, mode, curvature, ok, generator: torch.Generator) -
         take = todo & accept.any(0)
         out = torch.where(take, v.gather(0, first).squeeze(0), out)
         todo &= ~take
+        if reads and not bool(todo.any()):
+            break
     return out
 
 
@@ -402,4 +423,4 @@ class LayerRescaleGibbs(_RescaleBlock):
         ok &= (curvature > 0) & torch.isfinite(mode) & (mode.abs() < 79.0)
         mode = torch.where(ok, mode, torch.zeros_like(mode))
         curvature = torch.where(ok, curvature, torch.ones_like(curvature))
-        return sample_log_concave(h, dh, mode, curvature, ok, generator)
+        return sample_log_concave(h, lambda v: (h(v), dh(v)), mode, curvature, ok, generator)
