@@ -159,10 +159,10 @@ class MinibatchTarget(Target):
         X, y = self.batch(rows)
         scale = self.n_data / X.shape[0]
         # grad[(N/B) l_B + log p] = (N/B) grad[l_B + (B/N) log p]. The package's MLP takes its
-        # hand-written gradient (BatchedMLP: 3-8 % less time than autograd for a batch of 128
-        # on a CPU, 26 % for a regression, and the form a GPU replays from a CUDA graph,
-        # samplers/_sg_graphs.py); another network's one chain on the CPU the flat module's
-        # autograd pass, with the scaling in its copy-out
+        # hand-written gradient (BatchedMLP, the form a GPU replays from a CUDA graph,
+        # samplers/_sg_graphs.py; on a CPU as fast as autograd or faster, docs/sgmcmc.md);
+        # another network's one chain on the CPU the flat module's autograd pass, with the
+        # scaling in its copy-out
         if (
             theta.shape[0] == 1
             and self.temperature == 1
