@@ -36,7 +36,7 @@ import torch
 
 from ._base import State
 from .geometry.euclidean import DiagonalMetric, IdentityMetric, as_metric
-from .integrators import leapfrog, naive_split
+from .integrators import gradient_only, leapfrog, naive_split
 
 #: Whether trajectories on a CUDA device are recorded and replayed as CUDA graphs. Set to
 #: False to run every leapfrog step eagerly (for debugging, or to compare the two paths).
@@ -127,14 +127,18 @@ class _Recording(ConditionedRecording):
 
     def _body(self, kick_step: torch.Tensor) -> None:
         """One leapfrog step on the buffers, in place, the momentum kicked by ``kick_step``
-        (the full step inside the trajectory, the half step at its end)."""
+        (the full step inside the trajectory, the half step at its end). Only the last step
+        computes the log density; an inner one takes the gradient alone
+        (:func:`~.integrators.gradient_only`)."""
         self.q.addcmul_(self.factor, self.p)
-        lp_new, grad_new = self.target.value_and_grad(self.q)
-        self.p.addcmul_(kick_step, grad_new)
         if kick_step is self.half:
+            lp_new, grad_new = self.target.value_and_grad(self.q)
             # the last graph's outputs stay allocated in its pool, written at each replay (an
             # inner replay may reuse that memory: run() copies them out before the next one)
             self.end = (lp_new, grad_new)
+        else:
+            grad_new = gradient_only(self.target)(self.q)
+        self.p.addcmul_(kick_step, grad_new)
 
     def _record(self, kick_step: torch.Tensor, pool) -> torch.cuda.CUDAGraph:
         return record_graph(lambda: self._body(kick_step), (self.q, self.p), pool)

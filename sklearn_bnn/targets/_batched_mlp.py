@@ -214,23 +214,25 @@ class BatchedMLP:
         return False
 
     # -- the computation ----------------------------------------------------------------------
-    def log_likelihood_and_grad(self, theta: torch.Tensor, X, y, likelihood):
+    def log_likelihood_and_grad(self, theta: torch.Tensor, X, y, likelihood, with_value=True):
         """Log-likelihood of every chain (C,) and its gradient (C, D) at ``theta`` (C, D).
 
         Call only where :meth:`accepts` said yes. No graph is built and nothing is synced.
+        With ``with_value=False`` the log-likelihood is not computed (None in its place): the
+        gradient alone, what the inner steps of a trajectory need.
         """
         theta = theta.detach()
         C = theta.shape[0]
         if C == 1 and theta.device.type == "cpu":
-            return self._one_chain(theta, X, y, likelihood)
+            return self._one_chain(theta, X, y, likelihood, with_value)
         X1t = self._inputs_with_ones(X)
         work = self._workspace(C, X1t.shape[1], X1t)
         zs, acts, f = self._forward(theta, X1t, work)
-        value, d_out = self._likelihood(f, y, likelihood, C)
+        value, d_out = self._likelihood(f, y, likelihood, C, with_value)
         grad = self._backward(theta, X1t, zs, acts, d_out, work)
         return value, grad
 
-    def _one_chain(self, theta, X, y, likelihood):
+    def _one_chain(self, theta, X, y, likelihood, with_value=True):
         """:meth:`log_likelihood_and_grad` of one chain on the CPU, in as few operations as
         the products allow (a small network's gradient there costs its operations as much as
         its arithmetic): each layer's bias is added by its product (:func:`torch.addmm`), and
@@ -251,7 +253,7 @@ class BatchedMLP:
             if i < last:
                 inputs = layer.activate(z)
                 hidden.append((z, inputs))
-        value, d_out = self._likelihood(z.unsqueeze(0), y, likelihood, 1)
+        value, d_out = self._likelihood(z.unsqueeze(0), y, likelihood, 1, with_value)
         grad = torch.empty_like(theta)
         pieces = grad.view(-1).split(self.sizes)
         dz = d_out[0]
@@ -372,23 +374,23 @@ class BatchedMLP:
         pieces.append(g[:, :, :-1].reshape(C, -1))
         return torch.cat(pieces[::-1], 1)
 
-    def _likelihood(self, f, y, likelihood, C):
-        """Log-likelihood per chain (C,) of outputs ``f`` (C, n_out, n), and its gradient with
-        respect to ``f`` (C, n_out, n)."""
+    def _likelihood(self, f, y, likelihood, C, with_value=True):
+        """Log-likelihood per chain (C,) of outputs ``f`` (C, n_out, n) (None without
+        ``with_value``), and its gradient with respect to ``f`` (C, n_out, n)."""
         kind = type(likelihood)
         if kind is Categorical:
-            return self._categorical(f, y)
+            return self._categorical(f, y, with_value)
         if kind is Bernoulli:
-            return self._bernoulli(f, self._transposed(y))
-        return self._gaussian(f, self._transposed(y), likelihood, C)
+            return self._bernoulli(f, self._transposed(y), with_value)
+        return self._gaussian(f, self._transposed(y), likelihood, C, with_value)
 
-    def _categorical(self, f, y):
+    def _categorical(self, f, y, with_value=True):
         # log p = sum of log_softmax(f) at the labels; d/df = onehot - softmax(f), which is
         # log_softmax's own backward at onehot (each column sums to 1): one pass, not two
         C = f.shape[0]
         log_p = torch.log_softmax(f, 1)
         onehot = self._onehot_of(y, f)
-        value = _rows_dot(log_p.view(C, -1), onehot.view(-1))
+        value = _rows_dot(log_p.view(C, -1), onehot.view(-1)) if with_value else None
         d_out = torch.ops.aten._log_softmax_backward_data(
             onehot.expand_as(log_p), log_p, 1, log_p.dtype
         )
@@ -407,12 +409,12 @@ class BatchedMLP:
 
         return self._derived("onehot", y, make, n_out, f.dtype)
 
-    def _bernoulli(self, f, y):
+    def _bernoulli(self, f, y, with_value=True):
         # log p = y f - softplus(f); d/df = y - sigmoid(f)
-        value = torch.sub(f * y, F.softplus(f)).sum((1, 2))
+        value = torch.sub(f * y, F.softplus(f)).sum((1, 2)) if with_value else None
         return value, torch.sub(y, torch.sigmoid(f))
 
-    def _gaussian(self, f, y, likelihood, C):
+    def _gaussian(self, f, y, likelihood, C, with_value=True):
         # log p = n/2 (sum log tau - n_out log 2 pi) - sum tau (f - y)^2 / 2; d/df = -tau (f - y)
         n_out, n = f.shape[1], f.shape[2]
         tau = likelihood.chain_precision
@@ -421,13 +423,17 @@ class BatchedMLP:
         resid = f - y
         if isinstance(tau, torch.Tensor):
             tau = tau.to(f).reshape(-1, n_out, 1) if tau.numel() > 1 else tau.to(f).reshape(1, 1, 1)
+        else:  # a float: no tensor to build
+            tau = float(tau)
+        weighted = resid * tau
+        if not with_value:
+            return None, weighted.neg_()
+        if isinstance(tau, torch.Tensor):
             log_tau = torch.log(tau).sum((1, 2))
             if tau.shape[1] == 1:
                 log_tau = log_tau * n_out
-        else:  # a float: no tensor to build
-            tau = float(tau)
+        else:
             log_tau = n_out * math.log(tau)
-        weighted = resid * tau
         sq = (weighted * resid).sum((1, 2))
         value = 0.5 * n * (log_tau - n_out * math.log(2 * math.pi)) - 0.5 * sq
         return value, weighted.neg_()

@@ -269,7 +269,7 @@ class Target:
 
     def _tempered(self, value: torch.Tensor) -> torch.Tensor:
         """``value`` / T, in place; untouched (bit for bit) at T = 1."""
-        return value if self.temperature == 1 else value.div_(self.temperature)
+        return value if self.temperature == 1 or value is None else value.div_(self.temperature)
 
     def _log_prior(self, theta, weight: float = 1.0) -> torch.Tensor:
         """The (tempered) log prior density, ``weight`` times, at ``theta`` (C, D)."""
@@ -483,17 +483,36 @@ class Target:
         log_lik, grad = self.log_likelihood_and_grad(theta, X, y, prior_weight)
         return log_lik.add_(self._log_prior(theta, prior_weight)), grad
 
-    def log_likelihood_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight=1.0):
+    def log_prob_grad(self, theta: torch.Tensor) -> torch.Tensor:
+        """The gradient (C, D) of the log density at ``theta`` (C, D), without its value.
+
+        What the inner steps of a trajectory need: only the last step's log density is read
+        (by the Metropolis test). Where the package's MLP takes the hand-written gradient
+        (:class:`~._batched_mlp.BatchedMLP`), neither the likelihood's value nor the prior's is
+        computed: on a GPU, where each operation of a replayed step is a kernel of 1-2 us
+        whatever its size, they are 7 of the about 30 kernels of a one-chain step on digits.
+        Elsewhere it is :meth:`value_and_grad`'s gradient. A subclass whose density is not
+        this class's own (:meth:`value_and_grad` overridden) gets its :meth:`value_and_grad`'s
+        unless it overrides this method too.
+        """
+        if type(self).value_and_grad is not Target.value_and_grad:
+            return self.value_and_grad(theta)[1]
+        return self.log_likelihood_and_grad(theta, with_value=False)[1]
+
+    def log_likelihood_and_grad(
+        self, theta: torch.Tensor, X=None, y=None, prior_weight=1.0, *, with_value=True
+    ):
         """Log-likelihood, and the gradient of the log *density* (likelihood plus weighted prior).
 
         The hot path of the split integrators: a kick needs only the gradient, and the prior's
         value, wanted once per trajectory for the energy, is cheaper to add in closed form where
         it is needed (:meth:`value_and_grad`, the split target's full-data energy) than at every
-        subset. Arguments as for :meth:`value_and_grad`.
+        subset. Arguments as for :meth:`value_and_grad`; with ``with_value=False`` the
+        log-likelihood may be skipped (None in its place) where that saves work.
 
         Returns
         -------
-        log_lik : tensor (C,)
+        log_lik : tensor (C,) or None
         grad : tensor (C, D)
             Gradient of ``log_lik + prior_weight * log p(theta)``.
         """
@@ -501,7 +520,7 @@ class Target:
         y = self.y if y is None else y
         fast = self._batched_applies(theta, X, y)
         if fast is not None:  # the package's MLP: no autograd, chains batched by hand
-            log_lik, grad = fast.log_likelihood_and_grad(theta, X, y, self.likelihood)
+            log_lik, grad = fast.log_likelihood_and_grad(theta, X, y, self.likelihood, with_value)
             grad = self.prior_density.add_grad_(grad, theta, prior_weight)
             return self._tempered(log_lik), self._tempered(grad)
         if theta.shape[0] == 1:

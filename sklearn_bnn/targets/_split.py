@@ -120,15 +120,16 @@ class SplitTarget(Target):
         X, y = self.subset(m)
         return super().value_and_grad(theta, X, y, 1.0 / self.n_splits)
 
-    def subset_log_likelihood_and_grad(self, theta: torch.Tensor, m: int):
+    def subset_log_likelihood_and_grad(self, theta: torch.Tensor, m: int, with_value=True):
         """l_m(w) and the gradient of -U_m = l_m(w) + log p(w) / M, at ``theta`` (C, D).
 
         What a split integrator's kick needs, without the prior's value (which
-        :meth:`log_density_from_subsets` adds once for the whole data).
+        :meth:`log_density_from_subsets` adds once for the whole data); with
+        ``with_value=False`` l_m may be skipped too (None: :meth:`Target.log_prob_grad`).
         """
         self.n_subset_grads += 1
         X, y = self.subset(m)
-        return self.log_likelihood_and_grad(theta, X, y, 1.0 / self.n_splits)
+        return self.log_likelihood_and_grad(theta, X, y, 1.0 / self.n_splits, with_value=with_value)
 
     def log_density_from_subsets(self, theta: torch.Tensor, log_liks, grads):
         """Full-data log density and gradient at ``theta`` (C, D) from every subset's
@@ -142,6 +143,16 @@ class SplitTarget(Target):
         """The subsets, one at a time on the compute device (the residuals and the
         log-likelihood of the Gibbs blocks are summed over them)."""
         return (self.subset(m) for m in range(self.n_splits))
+
+    def log_prob_grad(self, theta: torch.Tensor) -> torch.Tensor:
+        """The full-data gradient alone, summed over the subsets as :meth:`value_and_grad`
+        sums it (:meth:`Target.log_prob_grad`: no log-likelihood or prior value computed
+        where the package's MLP takes the hand-written gradient)."""
+        grad = None
+        for m in range(self.n_splits):
+            _, g = self.subset_log_likelihood_and_grad(theta, m, with_value=False)
+            grad = g if grad is None else grad + g
+        return grad
 
     def value_and_grad(self, theta: torch.Tensor, X=None, y=None, prior_weight: float = 1.0):
         """Full-data log density and gradient, summed over the subsets (one graph at a time).

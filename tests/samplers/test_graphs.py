@@ -157,7 +157,8 @@ class OpCounter(TorchDispatchMode):
 def test_a_recorded_step_is_its_gradient_and_two_multiply_adds(chains):
     """On a GPU a replayed step costs its kernels (about 2 us each on an H200 whatever their
     size): the step around the gradient is the drift and the kick, nothing more (the divergence
-    freeze it had cost 7 kernels; docs/hmc.md, "On a GPU")."""
+    freeze it had cost 7 kernels; docs/hmc.md, "On a GPU"). An inner step takes the gradient
+    alone; only the last one computes the log density too."""
     target = network_target("cpu")
     g = torch.Generator().manual_seed(0)
     q = 0.1 * torch.randn(chains, target.dim, generator=g)
@@ -166,13 +167,18 @@ def test_a_recorded_step_is_its_gradient_and_two_multiply_adds(chains):
     rec = _graphs._Recording(
         target, state, torch.randn(q.shape, generator=g), eps, IdentityMetric(), record=False
     )
-    rec._body(rec.step)  # the target's caches (derived data, workspaces) filled
+    for kick_step in (rec.step, rec.half):
+        rec._body(kick_step)  # the target's caches (derived data, workspaces) filled
     with OpCounter() as gradient:
+        target.log_prob_grad(rec.q)
+    with OpCounter() as value_and_gradient:
         target.value_and_grad(rec.q)
-    with OpCounter() as step:
-        rec._body(rec.step)
-    assert len(step.ops) == len(gradient.ops) + 2, (step.ops, gradient.ops)
-    assert step.ops.count("addcmul_") - gradient.ops.count("addcmul_") == 2
+    assert len(gradient.ops) < len(value_and_gradient.ops)
+    for kick_step, evaluation in ((rec.step, gradient), (rec.half, value_and_gradient)):
+        with OpCounter() as step:
+            rec._body(kick_step)
+        assert len(step.ops) == len(evaluation.ops) + 2, (step.ops, evaluation.ops)
+        assert step.ops.count("addcmul_") - evaluation.ops.count("addcmul_") == 2
 
 
 @pytest.mark.parametrize("metric", ["identity", "shared", "per_chain"])

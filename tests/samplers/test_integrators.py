@@ -106,3 +106,71 @@ def test_the_cpu_leapfrog_takes_the_device_leapfrogs_steps(monkeypatch, metric):
     stopped = integrators.leapfrog(Gauss(), state, p0 * 1e3, big, 40, m)
     assert not torch.isfinite(stopped[0].log_prob).any()
     assert not torch.isfinite(run_on[0].log_prob).any()
+
+
+def test_the_device_leapfrog_takes_the_gradient_alone_inside_a_trajectory(monkeypatch):
+    """Only the last step's log density is read, so the inner steps ask the target for its
+    gradient alone (``log_prob_grad``), on a device as on the CPU: the same trajectory; on the
+    CPU a trajectory that diverges still stops early, its end non-finite."""
+    from sklearn_bnn.likelihoods import Categorical
+    from sklearn_bnn.nets import MLP
+    from sklearn_bnn.priors import GaussianPrior
+    from sklearn_bnn.samplers import integrators
+    from sklearn_bnn.samplers.geometry.euclidean import IdentityMetric
+    from sklearn_bnn.targets import FunctionalNetwork, Target
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(50, 3, generator=g, dtype=torch.float64)
+    y = (X[:, 0] > 0).long() + (X[:, 1] > 0.5).long()
+    torch.manual_seed(0)
+    net = FunctionalNetwork(MLP(3, (8,), 3), dtype=torch.float64)
+    target = Target(net, X, y, Categorical(), GaussianPrior(1.0))
+    q = 0.3 * torch.randn(2, target.dim, generator=g, dtype=torch.float64)
+    state = State(q, *target.value_and_grad(q))
+    p0 = torch.randn(2, target.dim, generator=g, dtype=torch.float64)
+    eps = torch.tensor([0.05, 0.02], dtype=torch.float64)
+    calls = []
+    for name in ("value_and_grad", "log_prob_grad"):
+        method = getattr(target, name)
+        monkeypatch.setattr(target, name, lambda *a, _m=method, _n=name: calls.append(_n) or _m(*a))
+    host = integrators.leapfrog(target, state, p0, eps, 9, IdentityMetric())
+    assert calls == ["log_prob_grad"] * 8 + ["value_and_grad"]
+    monkeypatch.setattr(_utils, "HOST_READS_ON_CPU", False)
+    calls.clear()
+    device = integrators.leapfrog(target, state, p0, eps, 9, IdentityMetric())
+    assert calls == ["log_prob_grad"] * 8 + ["value_and_grad"]
+    for a, b in zip((*host[0], host[1]), (*device[0], device[1]), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    # a divergence: the CPU stops at the first step whose gradient and log density are not
+    # finite (the density computed there to tell); the end is rejected by the caller
+    monkeypatch.setattr(_utils, "HOST_READS_ON_CPU", True)
+    calls.clear()
+    big = torch.full((2,), 1e3, dtype=torch.float64)
+    stopped = integrators.leapfrog(target, state, p0 * 1e300, big, 40, IdentityMetric())
+    assert not torch.isfinite(stopped[0].log_prob).any()
+    assert calls[-1] == "value_and_grad" and len(calls) < 10, calls
+
+
+def test_a_gradient_that_only_sums_past_the_float_range_does_not_stop_the_trajectory():
+    """The CPU's leapfrog reads the sum of the gradient to spot a divergence; a sum that
+    overflows while every element and the log density are finite is not one."""
+    from sklearn_bnn.samplers import integrators
+    from sklearn_bnn.samplers.geometry.euclidean import IdentityMetric
+
+    class Huge:
+        calls = 0
+
+        def value_and_grad(self, theta):
+            return -0.5 * (theta * theta).sum(-1), -theta
+
+        def log_prob_grad(self, theta):
+            Huge.calls += 1
+            return torch.full_like(theta, 3e38) if Huge.calls == 2 else -theta
+
+    target = Huge()
+    q = torch.ones(1, 2)
+    state = State(q, *target.value_and_grad(q))
+    eps = torch.full((1,), 1e-30)
+    end, p, n = integrators.leapfrog(target, state, torch.zeros(1, 2), eps, 6, IdentityMetric())
+    assert Huge.calls == 5  # every inner step ran
+    assert torch.isfinite(end.log_prob).all() and torch.isfinite(p).all()

@@ -111,6 +111,9 @@ def _check(target, theta, X=None, y=None, prior_weight=1.0):
     gscale = ref_grad.abs().max().item() + 1.0
     assert torch.allclose(grad, ref_grad, rtol=0, atol=tol * gscale)
     assert torch.allclose(grad, naive_grad, rtol=0, atol=tol * gscale)
+    if X is None and prior_weight == 1.0:
+        # the gradient alone (a trajectory's inner steps): the same operations, no value
+        assert torch.equal(target.log_prob_grad(theta), grad)
 
 
 LIKELIHOODS = [("categorical", 3), ("categorical", 2), ("bernoulli", 1), ("gaussian", 1),
@@ -139,6 +142,39 @@ def test_depths(hidden, n_chains):
     _check(target, _positions(target, n_chains))
 
 
+@pytest.mark.parametrize("n_chains", [1, 5])
+def test_the_gradient_alone_is_tempered(n_chains):
+    target = _target()
+    theta = _positions(target, n_chains)
+    target.temperature = 2.0
+    _check(target, theta)
+
+
+@pytest.mark.parametrize("n_chains", [1, 5])
+def test_the_gradient_alone_skips_the_values(n_chains):
+    """:meth:`Target.log_prob_grad` computes neither the likelihood's value nor the prior's:
+    fewer operations (on a GPU, kernels of a replayed step) than :meth:`value_and_grad`."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += not func.is_view
+            return func(*args, **(kwargs or {}))
+
+    target = _target()
+    theta = _positions(target, n_chains)
+    target.value_and_grad(theta)  # the caches filled
+    counts = []
+    for evaluate in (target.value_and_grad, target.log_prob_grad):
+        Count.n = 0
+        with Count():
+            evaluate(theta)
+        counts.append(Count.n)
+    assert counts[1] <= counts[0] - 4, counts  # the likelihood's value, the prior's (3), the sum
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("n_chains", [1, 5])
 def test_subset_prior_weight_and_temperature(n_chains, dtype):
@@ -155,6 +191,8 @@ def test_split_target_subsets(n_chains):
     X, y = _data("categorical", 3, torch.float64)
     target = SplitTarget(net, X, y, Categorical(), GaussianPrior(1.0), n_splits=3)
     theta = _positions(target, n_chains)
+    full_grad = target.value_and_grad(theta)[1]
+    torch.testing.assert_close(target.log_prob_grad(theta), full_grad, rtol=1e-12, atol=1e-10)
     for m in range(3):
         value, grad = target.subset_value_and_grad(theta, m)
         target.batched_mlp = False
@@ -289,6 +327,7 @@ def test_the_gpu_forms_equal_the_general_path(kind, c):
     ref_value, ref_grad = _general(target, theta.cpu())
     torch.testing.assert_close(value.cpu(), ref_value, rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(grad.cpu(), ref_grad, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(cuda.log_prob_grad(theta).cpu(), ref_grad, rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("n_chains", [1, 5])
