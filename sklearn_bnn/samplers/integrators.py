@@ -188,7 +188,7 @@ def _leapfrog_on_host(target, state, momentum, step_size, n_steps: int, metric):
             log_prob, grad = target.value_and_grad(q)
             diverged = not _any_finite(log_prob)
         else:
-            # the gradient alone (10 % of a one-chain step on digits is the value); a
+            # the gradient alone (the value is 10 % of a one-chain gradient on digits); a
             # non-finite one is where the log density may be too: it is computed to tell
             grad = gradient(q)
             diverged = not _any_finite(grad.sum(-1))
