@@ -222,6 +222,7 @@ def test_per_chain_noise_precision(n_out, n_chains, dtype):
     conditioned = target.with_noise_precision(tau)
     theta = _positions(target, n_chains)
     _check(conditioned, theta, prior_weight=0.5)
+    _check(conditioned, theta)  # and the gradient alone, which uses the whole prior
     # a different precision per chain gives a different density: the rows are used
     if n_chains > 1:
         same = target.with_noise_precision(tau[:1].expand(n_chains, n_out))
