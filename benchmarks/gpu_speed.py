@@ -46,7 +46,8 @@ Sections:
    ``torch.cuda.set_sync_debug_mode("warn")`` (one warning each) on cuda, and as host reads
    (``.item()``, ``.cpu()``, ``bool(t)``, ...) counted by a ``TorchFunctionMode`` on any
    device: a fixed-L transition, a warmup and a sampling transition of the loop.
-7. ``profile``: the GPU kernels of five transitions (one chain, digits), replayed and eager:
+7. ``profile``: the GPU kernels of five transitions (one chain, digits), replayed, replayed
+   with the log density computed at every step (as before ``Target.log_prob_grad``) and eager:
    kernels per transition, their summed device time, the twelve that take the most.
 
 ``--only`` runs some sections, ``--data`` and ``--chains`` narrow the transitions section
@@ -704,14 +705,19 @@ def syncs_section(X, y, device, n_steps=5):
 def profile_section(X, y, device, n_transitions=5):
     """GPU kernels of HMC transitions (50 steps, one chain, digits), replayed and eager: how
     many a transition launches, their summed device time against the wall time, and the
-    kernels that take the most (where the rest of the gap to XLA is)."""
+    kernels that take the most (where the rest of the gap to XLA is). ``graphs_with_values``
+    replays steps that all compute the log density (the target's ``log_prob_grad`` hidden),
+    as before the inner steps took the gradient alone: its saving, measured in the same run
+    (``wall_s_per_transition``: timed without the profiler, 10 transitions)."""
     from torch.profiler import ProfilerActivity, profile
 
     out = {}
-    for path in ("graphs", "eager"):
-        _graphs.ENABLED = path == "graphs"
+    for path in ("graphs", "graphs_with_values", "eager"):
+        _graphs.ENABLED = path != "eager"
         try:
             net, target = network_target(X, y, device)
+            if path == "graphs_with_values":
+                target.log_prob_grad = None  # the leapfrog then asks value_and_grad each step
             kernel = OurHMC(step_size=STEP, n_steps=N_STEPS).build(target)
             g = torch.Generator(device=device).manual_seed(0)
             state = kernel.init(net.initial_position()[None].to(device), g)
@@ -720,6 +726,11 @@ def profile_section(X, y, device, n_transitions=5):
             for _ in range(2):
                 state, _ = kernel.step(state, g, step_size=eps, inv_mass=inv_mass)
             sync(device)
+            start = time.perf_counter()
+            for _ in range(10):
+                state, _ = kernel.step(state, g, step_size=eps, inv_mass=inv_mass)
+            sync(device)
+            plain_wall = (time.perf_counter() - start) / 10
             start = time.perf_counter()
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 for _ in range(n_transitions):
@@ -739,6 +750,7 @@ def profile_section(X, y, device, n_transitions=5):
                 by_name[e.name[:80]][1] += us(e)
             top = sorted(by_name.items(), key=lambda kv: -kv[1][1])[:12]
             out[path] = dict(
+                wall_s_per_transition=plain_wall,
                 wall_s_per_transition_profiled=wall,
                 kernels_per_transition=len(kernels) / n_transitions,
                 device_s_per_transition=device_us * 1e-6,
@@ -751,7 +763,7 @@ def profile_section(X, y, device, n_transitions=5):
             out[path] = dict(error=repr(exc), traceback=traceback.format_exc())
         finally:
             _graphs.ENABLED = True
-        print_row("profile", {k: v for k, v in out[path].items() if k != "top"})
+        print_row("profile", {"path": path, **{k: v for k, v in out[path].items() if k != "top"}})
         for row in out[path].get("top", []):
             print_row("  kernel", row)
     return out
