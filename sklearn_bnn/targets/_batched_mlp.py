@@ -237,8 +237,10 @@ class BatchedMLP:
         the products allow (a small network's gradient there costs its operations as much as
         its arithmetic): each layer's bias is added by its product (:func:`torch.addmm`), and
         each gradient is written straight into its place in the flat vector. A GPU keeps the
-        batched form, whose trajectory is replayed as a graph (the number of operations does
-        not count there) and whose product layouts were measured on it (:func:`_weight_grad`)."""
+        batched form, whose product layouts were measured there (:func:`_weight_grad`; this
+        form's direct weight gradient is the layout that took cuBLAS 52 us against 9.5). Its
+        replayed kernels cost 1-2 us each whatever their size, so fewer would count there too:
+        this form would save about one a step (docs/hmc.md, "On a GPU"), not yet measured."""
         n = X.shape[0]
         params = theta.reshape(-1).split(self.sizes)
         work = self._workspace(1, n, X)
