@@ -54,6 +54,8 @@ LOG_T_PRIOR_SD = 0.5
 _LOG_T_GRID = np.linspace(-4.0, 4.0, 161)
 # grid points whose posterior weight is below this are dropped (the rest renormalised)
 _MIN_WEIGHT = 1e-6
+# fewest draws of the calibration stage (n_draws // 4 above this, n_draws below it)
+MIN_CALIBRATION_DRAWS = 100
 
 
 def temper(proba: np.ndarray, temperature: float) -> np.ndarray:
@@ -127,6 +129,12 @@ def calibrated(proba: np.ndarray, posterior: np.ndarray) -> np.ndarray:
         out += weight * temper(proba, float(temperature))
     # rounding in the weighted sum can leave a certain class at 1 + 2e-16
     return np.clip(out / out.sum(axis=-1, keepdims=True), 0.0, 1.0)
+
+
+def calibration_draws(n_draws: int, thin: int = 1) -> int:
+    """Transitions of the calibration stage: a quarter of ``n_draws``, at least
+    :data:`MIN_CALIBRATION_DRAWS` (at most ``n_draws``), at least ``thin``."""
+    return max(thin, min(n_draws, max(n_draws // 4, MIN_CALIBRATION_DRAWS)))
 
 
 def held_out_rows(y: np.ndarray, fraction: float, seed) -> tuple[np.ndarray, np.ndarray] | None:
@@ -260,7 +268,7 @@ class TemperatureCalibrationMixin:
             return super()._fit(X, y)
         fit_rows, held = split
         refit = self._calibration_refits
-        n_phase = self.n_draws if refit else max(self.thin, self.n_draws // 4)
+        n_phase = self.n_draws if refit else calibration_draws(self.n_draws, self.thin)
         name = type(self).__name__  # the two stages' progress bars say which is which
         stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
         with (
@@ -314,12 +322,14 @@ CALIBRATION_DOC = """\
     calibration : {"temperature"}, TemperatureCalibration or None, default="temperature"
         "temperature" (``TemperatureCalibration()``): hold out its ``validation_fraction``
         (0.2; ``calibration__validation_fraction``) of the rows (stratified), sample the
-        rest through warmup and ``n_draws // 4`` calibration transitions, learn the posterior
-        of the temperature T of the predictive ``mean_draws(p)^(1/T)`` (renormalised) from the
-        held-out labels under a N(0, 0.5^2) prior on log T, then continue the chains on
-        **every** row for the ``n_draws`` kept draws (the calibration draws are dropped);
-        ``predict_proba`` averages the tempered predictive over that posterior. Costs about
-        ``n_draws // 4`` transitions more than None. Skipped (T = 1) when fewer than 20 rows
+        rest through warmup and ``n_draws // 4`` calibration transitions (at least 100, at
+        most ``n_draws``: T learned from the average of a few draws is too high), learn the
+        posterior of the temperature T of the predictive ``mean_draws(p)^(1/T)``
+        (renormalised) from the held-out labels under a N(0, 0.5^2) prior on log T, then
+        continue the chains on **every** row for the ``n_draws`` kept draws (the calibration
+        draws are dropped);
+        ``predict_proba`` averages the tempered predictive over that posterior. Costs those
+        calibration transitions more than None. Skipped (T = 1) when fewer than 20 rows
         would be held out. None: the posterior predictive as sampled (docs/hmc.md,
         "Calibration").
 """

@@ -14,6 +14,7 @@ from sklearn_bnn import (
 from sklearn_bnn.estimators._calibration import (
     MIN_VALIDATION_ROWS,
     calibrated,
+    calibration_draws,
     held_out_rows,
     temper,
     temperature_posterior,
@@ -147,13 +148,6 @@ def test_calibration_none_is_the_plain_model_average(iris):
 
 
 @pytest.mark.filterwarnings("ignore:R-hat")
-def test_calibration_costs_the_calibration_transitions_only(iris):
-    X, y = iris
-    plain = HMCClassifier(**SMALL, calibration=None).fit(X, y).diagnostics_["n_grad_evals"]
-    calibrated = HMCClassifier(**SMALL).fit(X, y).diagnostics_["n_grad_evals"]
-    assert plain < calibrated < 1.5 * plain
-
-
 @pytest.mark.filterwarnings("ignore:R-hat")
 def test_warm_start_keeps_the_temperature(iris):
     X, y = iris
@@ -202,6 +196,36 @@ def test_the_held_out_share_is_reached_as_calibration_settings(iris, cls):
     assert cls().get_params()["calibration__validation_fraction"] == 0.2
 
 
+def test_the_calibration_stage_has_a_quarter_of_the_draws_and_at_least_100():
+    """T learned from the average of a few draws is too high and noisy (docs/hmc.md,
+    "Calibration"): a quarter of ``n_draws``, at least 100, never more than ``n_draws``."""
+    assert calibration_draws(500) == 125  # the default budget
+    assert calibration_draws(1000) == 250
+    assert calibration_draws(200) == 100  # the demo's
+    assert calibration_draws(60) == 60
+    assert calibration_draws(60, thin=80) == 80
+
+
+def test_calibration_costs_the_calibration_transitions_only(iris, monkeypatch):
+    from sklearn_bnn.samplers import HMC
+    from sklearn_bnn.samplers.hmc import HMCKernel
+
+    X, y = iris
+    original = HMCKernel.step
+    calls = {"n": 0}
+
+    def counting_step(self, *args, **kwargs):
+        calls["n"] += 1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(HMCKernel, "step", counting_step)
+    HMCClassifier(**SMALL, sampler=HMC(n_steps=5)).fit(X, y)
+    calibrated_fit = calls["n"]
+    calls["n"] = 0
+    HMCClassifier(**SMALL, sampler=HMC(n_steps=5), calibration=None).fit(X, y)
+    assert calibrated_fit - calls["n"] == calibration_draws(SMALL["n_draws"]) == 40
+
+
 def test_an_interrupted_calibration_phase_keeps_its_draws(iris, monkeypatch):
     from sklearn_bnn.samplers import HMC
     from sklearn_bnn.samplers.hmc import HMCKernel
@@ -212,7 +236,7 @@ def test_an_interrupted_calibration_phase_keeps_its_draws(iris, monkeypatch):
 
     def interrupting_step(self, *args, **kwargs):
         calls["n"] += 1
-        if calls["n"] == 40 + 5:  # warmup + 5 of the 10 calibration transitions
+        if calls["n"] == 40 + 5:  # warmup + 5 of the 40 calibration transitions
             raise KeyboardInterrupt
         return original(self, *args, **kwargs)
 
