@@ -206,19 +206,29 @@ def test_the_calibration_stage_has_a_quarter_of_the_draws_and_at_least_100():
     assert calibration_draws(60, thin=80) == 80
 
 
-def test_calibration_costs_the_calibration_transitions_only(iris, monkeypatch):
-    from sklearn_bnn.samplers import HMC
+def _count_hmc_steps(monkeypatch, interrupt_at=None):
+    """Count the HMC transitions (``calls["n"]``), raising KeyboardInterrupt at the
+    ``interrupt_at``-th when given."""
     from sklearn_bnn.samplers.hmc import HMCKernel
 
-    X, y = iris
     original = HMCKernel.step
     calls = {"n": 0}
 
     def counting_step(self, *args, **kwargs):
         calls["n"] += 1
+        if calls["n"] == interrupt_at:
+            raise KeyboardInterrupt
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(HMCKernel, "step", counting_step)
+    return calls
+
+
+def test_calibration_costs_the_calibration_transitions_only(iris, monkeypatch):
+    from sklearn_bnn.samplers import HMC
+
+    X, y = iris
+    calls = _count_hmc_steps(monkeypatch)
     HMCClassifier(**SMALL, sampler=HMC(n_steps=5)).fit(X, y)
     calibrated_fit = calls["n"]
     calls["n"] = 0
@@ -228,19 +238,9 @@ def test_calibration_costs_the_calibration_transitions_only(iris, monkeypatch):
 
 def test_an_interrupted_calibration_phase_keeps_its_draws(iris, monkeypatch):
     from sklearn_bnn.samplers import HMC
-    from sklearn_bnn.samplers.hmc import HMCKernel
 
     X, y = iris
-    original = HMCKernel.step
-    calls = {"n": 0}
-
-    def interrupting_step(self, *args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 40 + 5:  # warmup + 5 of the 40 calibration transitions
-            raise KeyboardInterrupt
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(HMCKernel, "step", interrupting_step)
+    _count_hmc_steps(monkeypatch, interrupt_at=40 + 5)  # warmup + 5 of the 40 calibration ones
     with pytest.warns(RuntimeWarning, match="interrupted"):
         clf = HMCClassifier(**SMALL, sampler=HMC(n_steps=5)).fit(X, y)
     assert clf.diagnostics_["interrupted"]
