@@ -327,10 +327,9 @@ CALIBRATION_DOC = """\
         posterior of the temperature T of the predictive ``mean_draws(p)^(1/T)``
         (renormalised) from the held-out labels under a N(0, 0.5^2) prior on log T, then
         continue the chains on **every** row for the ``n_draws`` kept draws (the calibration
-        draws are dropped);
-        ``predict_proba`` averages the tempered predictive over that posterior. Costs those
-        calibration transitions more than None. Skipped (T = 1) when fewer than 20 rows
-        would be held out. None: the posterior predictive as sampled (docs/hmc.md,
+        draws are dropped); ``predict_proba`` averages the tempered predictive over that
+        posterior. Costs those calibration transitions more than None. Skipped (T = 1) when
+        fewer than 20 rows would be held out. None: the posterior predictive as sampled (docs/hmc.md,
         "Calibration").
 """
 
