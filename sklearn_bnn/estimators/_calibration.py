@@ -329,8 +329,8 @@ CALIBRATION_DOC = """\
         continue the chains on **every** row for the ``n_draws`` kept draws (the calibration
         draws are dropped); ``predict_proba`` averages the tempered predictive over that
         posterior. Costs those calibration transitions more than None. Skipped (T = 1) when
-        fewer than 20 rows would be held out. None: the posterior predictive as sampled (docs/hmc.md,
-        "Calibration").
+        fewer than 20 rows would be held out. None: the posterior predictive as sampled
+        (docs/hmc.md, "Calibration").
 """
 
 CALIBRATION_ATTRS_DOC = """    calibration_temperature_ : float
