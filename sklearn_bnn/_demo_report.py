@@ -6,6 +6,7 @@ read from the scores, never assumed.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 COLUMNS = ("accuracy", "NLL", "ECE", "Brier", "AUROC H", "AUROC MI", "fit (s)", "x MLP")
@@ -80,6 +81,7 @@ def score_model(y_test, draws_test, draws_ood, labels, proba=None) -> dict:
         "auroc_entropy": float(roc_auc_score(is_ood, predictive_entropy(mean_both))),
         "auroc_mi": None,
         "mean_confidence": float(proba.max(axis=1).mean()),
+        "n_test": int(len(y_test)),
         "mean_entropy_test": float(predictive_entropy(proba_test[None]).mean()),
         "mean_entropy_ood": float(predictive_entropy(proba_ood[None]).mean()),
     }
@@ -196,19 +198,32 @@ def reading(rows: dict, bayes: str, others: tuple[str, ...]) -> list[str]:
         if tied:
             lines.append("  equal:  " + "; ".join(tied))
         lines.append(f"  fit time: {_fit_time(b['seconds'], o['seconds'])}")
-    gap = b["mean_confidence"] - b["accuracy"]
-    if round(gap, 3) != 0:
-        side = "over-confident" if gap > 0 else "under-confident"
-        lines.append(
-            f"{bayes}'s mean confidence on the test set is {b['mean_confidence']:.3f} against an "
-            f"accuracy of {b['accuracy']:.3f}: {side} on average."
-        )
+    lines += _confidence_reading(b, bayes)
     entropies = ", ".join(
         f"{name} {r['mean_entropy_ood']:.2f}"
         for name, r in sorted(rows.items(), key=lambda item: -item[1]["mean_entropy_ood"])
     )
     lines.append(f"Mean predictive entropy on the unseen digits 7-9 (nats): {entropies}.")
     return lines
+
+
+def _confidence_reading(row: dict, name: str) -> list[str]:
+    """A sentence on the model's mean confidence against its accuracy: over- or
+    under-confident only where the gap exceeds two standard errors of the accuracy of
+    ``row["n_test"]`` inputs (a gap within them is the test set's luck, not the model's)."""
+    gap = row["mean_confidence"] - row["accuracy"]
+    if round(gap, 3) == 0:
+        return []
+    acc, n = row["accuracy"], row.get("n_test")
+    margin = 2 * math.sqrt(acc * (1 - acc) / n) if n else 0.0
+    said = (
+        f"{name}'s mean confidence on the test set is {row['mean_confidence']:.3f} against an "
+        f"accuracy of {acc:.3f}"
+    )
+    if abs(gap) <= margin:
+        return [f"{said}: as confident as it is accurate, within the accuracy's sampling error "
+                f"on {n} test inputs (+-{margin:.3f} at two standard errors)."]  # fmt: skip
+    return [f"{said}: {'over' if gap > 0 else 'under'}-confident on average."]
 
 
 _STYLES = (

@@ -72,6 +72,12 @@ def test_reading_follows_the_numbers():
 
     rows["HMC"]["mean_confidence"] = 0.45
     assert "under-confident" in "\n".join(report.reading(rows, "HMC", ("MLP",)))
+    # a gap within two standard errors of the accuracy on the test set is not a verdict
+    rows["HMC"] |= {"accuracy": 0.982, "mean_confidence": 0.981, "n_test": 380}
+    text = "\n".join(report.reading(rows, "HMC", ("MLP",)))
+    assert "confident" not in text.replace("as confident as", "") and "+-0.014" in text
+    rows["HMC"]["mean_confidence"] = 0.94  # 0.042 below: beyond it
+    assert "under-confident on average" in "\n".join(report.reading(rows, "HMC", ("MLP",)))
 
     rows["HMC"]["nll"] = 0.12  # now worse: the claim moves with the number
     text = "\n".join(report.reading(rows, "HMC", ("MLP",)))
