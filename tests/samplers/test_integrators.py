@@ -140,7 +140,7 @@ def test_the_device_leapfrog_takes_the_gradient_alone_inside_a_trajectory(monkey
     device = integrators.leapfrog(target, state, p0, eps, 9, IdentityMetric())
     assert calls == ["log_prob_grad"] * 8 + ["value_and_grad"]
     for a, b in zip((*host[0], host[1]), (*device[0], device[1]), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)  # fused and unfused steps
     # a divergence: the CPU stops at the first step whose gradient and log density are not
     # finite (the density computed there to tell); the end is rejected by the caller
     monkeypatch.setattr(_utils, "HOST_READS_ON_CPU", True)
