@@ -9,7 +9,6 @@ the in-process registries of :mod:`._registry`.
 from __future__ import annotations
 
 import re
-import warnings
 
 import numpy as np
 import torch
@@ -22,6 +21,7 @@ from ._registry import (
     registered_sampler_name,
 )
 from ._state_checks import describe
+from ._warnings import warn
 
 FORMAT = "sklearn_bnn.weights/1"
 _MAX_DEPTH = 64
@@ -153,11 +153,10 @@ def _removed_dropped(params: dict, known, where: str, depth: int) -> dict:
         if name in out and name not in known:
             value = decode(out.pop(name), f"{where}: parameter {name!r}", depth)
             if value != inert:
-                warnings.warn(
+                warn(
                     f"{where}: this file sets {name}={value!r}, which is no longer a parameter: "
                     f"the loaded model predicts as saved; {instead}.",
                     UserWarning,
-                    stacklevel=4,
                 )
     return out
 

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import re
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
 from sklearn.datasets import load_iris
 from sklearn.preprocessing import StandardScaler
 
+import sklearn_bnn
 from sklearn_bnn import HMCClassifier, SGMCMCClassifier, targets
 from sklearn_bnn.estimators._sampling_report import _divergence_advice
 from sklearn_bnn.samplers import HMC, NUTS, BridgedHMC, DenseMetric, run_chains, sample
 from sklearn_bnn.samplers._base import Info, Kernel, State
 from sklearn_bnn.samplers.s3hmc import S3HMC
 from sklearn_bnn.targets import FunctionTarget
+
+PACKAGE_DIR = str(Path(sklearn_bnn.__file__).resolve().parent)
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +35,19 @@ def iris():
 
 
 def _caught(fn):
-    """Run ``fn`` and return (its result, the messages of the warnings it gave)."""
+    """Run ``fn`` and return (its result, the messages of the warnings it gave), checking that
+    every warning names the line that called the package (this file), not a line inside it:
+    the same warning is reached at different depths from ``fit``, the calibrated ``fit``,
+    ``sample()`` and the targets."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = fn()
+    inside = [
+        (w.filename, w.lineno, str(w.message)[:60])
+        for w in caught
+        if w.filename.startswith(PACKAGE_DIR)
+    ]
+    assert not inside, inside
     return result, [str(w.message) for w in caught]
 
 
@@ -98,15 +111,26 @@ def test_rhat_of_a_fresh_fit_and_of_a_continued_one(iris):
     """A fresh fit may run a longer warmup; a warm-started one runs none, so its advice is to
     continue the chains (or start afresh)."""
     X, y = iris
-    clf = HMCClassifier(
-        **SMALL, sampler=HMC(n_steps=5), n_warmup=15, n_draws=15, warm_start=True
-    )
+    clf = HMCClassifier(**SMALL, sampler=HMC(n_steps=5), n_warmup=15, n_draws=15, warm_start=True)
     _, messages = _caught(lambda: clf.fit(X, y))
     fresh = _one(messages, "R-hat")
     assert "increase n_warmup, n_draws or n_chains" in fresh
     _, messages = _caught(lambda: clf.fit(X, y))
     continued = _one(messages, "R-hat")
     assert "warm_start=True" in continued and "increase n_warmup" not in continued
+
+
+@pytest.mark.parametrize("estimator", ["HMCRegressor", "SplitHMCRegressor", "SGMCMCClassifier"])
+def test_rhat_names_the_fit_call_on_every_estimator_path(iris, estimator):
+    """The regressors' and the split and SG estimators' fits reach the R-hat warning through
+    other frames than the classifier's (it named sklearn_bnn/estimators/_base.py before);
+    ``_caught`` checks that it names this file."""
+    X, y = iris
+    model = getattr(sklearn_bnn, estimator)(
+        hidden_layer_sizes=(16,), n_warmup=5, n_draws=12, random_state=0
+    )
+    _, messages = _caught(lambda: model.fit(X, y if estimator.endswith("Classifier") else X[:, 0]))
+    assert "increase n_warmup" in _one(messages, "R-hat")
 
 
 # -- warmup ----------------------------------------------------------------------------------

@@ -241,17 +241,6 @@ class TemperatureCalibrationMixin:
     _calibration_refits = False
 
     def _fit(self, X, y):
-        # the sampling base warns with a stack level that names the caller of ``fit``; this
-        # extra frame would make it name this module, so the warnings are re-issued from here
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                return self._calibrated_fit(X, y)
-        finally:
-            for w in caught:
-                warnings.warn(w.message, w.category, stacklevel=3)
-
-    def _calibrated_fit(self, X, y):
         if self._continuing():  # a warm start keeps the temperature it had
             return super()._fit(X, y)
         self.calibration_temperature_ = 1.0

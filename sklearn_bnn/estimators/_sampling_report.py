@@ -14,6 +14,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from .._utils import to_numpy
+from .._warnings import warn
 from ..diagnostics import ess_bulk, ess_tail, format_summary, rhat
 from ..samplers._summary import run_summary
 
@@ -56,11 +57,10 @@ class SamplingReportMixin:
             origin = getattr(self, "_step_size_origin", origin)
         self._step_size_origin = origin
         if n_transitions and n_div > 0.05 * n_transitions:
-            warnings.warn(
+            warn(
                 f"{n_div} of {n_transitions} transitions diverged (rejected); "
                 + _divergence_advice(origin, float(run.step_size.mean()), run.target_accept),
                 RuntimeWarning,
-                stacklevel=3,
             )
         worst = np.nanmax([diag["rhat_log_prob"], diag["rhat_predictions_max"], 0.0])
         if worst > 1.1:
@@ -70,11 +70,10 @@ class SamplingReportMixin:
                 if continuing
                 else "increase n_warmup, n_draws or n_chains"
             )
-            warnings.warn(
+            warn(
                 f"R-hat {worst:.2f} > 1.1: the draws have not converged (see "
                 f"diagnostics_ and summary()); {more}.",
                 RuntimeWarning,
-                stacklevel=3,
             )
 
     def summary(self) -> str:

@@ -14,10 +14,9 @@ step is the eager one: ``tests/samplers/test_adam_graphs.py`` compares them wher
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 
+from .._warnings import warn
 from ._graphs import record_graph
 
 #: Whether the MAP search's Adam steps on a CUDA device are recorded and replayed as CUDA
@@ -93,11 +92,10 @@ class AdamSteps:
             for target, value in zip(buffers, saved, strict=True):
                 target.copy_(value)
             self.off_reason = f"recording failed ({type(exc).__name__}: {exc})"
-            warnings.warn(
+            warn(
                 f"CUDA graphs are off for the MAP search's Adam steps: {self.off_reason}. "
                 "Every step runs eagerly (the same search, more kernel launches).",
                 RuntimeWarning,
-                stacklevel=4,
             )
             return None
         self.graphs[rows.shape[0]] = (buffer, graph)

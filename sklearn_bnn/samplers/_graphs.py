@@ -30,10 +30,9 @@ to record does the same.
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 
+from .._warnings import warn
 from ._base import State
 from .geometry.euclidean import DiagonalMetric, IdentityMetric, as_metric
 from .integrators import gradient_only, leapfrog, naive_split
@@ -280,9 +279,8 @@ class GraphedLeapfrog:
     def _turn_off(self, reason: str) -> None:
         self.off_reason = reason
         self.recording = None
-        warnings.warn(
+        warn(
             f"CUDA graphs are off for this sampler's trajectories: {reason}. Every leapfrog "
             "step runs eagerly (the same sampler, more kernel launches).",
             RuntimeWarning,
-            stacklevel=4,
         )

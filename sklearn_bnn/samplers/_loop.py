@@ -9,12 +9,11 @@ a kernel reports in ``Info.extra`` is kept beside each draw.
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 from tqdm.auto import tqdm
 
 from .._utils import flush_subnormals
+from .._warnings import warn
 from ._run import ChainRun
 from .warmup import WindowAdaptation
 
@@ -243,11 +242,10 @@ class _Record:
         estimator can predict)."""
         self.interrupted = True
         self.flush()
-        warnings.warn(
+        warn(
             f"sampling interrupted after {self.n_done} of {n_draws} draws; the estimator "
             f"keeps the {self.n_kept} draws collected so far.",
             RuntimeWarning,
-            stacklevel=4,
         )
         if self.n_kept == 0:
             self.draws[:, 0] = self.state.position.cpu()

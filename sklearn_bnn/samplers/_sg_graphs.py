@@ -28,10 +28,9 @@ recording off for the sampler with one warning saying why, and the eager steps r
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 
+from .._warnings import warn
 from ._graphs import MAX_TARGETS, ConditionedRecording, record_graph
 
 #: Whether SGLD and SGHMC minibatch steps on a CUDA device are recorded and replayed as CUDA
@@ -227,9 +226,8 @@ class GraphedSGSteps:
     def _turn_off(self, reason: str) -> None:
         self.off_reason = reason
         self.recording = None
-        warnings.warn(
+        warn(
             f"CUDA graphs are off for this sampler's minibatch steps: {reason}. Every step "
             "runs eagerly (the same sampler, more kernel launches).",
             RuntimeWarning,
-            stacklevel=4,
         )

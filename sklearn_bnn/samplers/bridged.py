@@ -20,14 +20,13 @@ be continued with ``warm_start``). The unweighted per-box figures are in ``stats
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import torch
 from joblib import Parallel, delayed
 
 from .._seeding import child, root_seed, torch_seed
 from .._utils import check_scalar_param
+from .._warnings import warn
 from ._base import Sampler, State
 from ._registry import register_sampler
 from ._run import ChainRun
@@ -290,20 +289,18 @@ class BridgedHMC(Sampler):
     def _warn(self, runs, masses) -> None:
         few = [b for b, r in enumerate(runs) if r.draws.shape[1] // 2 < self.min_box_draws]
         if few:
-            warnings.warn(
+            warn(
                 f"boxes {few} have fewer than min_box_draws={self.min_box_draws} posterior "
                 "draws for bridge sampling: their weights are unreliable; increase n_draws.",
                 RuntimeWarning,
-                stacklevel=4,
             )
         bad = np.flatnonzero(~masses["converged"]).tolist()
         if bad:
-            warnings.warn(
+            warn(
                 f"the bridge-sampling fixed point was not found for boxes {bad} (no proposal "
                 "draw inside the box, or no draws): their weights are unreliable; increase "
                 "n_draws or n_proposal.",
                 RuntimeWarning,
-                stacklevel=4,
             )
         overlap = masses["overlap"]
         low = [b for b in np.flatnonzero(overlap < self.min_overlap).tolist() if b not in bad]
@@ -313,7 +310,7 @@ class BridgedHMC(Sampler):
             if len(runs) > 2:
                 how = "boxes" if self.boxes is not None else "split_coords or n_split_params"
                 fewer = f"fewer boxes ({how}), "
-            warnings.warn(
+            warn(
                 f"the Gaussian proposal of bridge sampling barely overlaps the posterior draws "
                 f"of boxes {low} (overlap {shown}; 1 = perfect, min_overlap={self.min_overlap}): "
                 "their log masses are decided by a few extreme draws and the box weights are "
@@ -322,7 +319,6 @@ class BridgedHMC(Sampler):
                 f"not cure it; use {fewer}boxes that separate the modes (boxes=...), or plain "
                 "HMC chains. Check box_bridge_overlap and box_log_mass_se.",
                 RuntimeWarning,
-                stacklevel=4,
             )
 
 

@@ -16,10 +16,9 @@ same three methods (and ``trajectory``, for such kernels), passed to
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 
+from .._warnings import warn
 from .adaptation import (
     DualAveraging,
     SettlingVariance,
@@ -129,11 +128,10 @@ class WindowAdaptation:
         metric = metric.to(device, dtype)
         metric.check_n_chains(n_chains)
         if self._mass and not metric.position_dependent:  # a user's metric: say it wins
-            warnings.warn(
+            warn(
                 "adapt_mass=True is ignored: the sampler has a fixed metric, which wins over "
                 "mass adaptation.",
                 UserWarning,
-                stacklevel=5,
             )
         self._mass = False
         diagonal = metric.diagonal()
@@ -192,23 +190,21 @@ def _warn_about_warmup(rescued: list, stalled: dict, n_chains: int) -> None:
             f"chain {c} (step size {eps:.3g}, log density {lp:.6g}) from chain {d}"
             for c, d, eps, lp in rescued
         )
-        warnings.warn(
+        warn(
             f"warmup restarted {len(rescued)} chain(s) whose adapted step size had collapsed to "
             "under 1/100 of the other chains' (a region much narrower than theirs, or where "
             f"every proposal diverges): {lines}. Each took the position and adaptation of a "
             "healthy chain; the sampling phase is exact, but its chains no longer all come "
             "from independent starts.",
             RuntimeWarning,
-            stacklevel=5,
         )
     for c, cause in stalled.items():
         name = f"chain {c}" if n_chains > 1 else "the chain"
-        warnings.warn(
+        warn(
             f"{name} ended warmup stalled: {cause}. Its draws barely move; look at its "
             "starting point (a region much narrower than the posterior's bulk, a degenerate "
             "mode, or non-finite log densities), or give a numeric step_size.",
             RuntimeWarning,
-            stacklevel=5,
         )
 
 

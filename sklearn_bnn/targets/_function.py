@@ -9,10 +9,10 @@ without a batching rule).
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 from torch.func import grad_and_value, vmap
+
+from .._warnings import warn
 
 __all__ = ["FunctionTarget"]
 
@@ -84,11 +84,10 @@ class FunctionTarget:
             try:
                 grads, values = vmap(grad_and_value(self._scalar))(theta)
             except Exception as exc:  # any failure to batch: fall back, once, loudly
-                warnings.warn(
+                warn(
                     f"the log density could not be batched with torch.func.vmap ({exc}); "
                     "evaluating the chains one at a time.",
                     RuntimeWarning,
-                    stacklevel=3,
                 )
                 self._batched = False
                 return self._looped(theta)

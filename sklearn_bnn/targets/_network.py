@@ -12,12 +12,12 @@ summed over data points.
 from __future__ import annotations
 
 import copy
-import warnings
 
 import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
+from .._warnings import warn
 from ..priors import BoundGaussianPrior, GaussianPrior
 from ._batched_mlp import BatchedMLP
 from ._gibbs import NoisePrecisionGibbs, hierarchical_blocks, hierarchical_noise
@@ -101,11 +101,10 @@ class FunctionalNetwork:
                 if "atching rule" not in str(exc) and "vmap" not in str(exc):
                     raise  # an error of the module itself, not of batching it
                 self._vmappable = False
-                warnings.warn(
+                warn(
                     f"the network could not be batched with torch.func.vmap ({exc}); "
                     "evaluating the draws or chains one at a time.",
                     RuntimeWarning,
-                    stacklevel=3,
                 )
         return torch.stack([fn(*row) for row in zip(*args, strict=True)])
 

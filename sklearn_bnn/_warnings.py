@@ -1,0 +1,37 @@
+"""Warnings that name the user's line.
+
+A fixed ``stacklevel`` names the right frame from one call path only: the same warning reached
+from ``fit``, from the calibrated ``fit``, from ``sample()`` or from a joblib worker sits at
+different depths below the user's call. :func:`warn` names the caller of the outermost frame
+of this package instead, which is the line that called ``fit`` / ``sample`` / ``load``.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+
+
+def _in_package(filename: str) -> bool:
+    return filename.startswith(_PACKAGE_DIR)
+
+
+def warn(message, category: type[Warning] = UserWarning) -> None:
+    """:func:`warnings.warn` at the caller of the outermost frame of this package.
+
+    Parameters
+    ----------
+    message : str or Warning
+        The warning's text (or a warning instance, as :func:`warnings.warn` takes).
+    category : type of Warning, default=UserWarning
+        Its class.
+    """
+    frame, level, stacklevel = sys._getframe(1), 2, 2
+    while frame is not None:
+        if _in_package(frame.f_code.co_filename):
+            stacklevel = level + 1
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=stacklevel)
