@@ -8,15 +8,21 @@ of this package instead, which is the line that called ``fit`` / ``sample`` / ``
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
-from pathlib import Path
 
-_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+# the folder as imported (what frames' file names hold) and with links resolved
+_PACKAGE_DIRS = tuple(
+    {
+        os.path.dirname(os.path.abspath(__file__)) + os.sep,
+        os.path.dirname(os.path.realpath(__file__)) + os.sep,
+    }
+)
 
 
 def _in_package(filename: str) -> bool:
-    return filename.startswith(_PACKAGE_DIR)
+    return filename.startswith(_PACKAGE_DIRS)
 
 
 def warn(message, category: type[Warning] = UserWarning) -> None:
