@@ -161,6 +161,7 @@ class _SGRecording(ConditionedRecording):
                 self._body()
             else:
                 self.graph.replay()
+        m.copy_(self.m)  # the momentum goes on to the next transition
         return self.theta.clone(), self.value.clone(), self.grad.clone(), self.n_div.clone()
 
 

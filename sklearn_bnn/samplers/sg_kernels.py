@@ -27,6 +27,10 @@ __all__ = ["SGHMCKernel", "SGLDKernel"]
 
 
 DIVERGENCE_THRESHOLD = 1000.0
+#: Fewest minibatch steps in a transition at ``n_steps=None`` (an epoch otherwise): on small
+#: data an epoch is one to a few steps, and a draw every step or two would make the budget of
+#: a run, counted in transitions, a few hundred steps.
+MIN_STEPS_PER_TRANSITION = 32
 
 
 class _SGKernel(Kernel):
@@ -45,29 +49,29 @@ class _SGKernel(Kernel):
         self.n_steps = int(sampler.n_steps) if sampler.n_steps is not None else self.n_batches
         self.alpha = float(getattr(sampler, "momentum", 0.0))
         self.temperature = float(getattr(sampler, "temperature", 1.0))
-        self._clock = _Clock(0)
+        self._run_state = _RunState(0)
 
-    # -- the schedule's clock, shared with the copies a Gibbs step makes (``with_target``) ----
+    # -- the run's state, shared with the copies a Gibbs step makes (``with_target``) ----------
     @property
     def n_warmup(self) -> int:
         """Warmup transitions, told by the loop through :meth:`init` (the cosine schedule)."""
-        return self._clock.n_warmup
+        return self._run_state.n_warmup
 
     @property
     def _transition(self) -> int:
-        return self._clock.transition
+        return self._run_state.transition
 
     @_transition.setter
     def _transition(self, value: int) -> None:
-        self._clock.transition = value
+        self._run_state.transition = value
 
     @property
     def _epochs(self) -> float:
-        return self._clock.epochs
+        return self._run_state.epochs
 
     @_epochs.setter
     def _epochs(self, value: float) -> None:
-        self._clock.epochs = value
+        self._run_state.epochs = value
 
     def progress(self, info) -> str:
         """Epochs of minibatch gradients so far."""
@@ -104,7 +108,7 @@ class _SGKernel(Kernel):
         the schedule restarts, with ``n_warmup`` transitions of warmup."""
         if position.ndim == 1:
             position = position[None]
-        self._clock = _Clock(int(n_warmup))
+        self._run_state = _RunState(int(n_warmup))
         value, grad = self.target.batch_value_and_grad(position.detach(), self._first_rows())
         return State(position.detach(), value, grad)
 
@@ -169,13 +173,15 @@ class _SGKernel(Kernel):
         return torch.isfinite(value + grad.sum(-1) + theta.sum(-1))
 
 
-class _Clock:
-    """Where a kernel is in its schedule: transitions and epochs done, warmup length."""
+class _RunState:
+    """What a kernel carries from one transition to the next: where it is in its schedule
+    (transitions and epochs done, warmup length) and the momentum of its chains."""
 
-    __slots__ = ("epochs", "n_warmup", "transition")
+    __slots__ = ("epochs", "momentum", "n_warmup", "transition")
 
     def __init__(self, n_warmup: int):
         self.n_warmup, self.transition, self.epochs = n_warmup, 0, 0.0
+        self.momentum = None  # (C, D), set by the first transition
 
 
 class _Scratch:
@@ -214,6 +220,8 @@ class _UnadjustedKernel(_SGKernel):
 
     def __init__(self, sampler, target):
         super().__init__(sampler, target)
+        if sampler.n_steps is None:  # no test on the trajectory: at least a few dozen steps
+            self.n_steps = max(self.n_batches, MIN_STEPS_PER_TRANSITION)
         self._bind(target)
         self.graphs = GraphedSGSteps()  # on a GPU: the step recorded once, replayed (shared)
 
@@ -238,7 +246,7 @@ class _UnadjustedKernel(_SGKernel):
         # unit mass (the default): M^-1 = M^1/2 = 1 and their products are skipped, exactly
         mass = None if bool((inv_mass == 1).all()) else (inv_mass, inv_mass.rsqrt())
         T = self.temperature
-        m = self._momentum(theta, inv_mass, generator, T)
+        m = self._carried_momentum(theta, inv_mass, generator, T)
         replayed = None
         if self.graphs.applies(self, theta):
             replayed = self.graphs.transition(self, theta, value, grad, m, eps0, mass, generator)
@@ -248,6 +256,7 @@ class _UnadjustedKernel(_SGKernel):
             )
         else:
             theta, value, grad, n_div = replayed
+        self._run_state.momentum = m  # updated in place by the steps
         self._transition += 1
         moved = n_div < self.n_steps
         if self._split is not None:  # a chain that never moved keeps its full value
@@ -257,6 +266,16 @@ class _UnadjustedKernel(_SGKernel):
         accept = 1.0 - n_div.to(theta.dtype) / self.n_steps
         info = self._info(eps0, accept, moved, zeros, n_div > 0, n_div)
         return State(theta, value, grad), info
+
+    def _carried_momentum(self, theta, inv_mass, generator, temperature):
+        """The momentum the chains ended their previous transition with, drawn from N(0, T M)
+        at the first. Carrying it keeps the dynamics' persistence (about 1 / (1 - alpha)
+        steps) across transitions: a fresh draw at every transition made the chain a random
+        walk wherever a transition holds fewer steps than that."""
+        m = self._run_state.momentum
+        if m is None or m.shape != theta.shape or m.device != theta.device:
+            return self._momentum(theta, inv_mass, generator, temperature)
+        return m.to(theta.dtype)
 
     def _eager_steps(self, theta, value, grad, m, eps0, inv_mass, mass, generator):
         """The transition's minibatch steps launched one by one (the CPU's path), with one
