@@ -106,10 +106,15 @@ class Kernel:
         Whether the warmup adapts the kernel's integration time (HMC with
         ``trajectory_length="auto"``): the loop then passes the adaptation's schedule to
         every :meth:`step` as ``trajectory``, and the kernel reports ``Info.trajectory``.
+    needs_warmup_length : bool
+        Whether something in the kernel adapts over a warmup whose length it must know in
+        advance (a Gibbs block's proposal scales): an adaptive warmup then runs its whole
+        planned length.
     """
 
     adapts_step_size = True
     adapts_trajectory = False
+    needs_warmup_length = False
     sampler = None
     target = None
     metric = None

@@ -18,7 +18,7 @@ import torch
 from joblib import Parallel, delayed
 
 from .._seeding import root_seed, torch_seed
-from ._loop import run_chains
+from ._loop import run_chains, warmup_length
 from ._run import ChainRun, RunConfig, chain_seeds, merge_runs
 from .gibbs import kernel_for
 
@@ -61,7 +61,8 @@ def run_chain_job(
     position = position.to(device, getattr(kernel.target, "dtype", position.dtype))
     if start is not None:
         position, _ = start.find(kernel.target, position, desc=desc, verbose=verbose)
-    state = kernel.init(position, generator, n_warmup=config.n_warmup)
+    n_warmup, _ = warmup_length(config.n_warmup, kernel, config.loop_options()["adapt_mass"])
+    state = kernel.init(position, generator, n_warmup=n_warmup)
     run = run_chains(kernel, state, generator, verbose=verbose, desc=desc, **config.loop_options())
     run.state = type(run.state)(*(t.detach().cpu() for t in run.state))
     return run, generator.get_state()

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 from .._utils import flush_subnormals
 from .._warnings import warn
 from ._run import ChainRun
+from .budget import DrawRule, WarmupRule
 from .warmup import WindowAdaptation
 
 __all__ = ["run_chains"]
@@ -26,8 +27,8 @@ def run_chains(
     state,
     generator: torch.Generator,
     *,
-    n_warmup: int,
-    n_draws: int,
+    n_warmup: int | WarmupRule,
+    n_draws: int | DrawRule,
     thin: int = 1,
     step_size="auto",
     target_accept: float = 0.8,
@@ -40,6 +41,14 @@ def run_chains(
     """Run ``n_warmup`` adaptation transitions, then ``n_draws`` transitions keeping every
     ``thin``-th.
 
+    Either budget may be a rule instead of a number (:mod:`.budget`): a
+    :class:`~.budget.WarmupRule` ends the warmup once the adapted step size has settled (for a
+    kernel whose step size is adapted without a mass or an integration time, whose schedules
+    need the length in advance: those run ``max_warmup`` transitions; a kernel with a step-size
+    schedule of its own runs ``min_warmup``), a :class:`~.budget.DrawRule` stops sampling once
+    every chain is stationary and the draws are precise enough, moving the draws a failing
+    chain has not yet forgotten its start in into warmup.
+
     The step size and inverse mass of each transition come from ``adaptation`` (by default
     :class:`~.warmup.WindowAdaptation` of ``step_size``, ``target_accept``, ``adapt_mass`` and
     ``inv_mass``: dual averaging when ``step_size="auto"``, Stan's mass windows with
@@ -47,6 +56,11 @@ def run_chains(
     n_warmup=n_warmup)``). A KeyboardInterrupt stops the loop and returns what was collected,
     flagged ``interrupted``.
     """
+    warmup_rule = n_warmup if isinstance(n_warmup, WarmupRule) else None
+    n_warmup, stops_early = warmup_length(n_warmup, kernel, adapt_mass)
+    draw_rule = n_draws if isinstance(n_draws, DrawRule) else None
+    if draw_rule is not None:
+        n_draws = draw_rule.max_draws * thin
     if adaptation is None:
         adaptation = WindowAdaptation(
             n_warmup,
@@ -72,8 +86,9 @@ def run_chains(
         )
     )
     try:
-        _warm_up(kernel, generator, adaptation, n_warmup, record, bar)
-        _draw(kernel, generator, n_draws, record, bar)
+        rule = warmup_rule if stops_early else None
+        _warm_up(kernel, generator, adaptation, n_warmup, record, bar, rule)
+        _draw(kernel, generator, n_draws, record, bar, draw_rule)
     except KeyboardInterrupt:
         record.interrupt(n_draws)
     finally:
@@ -81,10 +96,34 @@ def run_chains(
     return record.result()
 
 
-def _warm_up(kernel, generator, adaptation, n_warmup: int, record, bar) -> None:
+def warmup_length(n_warmup, kernel, adapt_mass) -> tuple[int, bool]:
+    """The warmup transitions to plan for (what the adaptation's schedules and the kernel's
+    ``init`` are told), and whether the loop may end the warmup earlier.
+
+    Parameters
+    ----------
+    n_warmup : int or WarmupRule
+    kernel : Kernel
+    adapt_mass : bool or "auto"
+        The run's mass adaptation ("auto": for kernels that adapt their step size).
+    """
+    if not isinstance(n_warmup, WarmupRule):
+        return int(n_warmup), False
+    if not kernel.adapts_step_size:  # a schedule of its own: nothing settles
+        return n_warmup.min_warmup, False
+    mass = adapt_mass is True or adapt_mass == "auto"
+    fixed_schedule = (
+        (mass and kernel.metric is None) or kernel.adapts_trajectory or kernel.needs_warmup_length
+    )
+    return n_warmup.max_warmup, not fixed_schedule
+
+
+def _warm_up(kernel, generator, adaptation, n_warmup: int, record, bar, rule=None) -> None:
     """The warmup transitions: the adaptation sees each, and gives the state to go on from and
-    the next step size and mass."""
+    the next step size and mass. With a :class:`~.budget.WarmupRule`, the warmup ends once the
+    step size has settled."""
     n_div = record.warmup_divergent
+    history = []
     for i in range(n_warmup):
         state, info = kernel.step(
             record.state, generator, step_size=record.eps, inv_mass=record.inv_mass,
@@ -93,12 +132,19 @@ def _warm_up(kernel, generator, adaptation, n_warmup: int, record, bar) -> None:
         record.n_grad += info.n_grad
         n_div += info.divergent.to(n_div.device)
         record.state, record.eps, record.inv_mass = adaptation.update(i, state, info)
+        record.n_warmup = i + 1
         bar.show(i, "warmup", kernel, info, n_div)
+        if rule is not None:
+            history.append(adaptation.averaged_step_size())
+            if rule.settled(i, history):
+                bar.skip(n_warmup - i - 1)
+                break
     record.eps, record.inv_mass = adaptation.final()
 
 
-def _draw(kernel, generator, n_draws: int, record, bar) -> None:
-    """The sampling transitions at the final step size and mass, every ``thin``-th kept."""
+def _draw(kernel, generator, n_draws: int, record, bar, rule=None) -> None:
+    """The sampling transitions at the final step size and mass, every ``thin``-th kept; with
+    a :class:`~.budget.DrawRule`, until it says stop."""
     n_div = torch.zeros_like(record.warmup_divergent)
     for i in range(n_draws):
         state, info = kernel.step(
@@ -110,6 +156,14 @@ def _draw(kernel, generator, n_draws: int, record, bar) -> None:
         record.transition(i, kernel, info)
         n_div += info.divergent.to(n_div.device)
         bar.show(i, "sampling", kernel, info, n_div)
+        if rule is not None and rule.due(record.n_kept - record.start, record.n_kept):
+            record.flush()
+            window = slice(record.start, record.n_kept)
+            done, drop = rule.check(record.draws[:, window], record.log_probs[:, window])
+            record.start += drop
+            if done:
+                bar.skip(n_draws - i - 1)
+                break
     record.flush()
 
 
@@ -137,6 +191,8 @@ class _Record:
         self.state, self.thin, self.C = state, thin, C
         self.n_kept_max = n_draws // thin
         self.n_done, self.n_kept, self.n_grad, self.interrupted = 0, 0, 0, False
+        self.n_warmup = 0  # warmup transitions run
+        self.start = 0  # kept draws before this one became warmup (a DrawRule's burn-in)
         self.eps = self.inv_mass = None
         self.step_options = {}  # other arguments of every step (an adapted trajectory)
         self.step_size_origin, self.target_accept = "given", None
@@ -256,19 +312,23 @@ class _Record:
 
     def result(self) -> ChainRun:
         n_kept, n_done = self.n_kept, self.n_done
+        first, burned = self.start, self.start * self.thin  # draws moved into warmup
+        kept = slice(first, n_kept)
         return ChainRun(
-            draws=self.draws[:, :n_kept],
-            log_prob=self.log_probs[:, :n_kept],
-            **{name: values[:, :n_done] for name, values in self.per_transition.items()},
-            warmup_divergent=self.warmup_divergent.cpu(),
+            draws=self.draws[:, kept],
+            log_prob=self.log_probs[:, kept],
+            **{name: values[:, burned:n_done] for name, values in self.per_transition.items()},
+            warmup_divergent=self.warmup_divergent.cpu()
+            + self.per_transition["divergent"][:, :burned].sum(1),
             step_size=self.eps.detach().cpu(),
             state=self.state,
             inv_mass=self.inv_mass.detach().cpu(),
-            draw_stats={k: v[:, :n_kept] for k, v in self.draw_stats.items()},
+            draw_stats={k: v[:, kept] for k, v in self.draw_stats.items()},
             n_grad=self.n_grad,
             interrupted=self.interrupted,
             step_size_origin=self.step_size_origin,
             target_accept=self.target_accept,
+            n_warmup=self.n_warmup + burned,
         )
 
 
@@ -330,6 +390,12 @@ class _Progress:
             f"eps={info.step_size.mean().item():.2e} div={int(n_div.sum())}",
             refresh=False,
         )
+
+    def skip(self, n: int) -> None:
+        """Count ``n`` planned transitions that an adaptive budget left out."""
+        if n > 0:
+            self.bar.total -= n
+            self.bar.refresh()
 
     def close(self) -> None:
         """Close the bar."""

@@ -27,8 +27,8 @@ class RunConfig:
     run gives its adapted per-chain step sizes and ``adapt_mass=False`` instead.
     """
 
-    n_warmup: int = 0
-    n_draws: int = 1
+    n_warmup: object = 0  # int, or a budget.WarmupRule
+    n_draws: object = 1  # int, or a budget.DrawRule
     thin: int = 1
     step_size: object = None  # "auto", a number, or (C,) adapted steps
     target_accept: float | None = None
@@ -91,6 +91,8 @@ class ChainRun:
     # the estimators' divergence warning gives the advice that fits it
     step_size_origin: str = "given"
     target_accept: float | None = None  # the acceptance the adapted step size aimed at
+    # warmup transitions run, with the draws an adaptive budget moved into warmup
+    n_warmup: int = 0
 
 
 def chain_seeds(seed, n_chains: int) -> list[int]:
@@ -127,4 +129,5 @@ def merge_runs(runs: list[ChainRun]) -> ChainRun:
         interrupted=any(r.interrupted for r in runs),
         step_size_origin=runs[0].step_size_origin,
         target_accept=runs[0].target_accept,
+        n_warmup=max(r.n_warmup for r in runs),
     )

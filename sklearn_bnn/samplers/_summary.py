@@ -12,7 +12,8 @@ def run_summary(run) -> dict:
 
     Keys: ``n_chains``, ``n_draws`` (kept, all chains), ``step_size`` and ``acceptance_rate``
     and ``mean_accept_prob`` (per chain), ``n_divergent`` (after warmup), ``n_divergent_warmup``,
-    ``n_grad_evals``, ``interrupted``, ``inv_mass`` (the inverse mass used), plus the run's own
+    ``n_grad_evals``, ``n_warmup`` (warmup transitions run, with the draws an adaptive budget moved
+into warmup), ``interrupted``, ``inv_mass`` (the inverse mass used), plus the run's own
     ``stats`` (what the kernel's ``describe`` gave, e.g. NUTS's mean tree depth, or a
     sampler's per-box figures).
     """
@@ -30,6 +31,7 @@ def run_summary(run) -> dict:
         "n_divergent": int(run.divergent.sum()),
         "n_divergent_warmup": int(run.warmup_divergent.sum()),
         "n_grad_evals": run.n_grad,
+        "n_warmup": int(run.n_warmup),
         "interrupted": run.interrupted,
         "inv_mass": run.inv_mass.double().numpy(),
     }

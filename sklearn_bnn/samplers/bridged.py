@@ -31,6 +31,7 @@ from ._base import Sampler, State
 from ._registry import register_sampler
 from ._run import ChainRun
 from .bridge import bridge_log_masses, bridge_terms, explicit_boxes, split_boxes
+from .budget import as_length
 from .constrained import ConstrainedHMC, _where, to_box
 from .gibbs import with_gibbs_blocks
 
@@ -239,6 +240,10 @@ class BridgedHMC(Sampler):
         seed = root_seed(0 if seed is None else seed)  # the run's SeedSequence
         lower, upper = self.partition(target.dim, seed=child(seed, "partition"))
         n_boxes = len(lower)
+        # every box runs a fixed budget: the boxes' runs are weighted against each other
+        config = config.replace(
+            n_warmup=as_length(config.n_warmup), n_draws=as_length(config.n_draws)
+        )
         boxes = child(seed, "boxes")
         jobs = [
             delayed(run_box)(

@@ -76,6 +76,8 @@ class GibbsKernel(Kernel):
         self.metric = inner.metric
         self.adapts_step_size = inner.adapts_step_size
         self.adapts_trajectory = inner.adapts_trajectory
+        prepares = getattr(block, "needs_warmup_length", hasattr(block, "prepare"))
+        self.needs_warmup_length = inner.needs_warmup_length or prepares
 
     def _inner_state(self, state) -> State:
         return State(state.position, state.log_prob, state.grad)
@@ -163,6 +165,7 @@ class BlockSequence:
         self.blocks = list(blocks)
         self.widths = None  # columns of each block's values, known from the first draw
         self.takes_previous = any(getattr(b, "takes_previous", False) for b in self.blocks)
+        self.needs_warmup_length = any(hasattr(b, "prepare") for b in self.blocks)
 
     def prepare(self, n_warmup: int) -> None:
         """Tell the blocks that adapt in warmup its length."""

@@ -174,6 +174,13 @@ class WindowAdaptation:
                 self._eps = self._averager.step_size
         return state, self._eps, self._inv_mass
 
+    def averaged_step_size(self) -> torch.Tensor:
+        """(C,) the step size the warmup would end with now: dual averaging's averaged iterate
+        (the current step when it is not adapted)."""
+        if self._adapt:
+            return self._averager.final_step_size
+        return self._eps
+
     def final(self):
         """The step size (C,) and inverse mass of the draws; warns about the chains restarted
         during warmup and those that ended it stalled."""
