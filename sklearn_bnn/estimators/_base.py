@@ -30,6 +30,7 @@ from .._utils import (
     resolve_device,
     resolve_dtype,
     seeded_torch,
+    to_numpy,
 )
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ..priors import GaussianPrior, HierarchicalPrior, as_prior
@@ -41,6 +42,7 @@ from ..samplers import (
     setup_sampler,
 )
 from ..samplers._chains import check_n_jobs
+from ..samplers.budget import DrawRule, WarmupRule, is_auto
 from ..samplers.init import resolve_start
 from ..samples import PosteriorSamples
 from ..targets import FunctionalNetwork, Target, hierarchical_target
@@ -49,6 +51,9 @@ from ._hierarchical import record_precisions
 from ._nested import NestedSettingsMixin
 from ._sampling_report import SamplingReportMixin
 from ._sampling_state import SamplingStateMixin
+
+# the training rows whose per-draw predictions the convergence checks monitor
+N_REFERENCE_ROWS = 64
 
 
 class _ChainStart(NamedTuple):
@@ -114,8 +119,8 @@ class BaseSamplingEstimator(
             dict,  # by tensor name
             HasMethods(["bind"]),
         ],
-        "n_draws": [Interval(Integral, 1, None, closed="left")],
-        "n_warmup": [Interval(Integral, 0, None, closed="left")],
+        "n_draws": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "n_warmup": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "sampler": [str, HasMethods(["build"])],
         "thin": [Interval(Integral, 1, None, closed="left")],
         "n_chains": [Interval(Integral, 1, None, closed="left")],
@@ -155,7 +160,7 @@ class BaseSamplingEstimator(
         resolve_dtype(self.dtype)
         self._check_sampler_access(self._sampler_object())  # ValueErrors naming `sampler`
         check_n_jobs(self.n_jobs)
-        if self.thin > self.n_draws:
+        if not is_auto(self.n_draws) and self.thin > self.n_draws:
             raise ValueError(f"thin={self.thin} must not exceed n_draws={self.n_draws}.")
 
     def _check_sampler_access(self, sampler) -> None:
@@ -260,7 +265,7 @@ class BaseSamplingEstimator(
         target.temperature = float(self.temperature)
         for name, value in self._target_options().items():  # e.g. rescale_moves
             setattr(target, name, value)
-        run = self._run_chains(target, start, X.shape[0], continuing)
+        run = self._run_chains(target, start, X, continuing)
         self._store_run(run, start.network, dtype, continuing, X)
         return self
 
@@ -318,12 +323,31 @@ class BaseSamplingEstimator(
             rows = min(int(getattr(self, "batch_size", n_rows)), n_rows)
         return rows * net.dim * self.n_chains
 
-    def _run_chains(self, target, start: _ChainStart, n_rows: int, continuing: bool):
+    def _budgets(self, start: _ChainStart, X) -> tuple:
+        """The run's warmup and draws budgets: the numbers given, or for "auto" the rules of
+        :mod:`sklearn_bnn.samplers.budget`, the draws' rule monitoring the predictions on the
+        reference rows that ``diagnostics_`` reports."""
+        n_warmup = WarmupRule() if is_auto(start.n_warmup) else start.n_warmup
+        n_draws = self.n_draws
+        if is_auto(n_draws):
+            network, reference = start.network, X[:N_REFERENCE_ROWS]
+
+            def monitor(draws):
+                C, S, _ = draws.shape
+                flat = draws.reshape(C * S, -1)[:, : network.dim]
+                outputs = network.forward_batched(flat, reference)
+                return to_numpy(self._reference_quantity(outputs)).reshape(C, S, -1)
+
+            n_draws = DrawRule(monitor=monitor)
+        return n_warmup, n_draws
+
+    def _run_chains(self, target, start: _ChainStart, X, continuing: bool):
         """Sample ``target`` from ``start`` with the configured sampler through ``run_sampler``
         (the sampler may sample another form of the target: S3HMC's weights and precisions), in
         the torch threads the model's size calls for; keeps the chains' generator states."""
         positions = start.positions
-        work = n_rows * positions.shape[1] * positions.shape[0]  # forward multiply-adds
+        n_warmup, n_draws = self._budgets(start, X)
+        work = X.shape[0] * positions.shape[1] * positions.shape[0]  # forward multiply-adds
         run, self._generator_states = in_sampling_threads(work, run_sampler)(
             self._sampler_object(),
             target,
@@ -335,8 +359,8 @@ class BaseSamplingEstimator(
             # the warmup's settings left at None are the sampler's; a continued chain keeps
             # its adapted step sizes and mass
             config=RunConfig(
-                n_warmup=start.n_warmup,
-                n_draws=self.n_draws,
+                n_warmup=n_warmup,
+                n_draws=n_draws,
                 thin=self.thin,
                 inv_mass=start.inv_mass,
                 step_size=start.step_size,

@@ -131,9 +131,12 @@ def calibrated(proba: np.ndarray, posterior: np.ndarray) -> np.ndarray:
     return np.clip(out / out.sum(axis=-1, keepdims=True), 0.0, 1.0)
 
 
-def calibration_draws(n_draws: int, thin: int = 1) -> int:
+def calibration_draws(n_draws, thin: int = 1):
     """Transitions of the calibration stage: a quarter of ``n_draws``, at least
-    :data:`MIN_CALIBRATION_DRAWS` (at most ``n_draws``), at least ``thin``."""
+    :data:`MIN_CALIBRATION_DRAWS` (at most ``n_draws``), at least ``thin``; "auto" as it is
+    (the adaptive budget keeps at least that many draws)."""
+    if isinstance(n_draws, str):
+        return n_draws
     return max(thin, min(n_draws, max(n_draws // 4, MIN_CALIBRATION_DRAWS)))
 
 
@@ -231,14 +234,6 @@ class TemperatureCalibrationMixin:
     _own_constraints: dict = {
         "calibration": CALIBRATION_CONSTRAINT,
     }
-    # What follows the calibration stage. False (the full-batch MCMC estimators): the chains
-    # continue on every row for the kept draws, the calibration stage's warmup and draws
-    # counting as their burn-in. True (SG-MCMC): the calibration stage is the whole fit on the
-    # rows not held out, and the fit is then run afresh on every row, MAP start included: an
-    # SG chain at its capped step stays near the mode it starts from, so a continued chain
-    # would keep the mode of the rows not held out (measured: it cost NLL on breast cancer,
-    # digits and the segment set).
-    _calibration_refits = False
 
     def _fit(self, X, y):
         if self._continuing():  # a warm start keeps the temperature it had
@@ -256,8 +251,7 @@ class TemperatureCalibrationMixin:
         if split is None:
             return super()._fit(X, y)
         fit_rows, held = split
-        refit = self._calibration_refits
-        n_phase = self.n_draws if refit else calibration_draws(self.n_draws, self.thin)
+        n_phase = calibration_draws(self.n_draws, self.thin)
         name = type(self).__name__  # the two stages' progress bars say which is which
         stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
         with (
@@ -269,16 +263,18 @@ class TemperatureCalibrationMixin:
             super()._fit(_safe_indexing(X, fit_rows), _safe_indexing(y, fit_rows))
         if self.diagnostics_.get("interrupted"):
             return self  # Ctrl-C in the calibration phase: keep its draws, T = 1, stop there
+        start = {k: v for k, v in self.diagnostics_.items() if k.startswith("init_")}
         proba = self._predictive_mean(_safe_indexing(X, held))
         codes = np.searchsorted(self.classes_, _safe_indexing(np.asarray(y), held))
         posterior = temperature_posterior(proba, codes)
         with _overridden(
             self,
-            warm_start=not refit,
+            warm_start=True,
             _drop_previous_draws=True,
             _progress_desc=f"{name} sampling (all {len(fit_rows) + len(held)} rows)",
         ):
-            super()._fit(X, y)  # refit: a fresh fit, as calibration=None would run it
+            super()._fit(X, y)
+        self.diagnostics_ = {**start, **self.diagnostics_}  # the MAP start's figures
         self.calibration_posterior_ = posterior
         # the posterior mean of log T, reported as one temperature
         self.calibration_temperature_ = float(np.exp(np.sum(posterior[1] * np.log(posterior[0]))))
@@ -311,15 +307,16 @@ CALIBRATION_DOC = """\
     calibration : {"temperature"}, TemperatureCalibration or None, default="temperature"
         "temperature" (``TemperatureCalibration()``): hold out its ``validation_fraction``
         (0.2; ``calibration__validation_fraction``) of the rows (stratified), sample the
-        rest through warmup and ``n_draws // 4`` calibration transitions (at least 100, at
+        rest through warmup and a calibration stage (with ``n_draws="auto"``, the adaptive
+        budget's draws, at least 100; with a number, ``n_draws // 4``, at least 100 and at
         most ``n_draws``: T learned from the average of a few draws is too high), learn the
         posterior of the temperature T of the predictive ``mean_draws(p)^(1/T)``
         (renormalised) from the held-out labels under a N(0, 0.5^2) prior on log T, then
-        continue the chains on **every** row for the ``n_draws`` kept draws (the calibration
-        draws are dropped); ``predict_proba`` averages the tempered predictive over that
-        posterior. Costs those calibration transitions more than None. Skipped (T = 1) when
-        fewer than 20 rows would be held out. None: the posterior predictive as sampled
-        (docs/hmc.md, "Calibration").
+        continue the chains on **every** row for the kept draws (the calibration draws are
+        dropped); ``predict_proba`` averages the tempered predictive over that posterior.
+        Costs those calibration transitions more than None. Skipped (T = 1) when fewer than
+        20 rows would be held out. None: the posterior predictive as sampled (docs/hmc.md,
+        "Calibration").
 """
 
 CALIBRATION_ATTRS_DOC = """    calibration_temperature_ : float

@@ -22,10 +22,18 @@ _PARAMS_DOC = """
         A network of your own: called as ``module(n_features_in, n_outputs)`` or deep-copied.
     prior_precision : float, sequence or dict, default=1.0
         Precision tau of the N(0, 1/tau) prior, one value or one per parameter tensor.
-    n_draws : int, default=500
-        Transitions after warmup (draws kept per chain: ``n_draws // thin``).
-    n_warmup : int, default=500
-        Transitions of warmup (step-size adaptation), discarded.
+    n_draws : int or "auto", default="auto"
+        Transitions after warmup (draws kept per chain: ``n_draws // thin``). "auto": at least
+        100 and at most 1,000, stopped once every chain is stationary by its own split R-hat
+        (of the log density and of the predictions on 64 training rows, the check that
+        ``diagnostics_`` reports) and the effective sample size of the draws reaches 50;
+        draws a chain had not forgotten its start in become warmup
+        (:class:`~sklearn_bnn.samplers.budget.DrawRule`; docs/hmc.md, "Budgets").
+    n_warmup : int or "auto", default="auto"
+        Transitions of warmup (step-size adaptation), discarded. "auto": at least 75, ended
+        once the adapted step size moves by less than 10 % over 25 transitions, at most 500
+        (a sampler that adapts a mass matrix or an integration time runs 500;
+        :class:`~sklearn_bnn.samplers.budget.WarmupRule`).
     sampler : str or sampler object, default="hmc"
         A name registered in :data:`sklearn_bnn.samplers.SAMPLERS` for a full-batch sampler
         ("hmc", "nuts", "rmhmc", "s3hmc", "constrained_hmc", "bridged_hmc"; the
@@ -153,8 +161,8 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
         activation="relu",
         module=None,
         prior_precision=1.0,
-        n_draws=500,
-        n_warmup=500,
+        n_draws="auto",
+        n_warmup="auto",
         sampler="hmc",
         thin=1,
         n_chains=1,
@@ -232,8 +240,8 @@ class HMCRegressor(SamplingRegressorMixin, _TrajectoryParams, BaseSamplingEstima
         noise_precision=None,
         noise_prior=(1.0, 0.01),
         normalize_y=False,
-        n_draws=500,
-        n_warmup=500,
+        n_draws="auto",
+        n_warmup="auto",
         sampler="hmc",
         thin=1,
         n_chains=4,

@@ -17,6 +17,7 @@ from ..priors import GaussianPrior
 from ..samplers.init import resolve_start
 from ..targets import MinibatchTarget
 from ._base import BaseSamplingEstimator, store_params
+from ._calibration import CALIBRATION_DOC
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
 
 __all__ = ["SGMCMCClassifier", "SGMCMCRegressor"]
@@ -29,18 +30,18 @@ _SG_PARAMS_DOC = """
     sampler : {{"sghmc", "sgld", "gsghmc", "amagold", "hte"}} or sampler object, default="sghmc"
         The stochastic-gradient sampler (see :mod:`sklearn_bnn.samplers.sgmcmc`), by name
         (built with its defaults) or as an object; its settings live on it and are reached as
-        ``sampler__<setting>``: ``momentum`` (decay per step, 0.9; SGHMC family),
-        ``warmup_step_size`` (start of the cosine warmup schedule annealed to the step over
-        ``n_warmup``, seeds/004 Table 2; None: constant, except from a random start at
-        ``step_size="auto"``, where warmup starts at a per-datum learning rate of 0.05) and
-        ``step_size``, the time step eps (SGD learning rate eps**2 on the summed loss, eps**2
-        N per datum; SGLD: eps and eps N). At ``step_size="auto"``, the samplers' default, it
-        is chosen per chain at the start of warmup from the minibatch gradient noise v (mean
-        variance per coordinate of the N/|B|-scaled gradient estimate, 16 batches): the
-        largest step whose gradient noise is a tenth of the injected noise (eps**2 v = 0.1 * 2
-        (1 - momentum); SGLD: eps**2 v = 0.1 * 2 eps; Chen et al. 2014, §3.2), at most a
-        per-datum learning rate of 3e-4, fixed from then on (the samplers' tests stay exact);
-        see :mod:`sklearn_bnn.samplers.sg_step_size` and docs/sgmcmc.md.
+        ``sampler__<setting>``: ``momentum`` (decay per step, 0.99 for SGHMC: the momentum is
+        carried across transitions and persists about a hundred steps), ``warmup_step_size``
+        (start of a cosine warmup schedule annealed to the step over ``n_warmup``; None:
+        constant, except from a random start at ``step_size="auto"``, where warmup starts at a
+        per-datum learning rate of 0.05) and ``step_size``, the time step eps (SGD learning rate
+        eps**2 on the summed loss, eps**2 N per datum; SGLD: eps and eps N). At
+        ``step_size="auto"``, the samplers' default, it is chosen per chain at the start of
+        warmup from the minibatch gradient noise v (mean variance per coordinate of the
+        N/|B|-scaled gradient estimate, 16 batches): the largest step whose gradient noise is
+        a tenth of the injected noise (eps**2 v = 0.1 * 2 (1 - momentum); SGLD: eps**2 v =
+        0.1 * 2 eps; Chen et al. 2014, §3.2), at most a per-datum learning rate of 0.03,
+        fixed from then on; see :mod:`sklearn_bnn.samplers.sg_step_size` and docs/sgmcmc.md.
     batch_size : int, default=128
         Rows per minibatch.
     n_cycles : int, default=None
@@ -54,12 +55,17 @@ _SG_PARAMS_DOC = """
         divided by T), as for the full-batch MCMC estimators; every sampler, the
         Metropolis-corrected ones included, sees the tempered density. (A sampler object's own
         ``temperature`` scales its injected noise instead; leave it at 1 when you set this.)
-    n_draws : int, default=100
-        Epochs of sampling after warmup.
-    n_warmup : int, default=100
-        Epochs of warmup (discarded).
+    n_draws : int or "auto", default="auto"
+        Transitions of sampling after warmup; a transition is an epoch of minibatch steps, or
+        32 steps where an epoch holds fewer (the sampler's ``n_steps``). "auto": at least
+        100 and at most 1,000, stopped once every chain is stationary by its own split R-hat
+        (log density and predictions on 64 training rows) and the draws' effective sample size
+        reaches 50; draws a chain had not forgotten its start in become warmup
+        (:class:`~sklearn_bnn.samplers.budget.DrawRule`; docs/sgmcmc.md).
+    n_warmup : int or "auto", default="auto"
+        Transitions of warmup (discarded); "auto": 75.
     thin : int, default=1
-        Keep a draw every ``thin`` epochs.
+        Keep a draw every ``thin`` transitions.
     n_chains, n_jobs, device, dtype, verbose, warm_start, random_state
         As for :class:`{base}`.
     init : {{"map", "random"}} or MAPStart, default="map"
@@ -106,31 +112,15 @@ class _MinibatchParams:
         }
 
 
-# SG-MCMC's calibration: the calibration stage is a whole fit on the rows not held out, then the
-# fit is run afresh on every row (TemperatureCalibrationMixin._calibration_refits)
-SG_CALIBRATION_DOC = """\
-    calibration : {"temperature"}, TemperatureCalibration or None, default="temperature"
-        "temperature" (``TemperatureCalibration()``): hold out its ``validation_fraction``
-        (0.2; ``calibration__validation_fraction``) of the rows (stratified), run the
-        whole fit (MAP start, warmup, ``n_draws`` draws) on the rest, learn the posterior of
-        the temperature T of the predictive ``mean_draws(p)^(1/T)`` (renormalised) from the
-        held-out labels under a N(0, 0.5^2) prior on log T, then run the fit afresh on
-        **every** row (the draws ``calibration=None`` gives); ``predict_proba`` averages the
-        tempered predictive over that posterior. About twice the fit time of None. Skipped
-        (T = 1) when fewer than 20 rows would be held out, and when ``X`` is a memory map
-        (the rows not held out would be copied into memory). Unlike :class:`HMCClassifier`,
-        whose chains continue from the calibration stage: an SG chain at its capped step stays
-        near the mode it starts from, so it would keep the mode of the rows not held out
-        (docs/sgmcmc.md, "Calibration"). None: the posterior predictive as sampled
-        (under-confident on the small multi-class sets of docs/benchmarks.md, "Small
-        multi-class sets", over-confident on small noisy ones).
+SG_CALIBRATION_DOC = CALIBRATION_DOC.rstrip() + """ A memory map (``X`` from
+        ``np.load(..., mmap_mode="r")``) is fitted uncalibrated: the calibration stage's rows
+        would be copied into memory, where the data otherwise go to the device a batch at a
+        time.
 """
 
 
 @register
 class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEstimator):
-    _calibration_refits = True
-
     __doc__ = (
         """Bayesian neural network classifier sampled by stochastic-gradient MCMC (seeds/004).
 
@@ -170,8 +160,8 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
         batch_size=128,
         temperature=1.0,
         calibration="temperature",
-        n_draws=100,
-        n_warmup=100,
+        n_draws="auto",
+        n_warmup="auto",
         thin=1,
         n_chains=1,
         n_jobs=None,
@@ -231,8 +221,8 @@ class SGMCMCRegressor(SamplingRegressorMixin, _MinibatchParams, BaseSamplingEsti
         sampler="sghmc",
         batch_size=128,
         temperature=1.0,
-        n_draws=100,
-        n_warmup=100,
+        n_draws="auto",
+        n_warmup="auto",
         thin=1,
         n_chains=1,
         n_jobs=None,

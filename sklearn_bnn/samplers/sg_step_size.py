@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from .._seeding import child, root_seed
+from .budget import as_length
 
 __all__ = [
     "AutoStepSampler",
@@ -48,7 +49,7 @@ __all__ = [
 ]
 
 NOISE_RATIO = 0.1
-MAX_LEARNING_RATE = 3e-4
+MAX_LEARNING_RATE = 0.03
 
 
 def gradient_noise_variance(target, theta: torch.Tensor, n_batches: int = 16, seed=0):
@@ -117,8 +118,8 @@ def gradient_noise_step_size(
     --------
     >>> round(float(gradient_noise_step_size(2000.0, 10)), 5)  # sqrt(2 * 0.1 * 0.1 / 2000)
     0.00316
-    >>> round(float(gradient_noise_step_size(0.0, 1000)), 5)  # the cap: sqrt(3e-4 / 1000)
-    0.00055
+    >>> round(float(gradient_noise_step_size(0.0, 1000)), 5)  # the cap: sqrt(0.03 / 1000)
+    0.00548
     """
     v = torch.as_tensor(noise_variance, dtype=torch.float64)
     if langevin:
@@ -205,7 +206,7 @@ class AutoStepSampler:
     sampler : stochastic-gradient sampler object
         SGLD, SGHMC, GSGHMC, AMAGOLD or HTE; copied, never changed.
     noise_ratio : float, default=0.1
-    max_learning_rate : float, default=3e-4
+    max_learning_rate : float, default=0.03
     n_cycles : int or None, default=None
     peak_step_size : float or None, default=None
     choose_step : bool, default=True
@@ -292,7 +293,8 @@ class AutoStepSampler:
             # a continued run (warm start, the calibrated fit's second stage) goes on at the
             # steps it chose before, which the run carries; the kernel's own is their largest
             sampler.step_size = float(torch.as_tensor(config.step_size).max())
-        if self.n_cycles:
+        if self.n_cycles:  # a schedule planned over the sampling phase: a fixed length
+            config = config.replace(n_draws=as_length(config.n_draws))
             sampler.schedule = CyclicalSchedule(
                 self.n_cycles,
                 int(config.n_draws),

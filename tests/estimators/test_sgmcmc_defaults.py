@@ -1,5 +1,6 @@
 """SGMCMCClassifier at its defaults (issue 23): MAP start, step size from the gradient noise."""
 
+import math
 import warnings
 
 import pytest
@@ -27,9 +28,10 @@ def test_default_classifier_fits_breast_cancer_as_well_as_an_mlp():
         mlp = make_pipeline(StandardScaler(), MLPClassifier(random_state=0)).fit(Xtr, ytr)
         sg = make_pipeline(StandardScaler(), SGMCMCClassifier(random_state=0)).fit(Xtr, ytr)
     assert sg.score(Xte, yte) >= mlp.score(Xte, yte) - 0.05
-    # the step of the draws is the gradient-noise rule's, at most the learning-rate cap
+    # the step of the draws is the gradient-noise rule's, at most the learning-rate cap on the
+    # rows it was chosen on (the calibration stage's 80 %: the chains then continue on all)
     step = sg[-1].diagnostics_["step_size"]
-    cap = float(gradient_noise_step_size(0.0, len(Xtr)))
+    cap = float(gradient_noise_step_size(0.0, len(Xtr) - math.ceil(0.2 * len(Xtr))))
     assert 0 < float(torch.as_tensor(step).max()) <= cap * (1 + 1e-6)
 
 
