@@ -57,7 +57,7 @@ _SG_PARAMS_DOC = """
         ``temperature`` scales its injected noise instead; leave it at 1 when you set this.)
     n_draws : int or "auto", default="auto"
         Transitions of sampling after warmup; a transition is an epoch of minibatch steps, or
-        32 steps where an epoch holds fewer (the sampler's ``n_steps``). "auto": at least
+        16 steps where an epoch holds fewer (the sampler's ``n_steps``). "auto": at least
         100 and at most 1,000, stopped once every chain is stationary by its own split R-hat
         (log density and predictions on 64 training rows) and the draws' effective sample size
         reaches 50; draws a chain had not forgotten its start in become warmup

@@ -303,6 +303,7 @@ class _Record:
             f"keeps the {self.n_kept} draws collected so far.",
             RuntimeWarning,
         )
+        self.start = min(self.start, max(self.n_kept - 1, 0))  # keep what was drawn
         if self.n_kept == 0:
             self.draws[:, 0] = self.state.position.cpu()
             self.log_probs[:, 0] = self.state.log_prob.cpu()

@@ -30,7 +30,7 @@ DIVERGENCE_THRESHOLD = 1000.0
 #: Fewest minibatch steps in a transition at ``n_steps=None`` (an epoch otherwise): on small
 #: data an epoch is one to a few steps, and a draw every step or two would make the budget of
 #: a run, counted in transitions, a few hundred steps.
-MIN_STEPS_PER_TRANSITION = 32
+MIN_STEPS_PER_TRANSITION = 16
 
 
 class _SGKernel(Kernel):
