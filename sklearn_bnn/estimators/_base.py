@@ -91,6 +91,8 @@ class BaseSamplingEstimator(
     # "full": samplers that evaluate the whole data set per gradient; "minibatch": those that
     # take a MinibatchTarget. A sampler declares its own as ``data_access``.
     _data_access = "full"
+    #: The most draws per chain that ``n_draws="auto"`` takes (the former fixed budget).
+    _max_auto_draws = 500
     #: The integrator a sampler left at ``integrator=None`` takes on this family's target.
     _integrator = "leapfrog"
 
@@ -338,7 +340,7 @@ class BaseSamplingEstimator(
                 outputs = network.forward_batched(flat, reference)
                 return to_numpy(self._reference_quantity(outputs)).reshape(C, S, -1)
 
-            n_draws = DrawRule(monitor=monitor)
+            n_draws = DrawRule(max_draws=self._max_auto_draws, monitor=monitor)
         return n_warmup, n_draws
 
     def _run_chains(self, target, start: _ChainStart, X, continuing: bool):

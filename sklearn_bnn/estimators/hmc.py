@@ -24,7 +24,7 @@ _PARAMS_DOC = """
         Precision tau of the N(0, 1/tau) prior, one value or one per parameter tensor.
     n_draws : int or "auto", default="auto"
         Transitions after warmup (draws kept per chain: ``n_draws // thin``). "auto": at least
-        100 and at most 1,000, stopped once every chain is stationary by its own split R-hat
+        100 and at most 500, stopped once every chain is stationary by its own split R-hat
         (of the log density and of the predictions on 64 training rows, the check that
         ``diagnostics_`` reports) and the effective sample size of the draws reaches 50;
         draws a chain had not forgotten its start in become warmup

@@ -58,7 +58,7 @@ _SG_PARAMS_DOC = """
     n_draws : int or "auto", default="auto"
         Transitions of sampling after warmup; a transition is an epoch of minibatch steps, or
         16 steps where an epoch holds fewer (the sampler's ``n_steps``). "auto": at least
-        100 and at most 1,000, stopped once every chain is stationary by its own split R-hat
+        100 and at most 200, stopped once every chain is stationary by its own split R-hat
         (log density and predictions on 64 training rows) and the draws' effective sample size
         reaches 50; draws a chain had not forgotten its start in become warmup
         (:class:`~sklearn_bnn.samplers.budget.DrawRule`; docs/sgmcmc.md).
@@ -87,6 +87,8 @@ class _MinibatchParams:
     that read it (any registered sampler whose ``data_access`` is "minibatch")."""
 
     _data_access = "minibatch"
+    # an SG transition is an epoch on large data: "auto" stops at the former 200 epochs
+    _max_auto_draws = 200
     _own_constraints: dict = {
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "n_cycles": [Interval(Integral, 1, None, closed="left"), None],

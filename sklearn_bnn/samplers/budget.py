@@ -8,8 +8,9 @@ host, never inside a transition, and both depend only on the draws, so the same
 ``random_state`` gives the same draws.
 
 The draws rule is the convergence check the estimators report (``diagnostics_``), applied while
-sampling: each chain's own split R-hat (rank-normalised, bulk and folded; Vehtari, Gelman,
-Simpson, Carpenter & Bürkner 2021) of the log density and of every monitored quantity (the
+sampling: the within-chain split R-hat (rank-normalised, bulk and folded; Vehtari, Gelman,
+Simpson, Carpenter & Bürkner 2021; each chain's mean taken out, so that chains settled in
+different modes do not count) of the log density and of every monitored quantity (the
 estimators monitor predictions on reference rows), and the bulk effective sample size of those
 quantities pooled over the chains. A chain that fails the R-hat test on a window of at least
 ``2 * min_draws`` draws loses the first half of the window, which becomes warmup (Stan's and
@@ -46,7 +47,13 @@ def as_length(budget) -> int:
 
 
 def chain_rhat(x: np.ndarray) -> np.ndarray:
-    """Each chain's own split R-hat of each quantity.
+    """The within-chain split R-hat of each quantity: the rank-normalised split R-hat (bulk
+    and folded) of the draws with each chain's mean taken out.
+
+    Taking out the chains' means leaves what happens inside each chain (its first half against
+    its second half, pooled over the chains) and removes what the chains do to each other
+    (chains settled in different modes); for one chain it is the split R-hat itself, whose
+    ranks do not see the shift.
 
     Parameters
     ----------
@@ -54,18 +61,16 @@ def chain_rhat(x: np.ndarray) -> np.ndarray:
 
     Returns
     -------
-    ndarray of shape (n_chains, n_quantities)
-        NaN where a quantity is constant along a chain (no variance to compare).
+    ndarray of shape (n_quantities,)
+        NaN where a quantity is constant within every chain.
     """
-    C, _, Q = x.shape
-    out = np.full((C, Q), np.nan)
+    centred = x - x.mean(axis=1, keepdims=True)
+    out = np.full(x.shape[-1], np.nan)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # constant quantities give NaN
-        for c in range(C):
-            for q in range(Q):
-                column = x[c : c + 1, :, q]
-                if np.ptp(column) > 0:
-                    out[c, q] = rhat(column)
+        for q in range(x.shape[-1]):
+            if np.ptp(centred[..., q]) > 0:
+                out[q] = rhat(centred[..., q])
     return out
 
 
@@ -119,8 +124,8 @@ class DrawRule:
         The bulk effective sample size the draws must reach, pooled over the chains: the median
         over the monitored quantities (the log density's when nothing else is monitored).
     rhat_max : float, default=1.1
-        The largest split R-hat of any chain alone, for the log density and every monitored
-        quantity.
+        The largest within-chain split R-hat (:func:`chain_rhat`) of the log density and of
+        every monitored quantity.
     monitor : callable or None, default=None
         ``monitor(draws)`` with draws (C, S, D) on the CPU returns an array (C, S, Q) of
         quantities to check beside the log density (the estimators: predictions on reference
@@ -144,7 +149,8 @@ class DrawRule:
         Returns
         -------
         done : bool
-            Every chain stationary by its own R-hat, and the effective sample size reached.
+            The chains stationary by the within-chain R-hat, and the effective sample size
+            reached.
         drop : int
             Draws at the start of the window to discard as warmup (a chain failed on a window
             of at least ``2 * min_draws`` draws: its first half).
@@ -154,7 +160,7 @@ class DrawRule:
         if self.monitor is not None:
             extra = np.asarray(self.monitor(draws), dtype=np.float64)
             quantities = np.concatenate([lp, extra], axis=-1)
-        worst = np.nanmax(np.append(chain_rhat(quantities).ravel(), 0.0))
+        worst = np.nanmax(np.append(chain_rhat(quantities), 0.0))
         S = quantities.shape[1]
         if worst > self.rhat_max:
             return False, (S // 2 if S >= 2 * self.min_draws else 0)
