@@ -144,12 +144,17 @@ CLASSIFIERS = ("hmc", "split_hmc", "sgmcmc", "mc_dropout", "lcbnn", "mlp", "ense
 REGRESSORS = ("hmc", "split_hmc", "sgmcmc", "mc_dropout", "plannet", "mlp", "ensemble5", "hgb")
 #: Candidate defaults under study: a package model with some settings changed. Run only when
 #: named in ``--models`` (``--models hmc hmc_tanh``), on both tasks.
-VARIANTS = {"hmc_tanh": ("hmc", {"activation": "tanh"}), "hmc_4chains": ("hmc", {"n_chains": 4})}
+VARIANTS = {
+    "hmc_tanh": ("hmc", {"activation": "tanh"}),
+    "hmc_4chains": ("hmc", {"n_chains": 4}),
+    "hmc_fixed": ("hmc", {"n_warmup": 500, "n_draws": 500}),  # the fixed budget of 0.1
+}
 PACKAGE_MODELS = ("hmc", "split_hmc", "sgmcmc", "mc_dropout", "lcbnn", "plannet", *VARIANTS)
 LABELS = {
     "hmc": "HMC",
     "hmc_tanh": "HMC, tanh",
     "hmc_4chains": "HMC, 4 chains",
+    "hmc_fixed": "HMC, 500 + 500 transitions",
     "split_hmc": "split HMC",
     "sgmcmc": "SG-MCMC",
     "mc_dropout": "MC dropout",

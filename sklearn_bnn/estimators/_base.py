@@ -91,7 +91,10 @@ class BaseSamplingEstimator(
     # "full": samplers that evaluate the whole data set per gradient; "minibatch": those that
     # take a MinibatchTarget. A sampler declares its own as ``data_access``.
     _data_access = "full"
-    #: The most draws per chain that ``n_draws="auto"`` takes (the former fixed budget).
+    #: The fewest and the most draws per chain that ``n_draws="auto"`` takes (the most: the
+    #: former fixed budget). The fewest: the tails of the predictive need them (docs/hmc.md,
+    #: "Budgets"); a calibration stage takes its own fewest.
+    _min_auto_draws = 200
     _max_auto_draws = 500
     #: The integrator a sampler left at ``integrator=None`` takes on this family's target.
     _integrator = "leapfrog"
@@ -340,7 +343,9 @@ class BaseSamplingEstimator(
                 outputs = network.forward_batched(flat, reference)
                 return to_numpy(self._reference_quantity(outputs)).reshape(C, S, -1)
 
-            n_draws = DrawRule(max_draws=self._max_auto_draws, monitor=monitor)
+            n_draws = DrawRule(
+                min_draws=self._min_auto_draws, max_draws=self._max_auto_draws, monitor=monitor
+            )
         return n_warmup, n_draws
 
     def _run_chains(self, target, start: _ChainStart, X, continuing: bool):

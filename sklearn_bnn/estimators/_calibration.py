@@ -255,7 +255,12 @@ class TemperatureCalibrationMixin:
         name = type(self).__name__  # the two stages' progress bars say which is which
         stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
         with (
-            _overridden(self, n_draws=n_phase, _progress_desc=stage),
+            _overridden(
+                self,
+                n_draws=n_phase,
+                _min_auto_draws=MIN_CALIBRATION_DRAWS,
+                _progress_desc=stage,
+            ),
             warnings.catch_warnings(),
         ):
             # the calibration phase's own convergence is not the fit's: its draws are dropped

@@ -30,7 +30,7 @@ _PARAMS_DOC = """
         draws a chain had not forgotten its start in become warmup
         (:class:`~sklearn_bnn.samplers.budget.DrawRule`; docs/hmc.md, "Budgets").
     n_warmup : int or "auto", default="auto"
-        Transitions of warmup (step-size adaptation), discarded. "auto": at least 75, ended
+        Transitions of warmup (step-size adaptation), discarded. "auto": at least 150, ended
         once the adapted step size moves by less than 10 % over 25 transitions, at most 500
         (a sampler that adapts a mass matrix or an integration time runs 500;
         :class:`~sklearn_bnn.samplers.budget.WarmupRule`).

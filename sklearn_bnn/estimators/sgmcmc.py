@@ -63,7 +63,7 @@ _SG_PARAMS_DOC = """
         reaches 50; draws a chain had not forgotten its start in become warmup
         (:class:`~sklearn_bnn.samplers.budget.DrawRule`; docs/sgmcmc.md).
     n_warmup : int or "auto", default="auto"
-        Transitions of warmup (discarded); "auto": 75.
+        Transitions of warmup (discarded); "auto": 150.
     thin : int, default=1
         Keep a draw every ``thin`` transitions.
     n_chains, n_jobs, device, dtype, verbose, warm_start, random_state

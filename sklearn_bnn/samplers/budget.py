@@ -85,13 +85,13 @@ class WarmupRule:
 
     Parameters
     ----------
-    min_warmup : int, default=75
+    min_warmup : int, default=150
     block : int, default=25
     tolerance : float, default=0.1
     max_warmup : int, default=500
     """
 
-    min_warmup: int = 75
+    min_warmup: int = 150
     block: int = 25
     tolerance: float = 0.1
     max_warmup: int = 500
