@@ -418,14 +418,17 @@ class BaseSamplingEstimator(
         return setup_sampler(sampler, self._data_access, **self._sampler_setup())
 
     # -- prediction ----------------------------------------------------------------
-    def _network_outputs(self, X, validate: bool = True, transform=None, mean=False):
+    def _network_outputs(self, X, validate: bool = True, transform=None, mean=False, out=None):
         """Per-draw network outputs on ``X``: (n_draws, n, n_outputs), or their mean over draws
-        (n, n_outputs) when ``mean``; ``transform`` maps outputs first (see forward_batched)."""
+        (n, n_outputs) when ``mean``; ``transform`` maps outputs first, ``out`` receives them
+        (see forward_batched)."""
         if validate:
             check_is_fitted(self)
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         network = self.network_.to(predict_device(getattr(self, "_fit_device", self.device)))
-        return network.forward_batched(self.samples_.flat(), X, transform=transform, mean=mean)
+        return network.forward_batched(
+            self.samples_.flat(), X, transform=transform, mean=mean, out=out
+        )
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

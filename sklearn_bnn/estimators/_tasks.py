@@ -25,9 +25,32 @@ from ._calibration import TemperatureCalibrationMixin
 
 __all__ = ["SamplingClassifierMixin", "SamplingRegressorMixin"]
 
-# Rows of X per chunk of a regressor's prediction, sized so that the (draws, rows, outputs)
-# float64 block of one chunk stays near 32 MB whatever the number of rows.
+# Rows of X per chunk of a prediction, sized so that the (draws, rows, outputs) float64 block
+# of one chunk stays near 32 MB whatever the number of rows.
 _PREDICT_CHUNK_BYTES = 2**25
+
+
+def _chunk_rows(n_draws: int, n_columns: int) -> int:
+    """Rows per chunk: a (n_draws, rows, n_columns) float64 block of ``_PREDICT_CHUNK_BYTES``."""
+    return max(1, _PREDICT_CHUNK_BYTES // (8 * n_draws * n_columns))
+
+
+def _per_draw_outputs(estimator, X, n_columns: int, transform=None) -> np.ndarray:
+    """Every draw's (transformed) outputs on the validated ``X``, float64 (n_draws, n, n_columns).
+
+    The result is allocated once and filled chunk by chunk (rows here, draws in
+    ``forward_batched``), so beside it only one chunk's outputs are held.
+    """
+    n_draws = len(estimator.samples_)
+    result = np.empty((n_draws, len(X), n_columns))
+    target = torch.from_numpy(result)
+    rows = _chunk_rows(n_draws, n_columns)
+    for start in range(0, len(X), rows):
+        stop = min(start + rows, len(X))
+        estimator._network_outputs(
+            X[start:stop], validate=False, transform=transform, out=target[:, start:stop]
+        )
+    return result
 
 
 class SamplingClassifierMixin(TemperatureCalibrationMixin, ClassifierMixin):
@@ -69,12 +92,18 @@ class SamplingClassifierMixin(TemperatureCalibrationMixin, ClassifierMixin):
     def predict_samples(self, X) -> np.ndarray:
         """Class probabilities under each posterior draw.
 
+        Computed by chunks of rows and draws written into the result, so the memory used
+        beyond the result itself stays bounded (a chunk of about 32 MB).
+
         Returns
         -------
         ndarray of shape (n_draws, n_samples, n_classes)
         """
-        out = self._network_outputs(X)
-        return to_numpy(self._likelihood().predictive(out)).astype(np.float64)
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        return _per_draw_outputs(
+            self, X, len(self.classes_), transform=self._likelihood().predictive
+        )
 
     def predict_proba(self, X) -> np.ndarray:
         """Posterior predictive class probabilities: the mean over draws, tempered and
@@ -203,14 +232,20 @@ class SamplingRegressorMixin(RegressorMixin):
         return outputs[..., 0]
 
     def _raw_samples(self, X, validate: bool = True) -> np.ndarray:
-        out = to_numpy(self._network_outputs(X, validate=validate))  # (S, n, n_out)
-        out = out.astype(np.float64, copy=False)
-        out *= np.reshape(self.y_scale_, -1)
+        """Every draw's outputs in the units of y, float64 (S, n, n_outputs)."""
+        if validate:
+            check_is_fitted(self)
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        out = _per_draw_outputs(self, X, self.n_outputs_)
+        out *= np.reshape(self.y_scale_, -1)  # in place: no second block
         out += np.reshape(self.y_mean_, -1)
         return out
 
     def predict_samples(self, X) -> np.ndarray:
         """The network's prediction under each posterior draw (noise-free).
+
+        Computed by chunks of rows and draws written into the result, so the memory used
+        beyond the result itself stays bounded (a chunk of about 32 MB).
 
         Returns
         -------
@@ -239,8 +274,7 @@ class SamplingRegressorMixin(RegressorMixin):
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        per_row = 8 * len(self.samples_) * self.n_outputs_
-        rows = max(1, _PREDICT_CHUNK_BYTES // per_row)
+        rows = _chunk_rows(len(self.samples_), self.n_outputs_)
         means, variances = [], []
         for start in range(0, len(X), rows):
             out = self._raw_samples(X[start : start + rows], validate=False)

@@ -294,11 +294,16 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
     def predict_samples(self, X) -> np.ndarray:
         """Class probabilities of every dropout draw (float64).
 
+        Computed by chunks of rows written into the result, so the memory used beyond the
+        result itself stays bounded.
+
         Returns
         -------
         ndarray of shape (n_predict_draws, n_samples, n_classes)
         """
-        return to_numpy(torch.softmax(self._net_output_samples(X), dim=-1))
+        out = self._empty_samples(X, len(self.classes_))
+        softmax = lambda f: torch.softmax(f, dim=-1)  # noqa: E731
+        return to_numpy(self._net_output_samples(X, out=out, transform=softmax))
 
     def _dropout_average(self, X) -> np.ndarray:
         """The mean of :meth:`predict_samples` over draws, untempered."""
@@ -467,8 +472,8 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         ndarray of shape (n_predict_draws, n_samples) or (n_predict_draws, n_samples, n_outputs)
             The 2-D form for a single output.
         """
-        f = to_numpy(self._net_output_samples(X))
-        f *= self.y_scale_
+        f = to_numpy(self._net_output_samples(X, out=self._empty_samples(X, self.n_outputs_)))
+        f *= self.y_scale_  # in place: no second block
         f += self.y_mean_
         return f[..., 0] if self.n_outputs_ == 1 else f
 
