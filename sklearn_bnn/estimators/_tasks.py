@@ -22,6 +22,7 @@ from .._utils import check_scalar_param, to_numpy
 from ..likelihoods import Bernoulli, Categorical, Gaussian
 from ._base import BaseSamplingEstimator
 from ._calibration import TemperatureCalibrationMixin
+from ._variance_parts import PredictiveVarianceParts, variance_parts
 
 __all__ = ["SamplingClassifierMixin", "SamplingRegressorMixin"]
 
@@ -254,6 +255,25 @@ class SamplingRegressorMixin(RegressorMixin):
         out = self._raw_samples(X)
         return out if self._y_2d else out[..., 0]
 
+    def _mean_and_weight_variance(self, X, weight_variance: bool):
+        """Mean over the draws and (when asked) variance over the draws of the network's
+        output, in the units of y, (n, n_outputs) each; chunk by chunk of rows."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        rows = _chunk_rows(len(self.samples_), self.n_outputs_)
+        means, variances = [], []
+        for start in range(0, len(X), rows):
+            out = self._raw_samples(X[start : start + rows], validate=False)
+            means.append(out.mean(axis=0))
+            if weight_variance:
+                variances.append(out.var(axis=0))
+        mean = np.concatenate(means)
+        return mean, (np.concatenate(variances) if weight_variance else None)
+
+    def _noise_variance(self) -> np.ndarray:
+        """E[1 / tau] over the draws, in the units of y: (n_outputs,)."""
+        return np.reshape(self.noise_std_, -1) ** 2
+
     def predict(self, X, return_std: bool = False):
         """Posterior predictive mean, and optionally its standard deviation.
 
@@ -265,27 +285,44 @@ class SamplingRegressorMixin(RegressorMixin):
         X : array-like of shape (n_samples, n_features)
         return_std : bool, default=False
             Also return the predictive standard deviation, combining the spread of the draws
-            (weight uncertainty) with the observation noise E[1 / noise precision].
+            (weight uncertainty) with the observation noise E[1 / noise precision]; see
+            :meth:`predict_variance_parts` for the two apart.
 
         Returns
         -------
         mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
         std : ndarray of the same shape, when ``return_std``
         """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        rows = _chunk_rows(len(self.samples_), self.n_outputs_)
-        means, variances = [], []
-        for start in range(0, len(X), rows):
-            out = self._raw_samples(X[start : start + rows], validate=False)
-            means.append(out.mean(axis=0))
-            if return_std:
-                variances.append(out.var(axis=0))
-        mean = np.concatenate(means)
+        mean, weight_var = self._mean_and_weight_variance(X, return_std)
         if not self._y_2d:
             mean = mean[:, 0]
         if not return_std:
             return mean
-        noise_var = np.reshape(self.noise_std_, -1) ** 2  # E[1 / tau] over draws, y units
-        std = np.sqrt(np.concatenate(variances) + noise_var)
+        std = np.sqrt(weight_var + self._noise_variance())
         return mean, (std if self._y_2d else std[:, 0])
+
+    def predict_variance_parts(self, X) -> PredictiveVarianceParts:
+        """The predictive variance split into observation noise and weight uncertainty.
+
+        By the law of total variance over the posterior draws ``w_s``,
+        ``Var[y | x] = E_s[1 / tau_s] + Var_s[f(x, w_s)]``: the expected noise variance (the
+        Gaussian likelihood's, the same for every input: this model's noise is
+        homoscedastic) plus the variance over the draws of the network's output (epistemic,
+        larger away from the training data).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        PredictiveVarianceParts
+            ``(mean, noise_std, weight_std, total_std)``, each of the shape of ``predict(X)``;
+            ``total_std`` is ``predict(X, return_std=True)[1]`` and
+            ``total_std**2 == noise_std**2 + weight_std**2``.
+        """
+        mean, weight_var = self._mean_and_weight_variance(X, True)
+        parts = variance_parts(mean, self._noise_variance(), weight_var)
+        if self._y_2d:
+            return parts
+        return PredictiveVarianceParts(*(field[:, 0] for field in parts))

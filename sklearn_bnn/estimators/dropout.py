@@ -53,6 +53,7 @@ from ._dropout_masks import draw_masks, forward_with_masks
 from ._dropout_noise import NoiseFromResiduals, WithNoise, gaussian_nll
 from ._nested import NestedSettingsMixin
 from ._skorch import standardize_targets
+from ._variance_parts import PredictiveVarianceParts, variance_parts
 
 # draw_masks and forward_with_masks are imported from here (lcbnn, tests, benchmarks)
 __all__ = ["MCDropoutClassifier", "MCDropoutRegressor", "draw_masks", "forward_with_masks"]
@@ -477,20 +478,8 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         f += self.y_mean_
         return f[..., 0] if self.n_outputs_ == 1 else f
 
-    def predict(self, X, return_std: bool = False):
-        """Predictive mean, and optionally standard deviation, of the targets.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        return_std : bool, default=False
-            Also return ``sqrt(1/tau + Var_t f(x, w_t))``.
-
-        Returns
-        -------
-        mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
-        std : ndarray of the same shape, when ``return_std``
-        """
+    def _mean_and_weight_variance(self, X):
+        """Mean and variance over the dropout draws, in the units of y: (n, n_outputs) each."""
         check_is_fitted(self)
         scale = torch.as_tensor(self.y_scale_, dtype=torch.float64)
         loc = torch.as_tensor(self.y_mean_, dtype=torch.float64)
@@ -500,7 +489,24 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
             return torch.stack([f.mean(0), f.var(0, unbiased=False)], 1)
 
         both = to_numpy(self._net_output_samples(X, reduce=moments))
-        mean, var = both[:, 0], both[:, 1]
+        return both[:, 0], both[:, 1]
+
+    def predict(self, X, return_std: bool = False):
+        """Predictive mean, and optionally standard deviation, of the targets.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return ``sqrt(1/tau + Var_t f(x, w_t))``; see :meth:`predict_variance_parts`
+            for the two terms apart.
+
+        Returns
+        -------
+        mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        std : ndarray of the same shape, when ``return_std``
+        """
+        mean, var = self._mean_and_weight_variance(X)
         if self.n_outputs_ == 1:
             mean, var = mean[:, 0], var[:, 0]
         if not return_std:
@@ -509,3 +515,29 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         if self.n_outputs_ == 1:
             noise_var = noise_var[0]
         return mean, np.sqrt(noise_var + var)
+
+    def predict_variance_parts(self, X) -> PredictiveVarianceParts:
+        """The predictive variance split into observation noise and weight uncertainty.
+
+        ``Var[y | x] = 1 / tau + Var_t[f(x, w_t)]`` (the law of total variance over the
+        dropout draws ``t``): the learned noise variance, the same for every input (this
+        model's noise is homoscedastic), plus the variance of the network's output over the
+        dropout masks (the approximate posterior's weight uncertainty, Gal & Ghahramani 2016).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        PredictiveVarianceParts
+            ``(mean, noise_std, weight_std, total_std)``, each of the shape of ``predict(X)``;
+            ``total_std`` is ``predict(X, return_std=True)[1]`` and
+            ``total_std**2 == noise_std**2 + weight_std**2``.
+        """
+        mean, var = self._mean_and_weight_variance(X)
+        noise_var = 1.0 / np.asarray(self.noise_precision_, dtype=np.float64)
+        parts = variance_parts(mean, noise_var, var)
+        if self.n_outputs_ > 1:
+            return parts
+        return PredictiveVarianceParts(*(field[:, 0] for field in parts))

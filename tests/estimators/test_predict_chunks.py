@@ -52,6 +52,15 @@ def test_hmc_regressors_chunked_predict_equals_the_draws(monkeypatch, make, n_ou
     assert mean.shape == y.shape and std.shape == y.shape
     np.testing.assert_allclose(mean, draws.mean(axis=0), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(std, want_std, rtol=1e-5)
+    # the variance in its two parts: E[1 / tau] (the same for every row) and the draws' spread
+    parts = reg.predict_variance_parts(X)
+    for field in parts:
+        assert field.shape == y.shape
+    np.testing.assert_allclose(parts.mean, mean, rtol=1e-12)
+    np.testing.assert_allclose(parts.total_std, std, rtol=1e-12)
+    np.testing.assert_allclose(parts.total_std**2, parts.noise_std**2 + parts.weight_std**2)
+    np.testing.assert_allclose(parts.weight_std**2, draws.var(axis=0), rtol=1e-5, atol=1e-12)
+    np.testing.assert_allclose(parts.noise_std, np.broadcast_to(reg.noise_std_, y.shape))
 
 
 @pytest.mark.parametrize("n_out", [1, 2])
