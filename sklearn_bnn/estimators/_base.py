@@ -153,6 +153,8 @@ class BaseSamplingEstimator(
                 f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}."
             )
         resolve_dtype(self.dtype)
+        if isinstance(self.sampler, str) and self.sampler.lower() not in SAMPLERS:
+            raise ValueError(self._sampler_choices(f"got {self.sampler!r}."))
         self._check_sampler_access(self._sampler_object())  # ValueErrors naming `sampler`
         check_n_jobs(self.n_jobs)
         if self.thin > self.n_draws:
@@ -162,16 +164,21 @@ class BaseSamplingEstimator(
         """The sampler must read the data the way this estimator's target gives them."""
         access = getattr(sampler, "data_access", "full")
         if access != self._data_access:
-            names = sorted(
-                name
-                for name, cls in SAMPLERS.items()
-                if getattr(cls, "data_access", "full") == self._data_access
-            )
             raise ValueError(
-                f"sampler must be one of {names} or a sampler object with data_access="
-                f"{self._data_access!r} for {type(self).__name__}, got {self.sampler!r} "
-                f"(data_access={access!r})."
+                self._sampler_choices(f"got {self.sampler!r} (data_access={access!r}).")
             )
+
+    def _sampler_choices(self, got: str) -> str:
+        """The refusal of a sampler, listing only the samplers this estimator runs."""
+        names = sorted(
+            name
+            for name, cls in SAMPLERS.items()
+            if getattr(cls, "data_access", "full") == self._data_access
+        )
+        return (
+            f"sampler must be one of {names} or a sampler object with data_access="
+            f"{self._data_access!r} for {type(self).__name__}, {got}"
+        )
 
     # -- nested settings ---------------------------------------------------------------
     _NAMED_OBJECTS = {
