@@ -155,6 +155,7 @@ class _MCDropoutBase(TrainedEstimator):
             warmup=self._n_warmup_epochs(self.max_iter),
             extra_callbacks=self._extra_callbacks(),
             optimizer_params={"param_groups": groups},
+            desc=getattr(self, "_progress_desc", None),  # a stage's name (calibrated fit)
         )
         self._store_training(net_, net, device)
         self.mc_seed_ = torch_seed(child(seeds, "predict"))

@@ -44,6 +44,7 @@ from .._utils import to_numpy
 from ._calibration import (
     _NO_CALIBRATION,
     CALIBRATION_CONSTRAINT,
+    _overridden,
     calibrated,
     resolve_calibration,
     temperature_posterior,
@@ -246,13 +247,19 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
         if calibration is not None:  # LossCalibratedBNN has none
             split = calibration.held_out_split(y, self.random_state)
         posterior = _NO_CALIBRATION
+        name, last = type(self).__name__, None
         if split is not None:
             fit_rows, held = split
-            super().fit(_safe_indexing(X, fit_rows), _safe_indexing(y, fit_rows))
+            # the two stages' progress bars (verbose=True) say which is which
+            stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
+            with _overridden(self, _progress_desc=stage):
+                super().fit(_safe_indexing(X, fit_rows), _safe_indexing(y, fit_rows))
             proba = self._dropout_average(_safe_indexing(X, held))
             classes = np.searchsorted(self.classes_, _safe_indexing(np.asarray(y), held))
             posterior = temperature_posterior(proba, classes)
-        super().fit(X, y)  # every row: the network calibration=None gives
+            last = f"{name} training (all {len(fit_rows) + len(held)} rows)"
+        with _overridden(self, _progress_desc=last or name):
+            super().fit(X, y)  # every row: the network calibration=None gives
         self.calibration_posterior_ = posterior
         self.calibration_temperature_ = float(np.exp(np.sum(posterior[1] * np.log(posterior[0]))))
         return self

@@ -242,7 +242,15 @@ def test_noise_precision_validated():
 def test_verbose_progress_bar(iris, capsys):
     X, y = iris
     MCDropoutClassifier(hidden_layer_sizes=(4,), max_iter=3, verbose=True, random_state=0).fit(X, y)
-    assert "MCDropoutClassifier" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # the calibrated fit trains twice: each bar says which stage it is (they were identical)
+    assert "MCDropoutClassifier calibration stage (120 rows, 30 held out)" in err
+    assert "MCDropoutClassifier training (all 150 rows)" in err
+    MCDropoutClassifier(
+        hidden_layer_sizes=(4,), max_iter=3, verbose=True, calibration=None, random_state=0
+    ).fit(X, y)
+    err = capsys.readouterr().err
+    assert "MCDropoutClassifier" in err and "stage" not in err and "all 150" not in err
 
 
 @pytest.mark.parametrize("Est", [MCDropoutClassifier, MCDropoutRegressor])
