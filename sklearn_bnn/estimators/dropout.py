@@ -309,6 +309,7 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
         -------
         ndarray of shape (n_predict_draws, n_samples, n_classes)
         """
+        check_is_fitted(self)
         out = self._empty_samples(X, len(self.classes_))
         softmax = lambda f: torch.softmax(f, dim=-1)  # noqa: E731
         return to_numpy(self._net_output_samples(X, out=out, transform=softmax))
@@ -480,6 +481,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         ndarray of shape (n_predict_draws, n_samples) or (n_predict_draws, n_samples, n_outputs)
             The 2-D form for a single output.
         """
+        check_is_fitted(self)
         f = to_numpy(self._net_output_samples(X, out=self._empty_samples(X, self.n_outputs_)))
         f *= self.y_scale_  # in place: no second block
         f += self.y_mean_
