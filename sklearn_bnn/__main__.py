@@ -273,7 +273,10 @@ def _write_results(out_dir: Path, split, seed: int, hmc, hmc_params: dict, rows:
             "seed": seed,
         },
         "hmc_params": {k: v for k, v in hmc_params.items() if k != "verbose"},
-        "models": rows,
+        "models": {  # the scores, without the per-input predictions they were read from
+            name: {k: v for k, v in row.items() if not k.startswith("_")}
+            for name, row in rows.items()
+        },
         "hmc_diagnostics": {
             "acceptance_rate": float(hmc_step.acceptance_rate_),
             "n_divergent": int(d["n_divergent"]),

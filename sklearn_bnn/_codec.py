@@ -461,3 +461,204 @@ def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
             f"{where}: {name}: invalid fitted state ({type(exc).__name__}: {exc})"
         ) from exc
     return estimator
+
+
+# -- pipelines ---------------------------------------------------------------------------------
+# A Pipeline is stored as an estimator record of class "Pipeline" whose parameter "steps" lists
+# [name, step] pairs; a step is "passthrough" or None, this package's estimator (an
+# "__estimator__" record), a nested pipeline (the same), or one of the scikit-learn steps of
+# sklearn_bnn._sklearn_steps ("__sklearn__": class name, parameters, fitted state). Only load
+# and a pipeline's own steps read pipeline records: nowhere else can a file name one.
+_PIPELINE = "Pipeline"
+
+
+def _encode_pipeline(pipeline, where: str) -> dict:
+    """The record of a fitted ``Pipeline`` (``TypeError`` for a step that cannot be stored)."""
+    steps = [[name, _encode_step(step, f"{where}: step {name!r}")] for name, step in pipeline.steps]
+    params = {
+        k: encode(v, f"{where}: parameter {k!r}")
+        for k, v in pipeline.get_params(deep=False).items()
+        if k != "steps"
+    }
+    return {
+        "format": FORMAT,
+        "class": _PIPELINE,
+        "params": {"steps": steps, **params},
+        "missing_params": [],
+        "state": None,
+    }
+
+
+def _encode_step(step, where: str):
+    from sklearn.pipeline import Pipeline
+    from sklearn.utils.validation import check_is_fitted
+
+    from ._sklearn_steps import SKLEARN_STEPS, check_step_state, step_state
+
+    if step is None or (type(step) is str and step == "passthrough"):
+        return step
+    cls = type(step)
+    if cls is Pipeline:
+        return {"__estimator__": _encode_pipeline(step, where)}
+    if _REGISTRY.get(cls.__name__) is cls and is_estimator_class(cls):
+        return {"__estimator__": _encode_estimator(step, where, nested=False)}
+    entry = SKLEARN_STEPS.get(cls.__name__)
+    if entry is None or entry[0] is not cls:
+        raise TypeError(
+            f"cannot save weights-only: {where} is a {cls.__name__}, which a weights-only file "
+            "does not hold. A pipeline's steps must be this package's estimators or the "
+            f"scikit-learn steps {', '.join(sorted(SKLEARN_STEPS))}, whose fitted state is "
+            "plain numbers (a FunctionTransformer, for one, holds code); use joblib.dump."
+        )
+    check_is_fitted(step)
+    params, state = step.get_params(deep=False), step_state(step)
+    try:
+        check_step_state(cls(**params), state)
+    except ValueError as exc:  # a state this version does not know: it could not be loaded
+        raise TypeError(f"cannot save weights-only: {where}: {cls.__name__}: {exc}") from None
+    return {
+        "__sklearn__": {
+            "class": cls.__name__,
+            "params": encode(params, f"{where}: parameters"),
+            "state": encode(state, f"{where}: fitted state"),
+        }
+    }
+
+
+def _rebuild_pipeline(payload, overrides: dict, where: str, depth: int = 0):
+    """Construct a fitted ``Pipeline`` from its record, each step checked as it is rebuilt.
+
+    ``overrides`` are ``<step>__<parameter>`` values for steps' parameters that held code.
+    """
+    from sklearn.pipeline import Pipeline
+
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"{where}: nested more than {_MAX_DEPTH} levels deep.")
+    if type(payload) is not dict or set(payload) != _PAYLOAD_KEYS:
+        raise ValueError(f"{where}: expected a pipeline record {sorted(_PAYLOAD_KEYS)}.")
+    params = payload["params"]
+    if (
+        payload["format"] != FORMAT
+        or payload["class"] != _PIPELINE
+        or payload["missing_params"] != []
+        or payload["state"] is not None
+        or type(params) is not dict
+        or type(params.get("steps")) is not list
+        or not params["steps"]
+    ):
+        raise ValueError(f"{where}: malformed pipeline record.")
+    unknown = sorted(str(k) for k in set(params) - set(Pipeline._get_param_names()))
+    if unknown:
+        raise ValueError(f"{where}: Pipeline has no parameter(s) {unknown[:5]}.")
+    names = []
+    for i, item in enumerate(params["steps"]):
+        if type(item) is not list or len(item) != 2 or type(item[0]) is not str:
+            raise ValueError(f"{where}: steps[{i}] must be a [name, step] pair.")
+        names.append(item[0])
+    routed: dict[str, dict] = {}
+    for key, value in overrides.items():
+        step, _, rest = key.partition("__")
+        if not rest or step not in names:
+            raise ValueError(
+                f"load(..., {key}=...): a pipeline's parameters are passed as "
+                f"<step>__<parameter>, with a step among {names}."
+            )
+        routed.setdefault(step, {})[rest] = value
+    steps = [
+        (name, _rebuild_step(entry, routed.get(name, {}), f"{where}: step {name!r}", depth + 1))
+        for name, entry in params["steps"]
+    ]
+    others = {
+        k: decode(v, f"{where}: parameter {k!r}", depth + 1)
+        for k, v in params.items()
+        if k != "steps"
+    }
+    pipeline = Pipeline(steps, **others)
+    try:
+        pipeline._validate_params()
+        pipeline._validate_steps()
+    except Exception as exc:
+        raise ValueError(f"{where}: invalid pipeline ({exc})") from None
+    _check_step_widths(pipeline, where)
+    return pipeline
+
+
+def _rebuild_step(entry, overrides: dict, where: str, depth: int):
+    from ._sklearn_steps import SKLEARN_STEPS
+
+    if entry is None or (type(entry) is str and entry == "passthrough"):
+        if overrides:
+            raise ValueError(f"{where}: a passthrough step takes no parameters.")
+        return entry
+    if type(entry) is not dict or len(entry) != 1:
+        raise ValueError(f"{where}: unrecognised step {describe(entry)}.")
+    if "__estimator__" in entry:
+        record = entry["__estimator__"]
+        if type(record) is dict and record.get("class") == _PIPELINE:
+            return _rebuild_pipeline(record, overrides, where, depth)
+        if type(record) is not dict or record.get("state") is None:
+            raise ValueError(f"{where}: the step holds no fitted state.")
+        missing = record.get("missing_params")
+        missing = [m for m in missing if m not in overrides] if type(missing) is list else []
+        if missing:
+            raise ValueError(
+                f"{where}: this step's parameter(s) {missing} held Python code; pass them "
+                f"again, e.g. load(path, <step>__{missing[0]}=...)."
+            )
+        return _rebuild(record, overrides, where, depth)
+    if "__sklearn__" in entry:
+        if overrides:
+            raise ValueError(f"{where}: a scikit-learn step's parameters are all in the file.")
+        return _decode_sklearn_step(entry["__sklearn__"], where, depth, SKLEARN_STEPS)
+    raise ValueError(f"{where}: unrecognised step entry {sorted(map(str, entry))}.")
+
+
+def _decode_sklearn_step(record, where: str, depth: int, allowed: dict):
+    from ._sklearn_steps import check_step_state
+
+    if type(record) is not dict or set(record) != {"class", "params", "state"}:
+        raise ValueError(f"{where}: malformed scikit-learn step.")
+    name = record["class"]
+    entry = allowed.get(name) if type(name) is str else None
+    if entry is None:
+        shown = repr(name) if type(name) is str else describe(name)
+        raise ValueError(
+            f"{where}: class {shown} is not one of the scikit-learn steps a "
+            f"weights-only file may hold ({', '.join(sorted(allowed))})."
+        )
+    cls = entry[0]
+    params = decode(record["params"], f"{where}: parameters", depth + 1)
+    if type(params) is not dict or set(params) - set(cls._get_param_names()):
+        raise ValueError(f"{where}: the parameters do not match {name}.")
+    step = cls(**params)
+    try:
+        step._validate_params()
+    except Exception as exc:  # scikit-learn's InvalidParameterError is a ValueError
+        raise ValueError(f"{where}: {name}: {exc}") from None
+    state = decode(record["state"], f"{where}: fitted state", depth + 1)
+    if type(state) is not dict:
+        raise ValueError(f"{where}: the fitted state must be a dict, got {describe(state)}.")
+    try:
+        check_step_state(step, state)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {name}: {exc}") from None
+    for key, value in state.items():
+        setattr(step, key, value)
+    return step
+
+
+def _check_step_widths(pipeline, where: str) -> None:
+    """Each step takes as many columns as the step before it gives, where both are known."""
+    from ._sklearn_steps import n_features_out
+
+    width, previous = None, None
+    for name, step in pipeline.steps:
+        if step is None or step == "passthrough":
+            continue
+        takes = getattr(step, "n_features_in_", None)
+        if width is not None and takes is not None and takes != width:
+            raise ValueError(
+                f"{where}: step {name!r} takes {takes} features, but step {previous!r} gives "
+                f"{width}."
+            )
+        width, previous = n_features_out(step), name

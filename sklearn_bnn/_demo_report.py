@@ -9,6 +9,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+#: Bootstrap resamples behind the standard errors of the ECE and of the AUROC differences.
+N_BOOT = 200
+
 COLUMNS = ("accuracy", "NLL", "ECE", "Brier", "AUROC H", "AUROC MI", "fit (s)", "x MLP")
 """Columns of the printed table (the test checks them)."""
 
@@ -55,7 +58,10 @@ def score_model(y_test, draws_test, draws_ood, labels, proba=None) -> dict:
         ``auroc_mi`` when there is more than one draw, else None): the area under the ROC
         curve of telling OOD inputs (positives) from test inputs by that uncertainty;
         ``mean_confidence`` (top-label probability) and the mean predictive entropies
-        ``mean_entropy_test`` and ``mean_entropy_ood``.
+        ``mean_entropy_test`` and ``mean_entropy_ood``; ``se``, the standard error of each
+        score from the test set's size (see :func:`standard_errors`); ``_inputs``, the
+        per-input predictions the scores came from, with which :func:`reading` pairs two
+        models' scores (not for ``results.json``).
     """
     import numpy as np
     from sklearn.metrics import roc_auc_score
@@ -85,9 +91,63 @@ def score_model(y_test, draws_test, draws_ood, labels, proba=None) -> dict:
         "mean_entropy_test": float(predictive_entropy(proba_test[None]).mean()),
         "mean_entropy_ood": float(predictive_entropy(proba_ood[None]).mean()),
     }
+    scores = {"auroc_entropy": predictive_entropy(mean_both)}
     if len(both) > 1:
-        row["auroc_mi"] = float(roc_auc_score(is_ood, mutual_information(both)))
+        scores["auroc_mi"] = mutual_information(both)
+        row["auroc_mi"] = float(roc_auc_score(is_ood, scores["auroc_mi"]))
+    row["se"] = standard_errors(row, y_test, proba, labels, draws_ood.shape[1])
+    row["_inputs"] = {"y": y_test, "proba": proba, "labels": labels, "ood": scores}
     return row
+
+
+def standard_errors(row: dict, y_test, proba, labels, n_ood: int) -> dict:
+    """Standard error of each score of ``row``, from the inputs it was measured on.
+
+    The sampling error of a score over a test set of this size: ``sqrt(p (1 - p) / n)`` for the
+    accuracy; the standard deviation of the per-input loss over ``sqrt(n)`` for the NLL and the
+    Brier score (means of per-input terms); the standard deviation of :data:`N_BOOT` bootstrap
+    resamples of the test inputs (seeded) for the ECE, which is not such a mean; Hanley &
+    McNeil's (1982) formula for an AUROC of ``n_test`` negatives and ``n_ood`` positives.
+
+    Returns
+    -------
+    dict
+        Score name to its standard error (None where the score is None).
+    """
+    import numpy as np
+
+    from .metrics import expected_calibration_error
+
+    n = len(y_test)
+    index = np.searchsorted(np.asarray(labels), y_test)
+    p_true = np.clip(proba[np.arange(n), index], np.finfo(np.float64).eps, 1.0)
+    onehot = np.eye(proba.shape[1])[index]
+    brier = ((proba - onehot) ** 2).sum(axis=1)
+    rng = np.random.default_rng(0)
+    boot = [
+        expected_calibration_error(y_test[i], proba[i], labels=labels)
+        for i in (rng.integers(0, n, n) for _ in range(N_BOOT))
+    ]
+    acc = row["accuracy"]
+    return {
+        "accuracy": math.sqrt(acc * (1 - acc) / n),
+        "nll": float(np.std(-np.log(p_true), ddof=1) / math.sqrt(n)),
+        "ece": float(np.std(boot, ddof=1)),
+        "brier": float(np.std(brier, ddof=1) / math.sqrt(n)),
+        "auroc_entropy": _auroc_se(row["auroc_entropy"], n_ood, n),
+        "auroc_mi": None if row["auroc_mi"] is None else _auroc_se(row["auroc_mi"], n_ood, n),
+    }
+
+
+def _auroc_se(area: float, n_positive: int, n_negative: int) -> float:
+    """Hanley & McNeil (1982, eq. 2): the standard error of an area under the ROC curve."""
+    q1, q2 = area / (2 - area), 2 * area**2 / (1 + area)
+    var = (
+        area * (1 - area)
+        + (n_positive - 1) * (q1 - area**2)
+        + (n_negative - 1) * (q2 - area**2)
+    ) / (n_positive * n_negative)
+    return math.sqrt(max(var, 0.0))
 
 
 def format_table(rows: dict) -> str:
@@ -120,12 +180,83 @@ def format_table(rows: dict) -> str:
     return "\n".join(lines)
 
 
+def _margin(a: dict, b: dict, key: str) -> float:
+    """Two standard errors of the difference of ``a``'s and ``b``'s ``key``, or 0 without them.
+
+    Paired where both rows keep their per-input predictions (``_inputs``, from
+    :func:`score_model` on the same inputs): the standard error of the mean per-input
+    difference for the accuracy, the NLL and the Brier score, and of :data:`N_BOOT` bootstrap
+    resamples of the difference for the ECE and the AUROCs (the same resampled inputs for both
+    models, test and OOD inputs resampled apart). Pairing removes the difficulty of the inputs
+    that the two models share. Otherwise the rows' own standard errors (``se``) as if
+    independent, ``sqrt(se_a^2 + se_b^2)``, which over-states the error of the difference.
+    """
+    if "_inputs" in a and "_inputs" in b:
+        return 2 * _paired_se(a["_inputs"], b["_inputs"], key)
+    se_a, se_b = (r.get("se", {}).get(key) for r in (a, b))
+    if se_a is None or se_b is None:
+        return 0.0
+    return 2 * math.sqrt(se_a**2 + se_b**2)
+
+
+def _per_input(inputs: dict, key: str):
+    """Per-input terms whose mean is the score ``key`` (accuracy, NLL, Brier score)."""
+    import numpy as np
+
+    y, proba = inputs["y"], inputs["proba"]
+    index = np.searchsorted(np.asarray(inputs["labels"]), y)
+    if key == "accuracy":
+        return (proba.argmax(axis=1) == index).astype(np.float64)
+    if key == "nll":
+        p_true = proba[np.arange(len(y)), index]
+        return -np.log(np.clip(p_true, np.finfo(np.float64).eps, 1.0))
+    return ((proba - np.eye(proba.shape[1])[index]) ** 2).sum(axis=1)
+
+
+def _paired_se(a: dict, b: dict, key: str) -> float:
+    """Standard error of the difference of a score of two models on the same inputs."""
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    from .metrics import expected_calibration_error
+
+    n = len(a["y"])
+    if key in ("accuracy", "nll", "brier"):
+        diff = _per_input(a, key) - _per_input(b, key)
+        return float(np.std(diff, ddof=1) / math.sqrt(n))
+    rng = np.random.default_rng(0)
+    if key == "ece":
+        diffs = [
+            expected_calibration_error(a["y"][i], a["proba"][i], labels=a["labels"])
+            - expected_calibration_error(b["y"][i], b["proba"][i], labels=b["labels"])
+            for i in (rng.integers(0, n, n) for _ in range(N_BOOT))
+        ]
+        return float(np.std(diffs, ddof=1))
+    s_a, s_b = a["ood"][key], b["ood"][key]
+    n_ood = len(s_a) - n
+    is_ood = np.r_[np.zeros(n), np.ones(n_ood)]
+    diffs = []
+    for _ in range(N_BOOT):
+        i = np.r_[rng.integers(0, n, n), n + rng.integers(0, n_ood, n_ood)]
+        diffs.append(roc_auc_score(is_ood, s_a[i]) - roc_auc_score(is_ood, s_b[i]))
+    return float(np.std(diffs, ddof=1))
+
+
 def _compare(a: dict, b: dict, key: str) -> int:
-    """+1 when ``a`` is better than ``b`` on ``key`` at the printed precision, -1 worse, 0 tie."""
+    """+1 when ``a`` is better than ``b`` on ``key``, -1 worse, 0 a tie: equal at the printed
+    precision, or apart by no more than two standard errors of the difference (:func:`_margin`),
+    the test set's luck rather than the models'."""
     x, y = a[key], b[key]
-    if x is None or y is None or round(x, 3) == round(y, 3):
+    if x is None or y is None or round(x, 3) == round(y, 3) or abs(x - y) <= _margin(a, b, key):
         return 0
     return _BETTER[key] if x > y else -_BETTER[key]
+
+
+def _tie_note(a: dict, b: dict, key: str) -> str:
+    """`` (within +-m, two standard errors)`` for a tie whose printed numbers differ."""
+    if round(a[key], 3) == round(b[key], 3):
+        return ""
+    return f" (within +-{_margin(a, b, key):.3f}, two standard errors)"
 
 
 def _fit_time(mine: float, theirs: float) -> str:
@@ -159,7 +290,11 @@ def _times(ratio: float) -> str:
 def reading(rows: dict, bayes: str, others: tuple[str, ...]) -> list[str]:
     """Plain sentences saying where ``bayes`` beats each of ``others`` and where it does not.
 
-    Every claim is read from ``rows`` (compared at the three decimals printed), never assumed.
+    Every claim is read from ``rows``, never assumed: a score is better or worse only when the
+    two differ by more than two standard errors of their difference (:func:`_margin`: paired
+    on the inputs both were scored on; at the three decimals printed where a row has neither
+    its inputs nor ``se``), and otherwise equal, as the confidence sentence treats a gap within
+    the accuracy's sampling error.
 
     Parameters
     ----------
@@ -183,15 +318,23 @@ def reading(rows: dict, bayes: str, others: tuple[str, ...]) -> list[str]:
             if o[key] is None or b[key] is None:
                 continue
             text = f"{_NAMES[key]} {b[key]:.3f} against {o[key]:.3f}"
-            {1: better, -1: worse, 0: tied}[_compare(b, o, key)].append(text)
+            verdict = _compare(b, o, key)
+            text += _tie_note(b, o, key) if verdict == 0 else ""
+            {1: better, -1: worse, 0: tied}[verdict].append(text)
         # OOD by mutual information against a model that has none: compare with its entropy.
         if b["auroc_mi"] is not None and o["auroc_mi"] is None:
-            mi_vs_h = {**b, "auroc_entropy": b["auroc_mi"]}
+            se = {**b.get("se", {}), "auroc_entropy": b.get("se", {}).get("auroc_mi")}
+            mi_vs_h = {**b, "auroc_entropy": b["auroc_mi"], "se": se}
+            if "_inputs" in b:  # its MI scores paired with the other's entropy
+                ood = {**b["_inputs"]["ood"], "auroc_entropy": b["_inputs"]["ood"]["auroc_mi"]}
+                mi_vs_h["_inputs"] = {**b["_inputs"], "ood": ood}
             text = (
                 f"OOD AUROC from its mutual information {b['auroc_mi']:.3f} against "
                 f"{o['auroc_entropy']:.3f} from the {other}'s entropy"
             )
-            {1: better, -1: worse, 0: tied}[_compare(mi_vs_h, o, "auroc_entropy")].append(text)
+            verdict = _compare(mi_vs_h, o, "auroc_entropy")
+            text += _tie_note(mi_vs_h, o, "auroc_entropy") if verdict == 0 else ""
+            {1: better, -1: worse, 0: tied}[verdict].append(text)
         lines.append(f"Against the {other}:")
         lines.append("  better: " + ("; ".join(better) if better else "nowhere"))
         lines.append("  worse:  " + ("; ".join(worse) if worse else "nowhere"))

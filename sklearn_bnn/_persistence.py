@@ -14,7 +14,11 @@ allow-list decoder (:func:`decode`) that can only produce:
 - network factories registered with :func:`register_network`, by their registered name;
 - sampler objects of the classes registered with
   :func:`~sklearn_bnn.samplers.register_sampler`, by that name, rebuilt from their parameters
-  (plain values or other registered samplers).
+  (plain values or other registered samplers);
+- a :class:`sklearn.pipeline.Pipeline` (at the top of the file or as a step of one) whose steps
+  are such estimators, ``"passthrough"``, or the scikit-learn steps of
+  :data:`sklearn_bnn._sklearn_steps.SKLEARN_STEPS` (scalers, PCA), rebuilt from their
+  parameters and a fitted state of plain arrays and numbers checked against the class.
 
 Any other entry is a ``ValueError`` naming the field. A class or factory is never imported or
 looked up by a name taken from the file: names are matched against in-process registries.
@@ -41,10 +45,13 @@ import torch
 # without importing the codec); their names stay importable from here.
 from ._codec import (  # noqa: F401
     _DTYPES,
+    _PIPELINE,
     _RENAMED_PARAMS,
     FORMAT,
     _encode_estimator,
+    _encode_pipeline,
     _rebuild,
+    _rebuild_pipeline,
     _Unsaveable,
     decode,
     encode,
@@ -90,38 +97,49 @@ def save(estimator, path: str | os.PathLike) -> None:
 
     Parameters
     ----------
-    estimator : fitted sklearn_bnn estimator
-        One of this package's estimators, or :class:`~sklearn_bnn.BayesDecisionClassifier` /
-        :class:`~sklearn_bnn.EnsembleReducer` around one of them.
+    estimator : fitted sklearn_bnn estimator or Pipeline
+        One of this package's estimators, :class:`~sklearn_bnn.BayesDecisionClassifier` /
+        :class:`~sklearn_bnn.EnsembleReducer` around one of them, or a
+        :class:`~sklearn.pipeline.Pipeline` whose steps are these, ``"passthrough"``, nested
+        pipelines, or the scikit-learn steps ``StandardScaler``, ``MinMaxScaler``,
+        ``RobustScaler``, ``MaxAbsScaler`` and ``PCA``.
     path : str or path-like
 
     Raises
     ------
     TypeError
-        If the estimator, or a fitted estimator inside it, holds something other than plain
-        values (for example a wrapped scikit-learn model): use ``joblib.dump`` for those.
+        If the estimator, or a fitted estimator or pipeline step inside it, holds something
+        other than plain values (for example a wrapped scikit-learn model, or a
+        ``FunctionTransformer`` step): use ``joblib.dump`` for those.
 
     Notes
     -----
-    A parameter of the outer estimator that holds Python code (a custom ``module`` class,
-    factory or instance that was not registered with :func:`register_network`) cannot be stored
-    this way; it is recorded as missing and must be passed again to :func:`load`.
+    A parameter of the outer estimator, or of one of a pipeline's steps, that holds Python code
+    (a custom ``module`` class, factory or instance that was not registered with
+    :func:`register_network`) cannot be stored this way; it is recorded as missing and must be
+    passed again to :func:`load` (``load(path, module=MyNet)``, or for a pipeline's step
+    ``load(path, hmcclassifier__module=MyNet)``).
 
     Examples
     --------
     >>> from sklearn_bnn import HMCClassifier, save, load  # doctest: +SKIP
     >>> save(clf, "model.pt"); clf2 = load("model.pt")  # doctest: +SKIP
     """
+    from sklearn.pipeline import Pipeline
     from sklearn.utils.validation import check_is_fitted
 
     cls = type(estimator)
-    if _REGISTRY.get(cls.__name__) is not cls or not is_estimator_class(cls):
+    is_pipeline = cls is Pipeline
+    if not is_pipeline and (_REGISTRY.get(cls.__name__) is not cls or not is_estimator_class(cls)):
         raise TypeError(
             f"{type(estimator).__name__} does not support weights-only saving; use joblib.dump."
         )
     check_is_fitted(estimator)
     try:
-        payload = _encode_estimator(estimator, "estimator", nested=False)
+        if is_pipeline:
+            payload = _encode_pipeline(estimator, "pipeline")
+        else:
+            payload = _encode_estimator(estimator, "estimator", nested=False)
     except _Unsaveable as exc:
         raise TypeError(f"cannot save weights-only: {exc} is not a plain value") from None
     torch.save(payload, path)
@@ -172,11 +190,12 @@ def load(path: str | os.PathLike, **params):
     path : str or path-like
     **params
         Parameters to set on the rebuilt estimator; required for any parameter that held code
-        at save time (for example ``module=MyNet``). These are trusted: they come from your code.
+        at save time (for example ``module=MyNet``; ``<step>__module=MyNet`` for a step of a
+        pipeline). These are trusted: they come from your code.
 
     Returns
     -------
-    estimator
+    estimator or Pipeline
         Fitted, on the CPU, giving the same predictions as the saved one.
 
     Raises
@@ -197,6 +216,8 @@ def load(path: str | os.PathLike, **params):
     if type(payload) is not dict or payload.get("format") != FORMAT:
         raise ValueError(f"{_name(path)!r} is not a sklearn_bnn weights-only file.")
     try:
+        if payload.get("class") == _PIPELINE:
+            return _rebuild_pipeline(payload, params, _name(path))
         return _rebuild(payload, params, _name(path))
     except ValueError:
         raise

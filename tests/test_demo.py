@@ -98,3 +98,92 @@ def test_fit_time_sentence_says_faster_when_it_is():
     assert report._fit_time(40.0, 1.0) == "40 times as long (40.0 s against 1.0 s)"
     assert report._fit_time(1.0, 40.0).startswith("faster, 40 times as fast")
     assert report._fit_time(10.2, 10.0).startswith("about as long")
+
+
+def test_a_difference_within_two_standard_errors_is_a_tie():
+    # the issue's case: ECE 0.013 against 0.012 was called worse while equal accuracies were
+    # equal; on 380 test inputs an ECE's standard error is several thousandths
+    se = dict.fromkeys(report._BETTER, 0.004)
+    rows = {
+        "HMC": _row(ece=0.013, accuracy=0.982, nll=0.054, se=se),
+        "MLP": _row(ece=0.012, accuracy=0.989, nll=0.098, se=se),
+    }
+    text = "\n".join(report.reading(rows, "HMC", ("MLP",)))
+    equal = text.split("equal:")[1].splitlines()[0]
+    assert "ECE 0.013 against 0.012 (within +-0.011, two standard errors)" in equal
+    assert "accuracy 0.982 against 0.989 (within +-0.011" in equal
+    assert "NLL 0.054 against 0.098" in next(ln for ln in text.splitlines() if "better:" in ln)
+    assert "worse:  nowhere" in text
+    # the same numbers measured far more precisely: now a difference
+    rows["HMC"]["se"] = rows["MLP"]["se"] = dict.fromkeys(report._BETTER, 1e-4)
+    text = "\n".join(report.reading(rows, "HMC", ("MLP",)))
+    worse = next(ln for ln in text.splitlines() if "worse:" in ln)
+    assert "ECE 0.013 against 0.012" in worse and "accuracy 0.982 against 0.989" in worse
+    # the MI-against-entropy comparison uses the MI's error
+    rows["HMC"] |= {"auroc_mi": 0.973, "se": se | {"auroc_mi": 0.01}}
+    rows["MLP"] |= {"auroc_entropy": 0.962}
+    text = "\n".join(report.reading(rows, "HMC", ("MLP",)))
+    assert "mutual information 0.973 against 0.962" in text.split("equal:")[1]
+
+
+def test_standard_errors_of_the_scores():
+    rng = np.random.default_rng(0)
+    n, n_ood = 400, 300
+    labels = np.arange(3)
+    y = rng.integers(0, 3, n)
+    logits = rng.normal(size=(n, 3)) + 2.0 * np.eye(3)[y]
+    proba = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    ood = rng.dirichlet([2.0, 2.0, 2.0], size=n_ood)
+    row = report.score_model(y, proba[None], ood[None], labels)
+    se = row["se"]
+    acc = row["accuracy"]
+    assert se["accuracy"] == pytest.approx(np.sqrt(acc * (1 - acc) / n))
+    assert se["auroc_mi"] is None
+    # against bootstrap resamples of the same inputs
+    idx = [rng.integers(0, n, n) for _ in range(300)]
+    nll = [-np.log(proba[i, y[i]]).mean() for i in idx]
+    assert se["nll"] == pytest.approx(np.std(nll), rel=0.2)
+    from sklearn.metrics import roc_auc_score
+
+    from sklearn_bnn.metrics import predictive_entropy
+
+    h = predictive_entropy(np.concatenate([proba, ood]))
+    is_ood = np.r_[np.zeros(n), np.ones(n_ood)]
+    boot = []
+    for _ in range(200):
+        i, j = rng.integers(0, n, n), n + rng.integers(0, n_ood, n_ood)
+        keep = np.r_[i, j]
+        boot.append(roc_auc_score(is_ood[keep], h[keep]))
+    assert se["auroc_entropy"] == pytest.approx(np.std(boot), rel=0.3)
+    assert 0.002 < se["ece"] < 0.05
+
+
+def test_the_reading_pairs_two_models_scored_on_the_same_inputs(monkeypatch):
+    monkeypatch.setattr(report, "N_BOOT", 60)  # bootstrap standard errors to about 10 %
+    rng = np.random.default_rng(1)
+    n, labels = 380, np.arange(3)
+    y = rng.integers(0, 3, n)
+    logits = rng.normal(size=(n, 3)) + 2.5 * np.eye(3)[y]
+    ood = rng.dirichlet([2.0, 2.0, 2.0], size=(1, 200))
+
+    def model(logits):
+        proba = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+        return report.score_model(y, proba[None], ood, labels) | {"seconds": 1.0}
+
+    rows = {
+        "A": model(logits),
+        "B": model(logits + 0.05 * rng.normal(size=logits.shape)),  # nearly the same model
+        "C": model(0.3 * logits),  # the same ranking, far less confident: worse NLL and ECE
+    }
+    text = "\n".join(report.reading(rows, "A", ("B", "C")))
+    against_b = text.split("Against the C:")[0]
+    assert "better: nowhere" in against_b and "worse:  nowhere" in against_b
+    against_c = text.split("Against the C:")[1]
+    better = next(ln for ln in against_c.splitlines() if "better:" in ln)
+    assert "NLL" in better and "ECE" in better and "Brier" in better
+    # pairing: the shared difficulty of the inputs cancels, so the margin is far below the
+    # rows' own standard errors combined as if independent
+    paired = report._margin(rows["A"], rows["B"], "nll")
+    unpaired = report._margin(*({k: v for k, v in rows[m].items() if k != "_inputs"}
+                                for m in ("A", "B")), "nll")  # fmt: skip
+    assert paired < unpaired / 3

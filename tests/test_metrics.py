@@ -299,12 +299,16 @@ def _logistic_data(n=2000, seed=0):
 
 def test_get_scorer_names_signs_and_fallback():
     names = get_scorer_names()
-    assert {"neg_expected_calibration_error", "neg_brier_score", "expected_utility"} <= set(names)
+    assert {"neg_expected_calibration_error", "neg_summed_brier_score", "expected_utility"} <= set(
+        names
+    )
     assert "roc_auc" in names
     X, y = _logistic_data(300)
     clf = LogisticRegression().fit(X, y)
     proba = clf.predict_proba(X)
-    assert get_scorer("neg_brier_score")(clf, X, y) == pytest.approx(-brier_score(y, proba))
+    assert get_scorer("neg_summed_brier_score")(clf, X, y) == pytest.approx(
+        -brier_score(y, proba)
+    )
     assert get_scorer("neg_expected_calibration_error", n_bins=5)(clf, X, y) == pytest.approx(
         -expected_calibration_error(y, proba, n_bins=5)
     )
@@ -317,6 +321,77 @@ def test_get_scorer_names_signs_and_fallback():
         get_scorer("neg_expected_calibration_error", n_binz=3)
     with pytest.raises(ValueError, match="get_scorer_names"):
         get_scorer("nonsense")
+
+
+def test_no_scorer_name_means_something_else_than_in_scikit_learn():
+    # the package's own names are not scikit-learn's, and a name scikit-learn has gives
+    # scikit-learn's number: on a binary task the summed Brier is twice scikit-learn's
+    from sklearn.metrics import get_scorer as sk_get_scorer
+    from sklearn.metrics import get_scorer_names as sk_names
+
+    from sklearn_bnn.metrics._scorer import _GAUSSIAN_SCORERS, _SCORERS
+
+    assert not (set(_SCORERS) | set(_GAUSSIAN_SCORERS)) & set(sk_names())
+    X, y = _logistic_data(300)
+    clf = LogisticRegression().fit(X, y)
+    for name in ("neg_brier_score", "neg_log_loss", "accuracy", "roc_auc"):
+        assert get_scorer(name)(clf, X, y) == pytest.approx(sk_get_scorer(name)(clf, X, y))
+    res = cross_validate(
+        clf, X, y, cv=2, scoring={"ours": get_scorer("neg_brier_score"), "sk": "neg_brier_score"}
+    )
+    np.testing.assert_allclose(res["test_ours"], res["test_sk"])
+    summed = get_scorer("neg_summed_brier_score")(clf, X, y)
+    assert summed == pytest.approx(2 * sk_get_scorer("neg_brier_score")(clf, X, y))
+    # on three classes scikit-learn's Brier is summed too (brier_score_loss's "auto" halves
+    # binary problems only): the two names agree there
+    X3, y3 = load_iris(return_X_y=True)
+    clf3 = LogisticRegression(max_iter=500).fit(X3, y3)
+    assert get_scorer("neg_summed_brier_score")(clf3, X3, y3) == pytest.approx(
+        sk_get_scorer("neg_brier_score")(clf3, X3, y3)
+    )
+
+
+def test_scorers_take_sample_weight_through_metadata_routing():
+    import sklearn
+    from sklearn.exceptions import UnsetMetadataPassedError
+    from sklearn.model_selection import KFold
+
+    X, y = _logistic_data(300, seed=4)
+    w = np.random.default_rng(0).uniform(0.0, 3.0, len(y))
+    cv = KFold(3, shuffle=True, random_state=0)
+    with sklearn.config_context(enable_metadata_routing=True):
+        scoring = {
+            "ece": get_scorer("neg_expected_calibration_error", n_bins=5).set_score_request(
+                sample_weight=True
+            ),
+            "brier": get_scorer("neg_summed_brier_score").set_score_request(sample_weight=True),
+            "sk_brier": sklearn.metrics.get_scorer("neg_brier_score").set_score_request(
+                sample_weight=True
+            ),
+        }
+        res = cross_validate(
+            LogisticRegression().set_fit_request(sample_weight=True),
+            X, y, cv=cv, scoring=scoring, params={"sample_weight": w}, return_estimator=True,
+        )  # fmt: skip
+        for k, (_, test) in enumerate(cv.split(X)):
+            proba = res["estimator"][k].predict_proba(X[test])
+            assert res["test_ece"][k] == pytest.approx(
+                -expected_calibration_error(y[test], proba, n_bins=5, sample_weight=w[test])
+            )
+            assert res["test_brier"][k] == pytest.approx(
+                -brier_score(y[test], proba, sample_weight=w[test])
+            )
+            assert res["test_brier"][k] != pytest.approx(-brier_score(y[test], proba), rel=1e-3)
+        np.testing.assert_allclose(res["test_brier"], 2 * res["test_sk_brier"])
+        # as with scikit-learn's scorers, weights a scorer has not asked for are an error
+        with pytest.raises(UnsetMetadataPassedError, match="sample_weight"):
+            cross_validate(
+                LogisticRegression().set_fit_request(sample_weight=True),
+                X, y, cv=cv, scoring=get_scorer("neg_summed_brier_score"),
+                params={"sample_weight": w}, error_score="raise",
+            )  # fmt: skip
+    with pytest.raises(RuntimeError, match="enable_metadata_routing"):
+        get_scorer("neg_summed_brier_score").set_score_request(sample_weight=True)
 
 
 def test_scorer_uses_classes_when_fold_lacks_a_class():
@@ -369,14 +444,14 @@ def test_cross_validate_and_permutation_importance():
     X, y = _logistic_data(600, seed=2)
     scoring = {
         "ece": get_scorer("neg_expected_calibration_error"),
-        "brier": get_scorer("neg_brier_score"),
+        "brier": get_scorer("neg_summed_brier_score"),
         "nll": "neg_log_loss",
     }
     res = cross_validate(LogisticRegression(), X, y, scoring=scoring, cv=3)
     assert np.all(res["test_ece"] <= 0) and np.all(res["test_brier"] < 0)
     clf = LogisticRegression().fit(X, y)
     imp = permutation_importance(
-        clf, X, y, scoring=get_scorer("neg_brier_score"), n_repeats=5, random_state=0
+        clf, X, y, scoring=get_scorer("neg_summed_brier_score"), n_repeats=5, random_state=0
     )
     assert imp.importances_mean[0] > 0.2  # the informative feature
     assert abs(imp.importances_mean[1]) < 0.01  # the noise feature

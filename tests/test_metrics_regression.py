@@ -162,6 +162,57 @@ def test_scorers_through_a_pipeline_of_hmc_in_grid_search_and_cross_validate():
     assert np.all(scores["test_score"] <= 0)
 
 
+def test_gaussian_scorers_on_a_pipeline_under_metadata_routing():
+    # Pipeline.predict routes return_std as metadata when routing is on, and refused it (the
+    # fold scored NaN with a "Scoring failed" warning); the scorer asks the last step itself
+    import sklearn
+
+    X, y = _data(80, seed=5)
+    w = np.random.default_rng(1).uniform(0.2, 3.0, len(y))
+    cv = KFold(2, shuffle=True, random_state=0)
+    with sklearn.config_context(enable_metadata_routing=True):
+        pipe = make_pipeline(
+            StandardScaler().set_fit_request(sample_weight=False),
+            BayesianRidge().set_fit_request(sample_weight=True),
+        )
+        scoring = {
+            name: get_scorer(name).set_score_request(sample_weight=True)
+            for name in REGRESSION_SCORERS
+        }
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no "Scoring failed" warning
+            res = cross_validate(
+                pipe, X, y, cv=cv, scoring=scoring, params={"sample_weight": w},
+                return_estimator=True,
+            )  # fmt: skip
+        for k, (_, test) in enumerate(cv.split(X)):
+            fitted = res["estimator"][k]
+            mean, std = fitted[-1].predict(fitted[0].transform(X[test]), return_std=True)
+            assert res["test_neg_gaussian_nll"][k] == pytest.approx(
+                -gaussian_nll(y[test], mean, std, sample_weight=w[test])
+            )
+            assert res["test_neg_crps"][k] == pytest.approx(
+                -gaussian_crps(y[test], mean, std, sample_weight=w[test])
+            )
+            assert res["test_interval_coverage"][k] == pytest.approx(
+                interval_coverage(y[test], mean, std, sample_weight=w[test])
+            )
+
+
+class _OverconfidentRegressor:
+    """Predicts 0 with a standard deviation so small that the log-likelihood overflows."""
+
+    def predict(self, X, return_std=False):
+        mean = np.zeros(len(X))
+        return (mean, np.full(len(X), 1e-300)) if return_std else mean
+
+
+def test_a_scorer_raises_instead_of_returning_a_non_finite_score():
+    X, y = _data(10)
+    with pytest.raises(ValueError, match="gaussian_nll gave -?inf"), np.errstate(over="ignore"):
+        get_scorer("neg_gaussian_nll")(_OverconfidentRegressor(), X, y)
+
+
 def test_predict_samples_through_pipelines():
     X, y = _data()
     with warnings.catch_warnings():

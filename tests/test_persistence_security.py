@@ -696,3 +696,176 @@ def test_regressor_file_with_the_old_private_target_scaling_names_loads(files, t
     X, _, _ = _data()
     np.testing.assert_array_equal(back.predict(X), model.predict(X))
     assert back.y_scale_ == model.y_scale_
+
+
+# -- pipelines ----------------------------------------------------------------------------------
+def _no_pickle(monkeypatch):
+    """Make any use of the pickle module's unpickler fail the test."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("pickle was used to load")
+
+    for name in ("load", "loads", "Unpickler"):
+        monkeypatch.setattr(pickle, name, refuse)
+
+
+def test_pipeline_of_a_scaler_and_hmc_round_trips_without_pickle(tmp_path, monkeypatch):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y, _ = _data()
+    X = X * [1.0, 10.0, 100.0] + 5.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pipe = make_pipeline(StandardScaler(), HMCClassifier(**FAST_HMC)).fit(X, y)
+    sklearn_bnn.save(pipe, tmp_path / "p.pt")
+    _no_pickle(monkeypatch)
+    calls = []
+    real_load = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: calls.append(k) or real_load(*a, **k))
+    loaded = sklearn_bnn.load(tmp_path / "p.pt")
+    assert calls and all(kw.get("weights_only") is True for kw in calls)
+    assert [type(s).__name__ for _, s in loaded.steps] == ["StandardScaler", "HMCClassifier"]
+    np.testing.assert_array_equal(loaded[0].scale_, pipe[0].scale_)
+    np.testing.assert_array_equal(loaded.predict_proba(X), pipe.predict_proba(X))
+    np.testing.assert_array_equal(loaded.predict(X), pipe.predict(X))
+
+
+@pytest.fixture(scope="module")
+def more_families():
+    """Fitted tiny models of the families the ``files`` fixture lacks."""
+    from sklearn_bnn import (
+        LossCalibratedBNN,
+        MCDropoutRegressor,
+        SGMCMCClassifier,
+        SplitHMCRegressor,
+    )
+
+    X, y2, y3 = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {
+            "split_reg": SplitHMCRegressor(
+                hidden_layer_sizes=(3,), n_draws=6, n_warmup=2, random_state=0
+            ).fit(X, X[:, 0]),
+            "sgmcmc": SGMCMCClassifier(
+                hidden_layer_sizes=(3,), n_draws=4, n_warmup=2, calibration=None, random_state=0
+            ).fit(X, y3),
+            "dropout_reg": MCDropoutRegressor(
+                hidden_layer_sizes=(3,), max_iter=2, n_predict_draws=4, random_state=0
+            ).fit(X, X[:, 0]),
+            "lcbnn": LossCalibratedBNN(
+                hidden_layer_sizes=(3,), max_iter=2, n_predict_draws=4, random_state=0
+            ).fit(X, y2),
+        }
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["hmc", "hmc_reg", "dropout", "plannet", "decision", "reducer", "split_reg", "sgmcmc",
+     "dropout_reg", "lcbnn"],
+)  # fmt: skip
+def test_pipeline_of_each_family_round_trips(files, more_families, name, tmp_path):
+    from sklearn.decomposition import PCA
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import MaxAbsScaler, MinMaxScaler, RobustScaler, StandardScaler
+
+    X = _data()[0]
+    model = {**files[0], **more_families}[name]
+    # steps fitted here, before the fitted model (which then sees transformed inputs: the
+    # round trip must give the same numbers whatever they are); the scalers rotate by family
+    scalers = [StandardScaler(), MinMaxScaler((-1, 1)), RobustScaler(), MaxAbsScaler()]
+    scaler = scalers[len(name) % 4 if name != "hmc" else 0].fit(X)
+    steps = [("scale", scaler), ("pca", PCA(3, whiten=True).fit(scaler.transform(X)))]
+    steps += [("skip", "passthrough"), ("model", model)]
+    pipe = Pipeline(steps)
+    sklearn_bnn.save(pipe, tmp_path / "p.pt")
+    loaded = sklearn_bnn.load(tmp_path / "p.pt")
+    assert type(loaded) is Pipeline and [n for n, _ in loaded.steps] == [n for n, _ in steps]
+    assert type(loaded[-1]) is type(model)
+    method = "predict_proba" if hasattr(model, "predict_proba") else "predict"
+    np.testing.assert_array_equal(getattr(loaded, method)(X), getattr(pipe, method)(X))
+
+
+def test_nested_pipeline_and_a_steps_module_passed_to_load(tmp_path):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MinMaxScaler, StandardScaler
+
+    X, y, _ = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        inner = make_pipeline(
+            MinMaxScaler(), HMCClassifier(module=_NetWithConstants, **FAST_HMC)
+        )
+        pipe = make_pipeline(StandardScaler(), inner).fit(X, y)
+    sklearn_bnn.save(pipe, tmp_path / "p.pt")
+    with pytest.raises(ValueError, match=r"<step>__module=\.\.\."):
+        sklearn_bnn.load(tmp_path / "p.pt")
+    with pytest.raises(ValueError, match="a step among"):
+        sklearn_bnn.load(tmp_path / "p.pt", nothing__module=_NetWithConstants)
+    loaded = sklearn_bnn.load(
+        tmp_path / "p.pt", pipeline__hmcclassifier__module=_NetWithConstants
+    )
+    np.testing.assert_array_equal(loaded.predict_proba(X), pipe.predict_proba(X))
+
+
+def test_pipeline_with_a_step_that_holds_code_is_refused(files, tmp_path):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer, StandardScaler
+
+    X = _data()[0]
+    model = files[0]["hmc"]
+    code = make_pipeline(FunctionTransformer(np.log1p).fit(X), model)
+    with pytest.raises(TypeError, match="FunctionTransformer, which a weights-only file does"):
+        sklearn_bnn.save(code, tmp_path / "p.pt")
+    assert not (tmp_path / "p.pt").exists()
+    # a file naming a step class outside the allow-list: refused, nothing imported
+    sklearn_bnn.save(make_pipeline(StandardScaler().fit(X), model), tmp_path / "good.pt")
+    sklearn_bnn.load(tmp_path / "good.pt")  # warm up: lazy imports happen here
+    payload = torch.load(tmp_path / "good.pt", weights_only=True)
+    for name in ("FunctionTransformer", "os.system", "sklearn.compose.ColumnTransformer"):
+        payload["params"]["steps"][0][1]["__sklearn__"]["class"] = name
+        _expect_rejected(
+            payload, tmp_path, f"class '{name}' is not one of the scikit-learn steps"
+        )
+
+
+def test_pipeline_step_states_are_checked(files, tmp_path):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X = _data()[0]
+    sklearn_bnn.save(make_pipeline(StandardScaler().fit(X), files[0]["hmc"]), tmp_path / "g.pt")
+    sklearn_bnn.load(tmp_path / "g.pt")
+
+    def edited(edit):
+        payload = torch.load(tmp_path / "g.pt", weights_only=True)
+        edit(payload["params"]["steps"][0][1]["__sklearn__"], payload)
+        return payload
+
+    def short_scale(step, payload):
+        step["state"]["__dict__"]["scale_"] = {"__ndarray__": torch.ones(2, dtype=torch.float64)}
+
+    def extra_entry(step, payload):
+        step["state"]["__dict__"]["func"] = "os.system"
+
+    def bad_parameter(step, payload):
+        step["params"]["__dict__"]["with_mean"] = "yes"
+
+    def wider_scaler(step, payload):
+        state = step["state"]["__dict__"]
+        state["n_features_in_"] = 4
+        for key in ("mean_", "var_", "scale_"):
+            state[key] = {"__ndarray__": torch.ones(4, dtype=torch.float64)}
+
+    def unknown_step_class(step, payload):
+        payload["params"]["steps"][1][1]["__estimator__"]["class"] = "Popen"
+
+    for edit, match in [
+        (short_scale, r"StandardScaler: scale_ must be of shape \(3,\)"),
+        (extra_entry, r"unexpected entries \['func'\]"),
+        (bad_parameter, "with_mean"),
+        (wider_scaler, "step 'hmcclassifier' takes 3 features, but step 'standardscaler' gives 4"),
+        (unknown_step_class, "class str 'Popen' is not a registered sklearn_bnn estimator"),
+    ]:
+        _expect_rejected(edited(edit), tmp_path, match)

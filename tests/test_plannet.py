@@ -174,6 +174,11 @@ def test_one_dimensional_target(data):
     assert reg.predict(X, return_cov=True)[1].shape == (240, 1, 1)
     assert reg.sample_y(X[:5], 3).shape == (5, 3)
     assert reg.score(X, Y[:, 1]) > 0.8
+    parts = reg.predict_variance_parts(X[:5])
+    assert all(field.shape == (5,) for field in parts)
+    np.testing.assert_allclose(parts.total_std, std[:5])
+    assert np.all(parts.weight_std == 0.0)  # one network, expectation: no disagreement
+    assert reg.predict_variance_parts(X[:5], return_cov=True).noise_cov.shape == (5, 1, 1)
 
 
 def test_predict_combines_members_by_total_variance(fitted, data):
@@ -189,6 +194,33 @@ def test_predict_combines_members_by_total_variance(fitted, data):
     assert np.all(
         np.linalg.eigvalsh(got_cov - fitted._to_original_units(mean, covs.mean(0))[1]) > -1e-9
     )
+
+
+@pytest.mark.parametrize("prediction", ["expectation", "sampling"])
+def test_variance_parts_add_up_to_the_predictive(fitted, data, prediction):
+    X = data[0][:20]
+    reg = copy.deepcopy(fitted).set_params(prediction=prediction)
+    mean, cov = reg.predict(X, return_cov=True)
+    _, std = reg.predict(X, return_std=True)
+    parts = reg.predict_variance_parts(X, return_cov=True)
+    np.testing.assert_allclose(parts.mean, mean)
+    np.testing.assert_allclose(parts.total_cov, cov, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(parts.noise_cov + parts.weight_cov, parts.total_cov)
+    for part in (parts.noise_cov, parts.weight_cov):  # both are covariances
+        np.testing.assert_allclose(part, part.transpose(0, 2, 1), atol=1e-12)
+        assert np.all(np.linalg.eigvalsh(part) > -1e-10)
+    stds = reg.predict_variance_parts(X)
+    np.testing.assert_allclose(stds.total_std, std, rtol=1e-10)
+    np.testing.assert_allclose(stds.noise_std**2 + stds.weight_std**2, std**2, rtol=1e-10)
+    np.testing.assert_allclose(stds.noise_std**2, np.diagonal(parts.noise_cov, axis1=1, axis2=2))
+    # the weight part is the members' disagreement, plus the dropout passes' spread when each
+    # network predicts the mixture of its passes (eq. 7.6)
+    members = reg._member_moments(X)[0].numpy() * reg.y_scale_ + reg.y_mean_  # (M, n, D)
+    between = members.var(axis=0)
+    if prediction == "expectation":
+        np.testing.assert_allclose(stds.weight_std**2, between, rtol=1e-8, atol=1e-14)
+    else:
+        assert np.all(stds.weight_std**2 > between)
 
 
 def _assert_moments(draws, mean, cov, tol):

@@ -27,6 +27,14 @@ def test_batched_outputs_equal_one_draw_at_a_time(network_and_draws, chunk_size)
     torch.testing.assert_close(batched, expected, rtol=1e-12, atol=1e-12)
     mean = network.forward_batched(draws, X, transform=torch.tanh, mean=True, chunk_size=chunk_size)
     torch.testing.assert_close(mean, torch.tanh(expected).mean(0), rtol=1e-12, atol=1e-12)
+    # written into a preallocated result (here a strided view, as a chunk of rows is)
+    block = torch.full((40, 20, 3), float("nan"), dtype=torch.float64)
+    out = network.forward_batched(
+        draws, X, transform=torch.tanh, chunk_size=chunk_size, out=block[:, 2:15]
+    )
+    torch.testing.assert_close(out, torch.tanh(expected), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(block[:, 2:15], torch.tanh(expected), rtol=1e-12, atol=1e-12)
+    assert block[:, :2].isnan().all() and block[:, 15:].isnan().all()
 
 
 def test_inputs_are_laid_out_in_c_order_whatever_the_callers_layout():

@@ -1,5 +1,6 @@
 """scikit-learn estimators."""
 
+from ._variance_parts import PredictiveCovarianceParts, PredictiveVarianceParts
 from .dropout import MCDropoutClassifier, MCDropoutRegressor
 from .hmc import HMCClassifier, HMCRegressor
 from .lcbnn import LossCalibratedBNN
@@ -14,6 +15,8 @@ __all__ = [
     "MCDropoutClassifier",
     "MCDropoutRegressor",
     "PlanNetRegressor",
+    "PredictiveCovarianceParts",
+    "PredictiveVarianceParts",
     "SGMCMCClassifier",
     "SGMCMCRegressor",
     "SplitHMCClassifier",

@@ -163,6 +163,8 @@ class BaseSamplingEstimator(
                 f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}."
             )
         resolve_dtype(self.dtype)
+        if isinstance(self.sampler, str) and self.sampler.lower() not in SAMPLERS:
+            raise ValueError(self._sampler_choices(f"got {self.sampler!r}."))
         self._check_sampler_access(self._sampler_object())  # ValueErrors naming `sampler`
         check_n_jobs(self.n_jobs)
         if not is_auto(self.n_draws) and self.thin > self.n_draws:
@@ -172,16 +174,21 @@ class BaseSamplingEstimator(
         """The sampler must read the data the way this estimator's target gives them."""
         access = getattr(sampler, "data_access", "full")
         if access != self._data_access:
-            names = sorted(
-                name
-                for name, cls in SAMPLERS.items()
-                if getattr(cls, "data_access", "full") == self._data_access
-            )
             raise ValueError(
-                f"sampler must be one of {names} or a sampler object with data_access="
-                f"{self._data_access!r} for {type(self).__name__}, got {self.sampler!r} "
-                f"(data_access={access!r})."
+                self._sampler_choices(f"got {self.sampler!r} (data_access={access!r}).")
             )
+
+    def _sampler_choices(self, got: str) -> str:
+        """The refusal of a sampler, listing only the samplers this estimator runs."""
+        names = sorted(
+            name
+            for name, cls in SAMPLERS.items()
+            if getattr(cls, "data_access", "full") == self._data_access
+        )
+        return (
+            f"sampler must be one of {names} or a sampler object with data_access="
+            f"{self._data_access!r} for {type(self).__name__}, {got}"
+        )
 
     # -- nested settings ---------------------------------------------------------------
     _NAMED_OBJECTS = {
@@ -449,14 +456,17 @@ class BaseSamplingEstimator(
         return setup_sampler(sampler, self._data_access, **self._sampler_setup())
 
     # -- prediction ----------------------------------------------------------------
-    def _network_outputs(self, X, validate: bool = True, transform=None, mean=False):
+    def _network_outputs(self, X, validate: bool = True, transform=None, mean=False, out=None):
         """Per-draw network outputs on ``X``: (n_draws, n, n_outputs), or their mean over draws
-        (n, n_outputs) when ``mean``; ``transform`` maps outputs first (see forward_batched)."""
+        (n, n_outputs) when ``mean``; ``transform`` maps outputs first, ``out`` receives them
+        (see forward_batched)."""
         if validate:
             check_is_fitted(self)
             X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         network = self.network_.to(predict_device(getattr(self, "_fit_device", self.device)))
-        return network.forward_batched(self.samples_.flat(), X, transform=transform, mean=mean)
+        return network.forward_batched(
+            self.samples_.flat(), X, transform=transform, mean=mean, out=out
+        )
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from sklearn.base import ClassifierMixin
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
 from torch import nn
 
 from .._seeding import child, torch_seed
@@ -154,6 +155,7 @@ class _MCDropoutBase(TrainedEstimator):
             warmup=self._n_warmup_epochs(self.max_iter),
             extra_callbacks=self._extra_callbacks(),
             optimizer_params={"param_groups": groups},
+            desc=getattr(self, "_progress_desc", None),  # a stage's name (calibrated fit)
         )
         self._store_training(net_, net, device)
         self.mc_seed_ = torch_seed(child(seeds, "predict"))
@@ -194,14 +196,15 @@ class _MCDropoutBase(TrainedEstimator):
         return {}
 
     # ---------------------------------------------------------------- predict
-    def _net_output_samples(self, X, reduce=None) -> torch.Tensor:
+    def _net_output_samples(self, X, reduce=None, out=None, transform=None) -> torch.Tensor:
         """Network outputs for ``n_predict_draws`` dropout draws: shape (n_predict_draws, n, n_out).
 
         Every draw uses one mask for all points (a draw of the weights ``M diag(z)`` from
         ``q(w)``), from a generator seeded at fit, so predictions are reproducible and do not
         depend on how ``X`` is ordered or split into batches. ``reduce`` maps each chunk of
         rows' float64 outputs (n_predict_draws, rows, n_out) to (rows, ...) before the chunks are
-        joined, so the draws of all rows are never held at once.
+        joined, so the draws of all rows are never held at once; ``out`` (with ``transform``)
+        receives the per-draw outputs chunk by chunk (see ``masked_output_samples``).
         """
         X, device, (net,) = self._begin_predict(X, "module_")
         Xt = torch.tensor(X, dtype=next(net.parameters()).dtype, device=device)
@@ -210,7 +213,16 @@ class _MCDropoutBase(TrainedEstimator):
         T = self.n_predict_draws
         rows = min(len(Xt), max(1, _PREDICT_CHUNK_ELEMENTS // (T * width)))  # per forward
         with sampling_threads(module_work(net, T * rows)):  # the fits' rule (_threads.py)
-            return masked_output_samples(net, Xt, T, self.mc_seed_, width, reduce)
+            return masked_output_samples(
+                net, Xt, T, self.mc_seed_, width, reduce, out=out, transform=transform
+            )
+
+    def _empty_samples(self, X, n_columns: int) -> torch.Tensor:
+        """The float64 (n_predict_draws, n_samples, n_columns) tensor ``predict_samples`` fills
+        (``X`` checked first, so a bad ``X`` gets scikit-learn's error, not ours)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        return torch.from_numpy(np.empty((self.n_predict_draws, len(X), n_columns)))
 
     # ----------------------------------------------------------- persistence
     def _get_state(self) -> dict:

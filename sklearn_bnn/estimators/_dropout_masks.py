@@ -14,8 +14,9 @@ from torch import nn
 
 __all__ = ["draw_masks", "forward_with_masks", "masked_output_samples"]
 
-# Upper bound on the elements of one hidden activation tensor during prediction.
-_PREDICT_CHUNK_ELEMENTS = 2**24
+# Upper bound on the elements of one hidden activation tensor during prediction (16 MB of
+# float32: benchmarks/predict_memory.py --samples; 2**24 was slower as well as 4 times larger).
+_PREDICT_CHUNK_ELEMENTS = 2**22
 
 
 def draw_masks(net: nn.Sequential, prefix: tuple, generator: torch.Generator, like: torch.Tensor):
@@ -49,7 +50,14 @@ def forward_with_masks(net: nn.Sequential, x: torch.Tensor, masks) -> torch.Tens
 
 
 def masked_output_samples(
-    net: nn.Sequential, Xt: torch.Tensor, n_draws: int, seed: int, width: int, reduce=None
+    net: nn.Sequential,
+    Xt: torch.Tensor,
+    n_draws: int,
+    seed: int,
+    width: int,
+    reduce=None,
+    out: torch.Tensor | None = None,
+    transform=None,
 ) -> torch.Tensor:
     """Outputs of ``net`` on ``Xt`` for ``n_draws`` dropout draws: (n_draws, n, n_out), float64
     on the CPU.
@@ -57,16 +65,25 @@ def masked_output_samples(
     Every draw uses one mask for all rows, from a generator on ``Xt``'s device seeded with
     ``seed``. The rows go by chunks whose hidden activations hold at most
     ``_PREDICT_CHUNK_ELEMENTS`` elements (``width``: the widest layer); ``reduce`` maps each
-    chunk's outputs (n_draws, rows, n_out) to (rows, ...) before the chunks are joined.
+    chunk's outputs (n_draws, rows, n_out) to (rows, ...) before the chunks are joined. With
+    ``out``, a preallocated (n_draws, n, n_out) tensor, each chunk's float64 outputs, mapped by
+    ``transform`` when given (e.g. a softmax over the last axis), are written into its rows of
+    ``out`` instead, and ``out`` is returned: no second block of the result's size is held.
     """
     generator = torch.Generator(Xt.device).manual_seed(seed)
     T = n_draws
     with torch.no_grad():
         masks = draw_masks(net, (T, 1), generator, Xt)
         rows = max(1, _PREDICT_CHUNK_ELEMENTS // (T * width))
-        out = []
+        chunks, start = [], 0
         for chunk in Xt.split(rows):
             f = forward_with_masks(net, chunk, masks).expand(T, len(chunk), -1)
             f = f.cpu().double()
-            out.append(f if reduce is None else reduce(f))
-    return torch.cat(out, dim=1 if reduce is None else 0)
+            if out is not None:
+                out[:, start : start + len(chunk)].copy_(f if transform is None else transform(f))
+                start += len(chunk)
+            else:
+                chunks.append(f if reduce is None else reduce(f))
+    if out is not None:
+        return out
+    return torch.cat(chunks, dim=1 if reduce is None else 0)

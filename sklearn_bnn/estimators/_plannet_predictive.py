@@ -84,25 +84,38 @@ def _passes(net, Xs, n_passes: int, seed: int):
         yield slice(start, start + len(xb)), mean, L
 
 
-def member_moments(nets, seeds, Xs, n_outputs: int, n_passes: int, prediction: str):
+def member_moments(
+    nets, seeds, Xs, n_outputs: int, n_passes: int, prediction: str, parts: bool = False
+):
     """Per-network predictive mean and covariance from ``n_passes`` passes seeded by ``seeds``.
 
     ``prediction="expectation"``: ``N(E[mu], E[L L^T]^-1)`` over the passes (eq. 7.4-7.5);
     ``"sampling"``: the mixture of the pass Gaussians (eq. 7.6). Returns tensors of shape
-    (n_networks, n, D) and (n_networks, n, D, D).
+    (n_networks, n, D) and (n_networks, n, D, D); with ``parts``, the covariance in two: the
+    noise's (``E[L L^T]^-1``, or the mean of the passes' ``(L L^T)^-1``) and the spread of the
+    passes' means (zero under ``"expectation"``, whose Gaussian leaves it out), three tensors.
     """
     n, d = len(Xs), n_outputs
     means = torch.empty(len(nets), n, d, dtype=torch.float64, device=Xs.device)
     covs = torch.empty(len(nets), n, d, d, dtype=torch.float64, device=Xs.device)
+    spreads = torch.zeros(len(nets), n, d, d, dtype=torch.float64, device=Xs.device)
     for m, (net, seed) in enumerate(zip(nets, seeds, strict=True)):
         for rows, mu, L in _passes(net, Xs, n_passes, seed):
             precision = L @ L.transpose(-1, -2)
             if prediction == "expectation":  # eq. 7.4-7.5
-                moments = mu.mean(0), _precision_inverse(precision.mean(0))
-            else:  # eq. 7.6: the mixture of the T pass Gaussians
-                moments = combine_gaussians(mu, _precision_inverse(precision))
-            means[m, rows], covs[m, rows] = moments
-    return means, covs
+                means[m, rows], covs[m, rows] = mu.mean(0), _precision_inverse(precision.mean(0))
+                continue
+            # eq. 7.6: the mixture of the T pass Gaussians (combine_gaussians, in its two terms)
+            mean = mu.mean(0)
+            dev = mu - mean
+            spread = (dev[..., :, None] * dev[..., None, :]).mean(0)
+            noise = _precision_inverse(precision).mean(0)
+            means[m, rows] = mean
+            if parts:
+                covs[m, rows], spreads[m, rows] = noise, spread
+            else:
+                covs[m, rows] = spread + noise
+    return (means, covs, spreads) if parts else (means, covs)
 
 
 def ensemble_gaussian_draws(mean, cov, n_draws: int, noise_gen) -> torch.Tensor:

@@ -22,12 +22,36 @@ from .._utils import check_scalar_param, to_numpy
 from ..likelihoods import Bernoulli, Categorical, Gaussian
 from ._base import BaseSamplingEstimator
 from ._calibration import TemperatureCalibrationMixin
+from ._variance_parts import PredictiveVarianceParts, variance_parts
 
 __all__ = ["SamplingClassifierMixin", "SamplingRegressorMixin"]
 
-# Rows of X per chunk of a regressor's prediction, sized so that the (draws, rows, outputs)
-# float64 block of one chunk stays near 32 MB whatever the number of rows.
+# Rows of X per chunk of a prediction, sized so that the (draws, rows, outputs) float64 block
+# of one chunk stays near 32 MB whatever the number of rows.
 _PREDICT_CHUNK_BYTES = 2**25
+
+
+def _chunk_rows(n_draws: int, n_columns: int) -> int:
+    """Rows per chunk: a (n_draws, rows, n_columns) float64 block of ``_PREDICT_CHUNK_BYTES``."""
+    return max(1, _PREDICT_CHUNK_BYTES // (8 * n_draws * n_columns))
+
+
+def _per_draw_outputs(estimator, X, n_columns: int, transform=None) -> np.ndarray:
+    """Every draw's (transformed) outputs on the validated ``X``, float64 (n_draws, n, n_columns).
+
+    The result is allocated once and filled chunk by chunk (rows here, draws in
+    ``forward_batched``), so beside it only one chunk's outputs are held.
+    """
+    n_draws = len(estimator.samples_)
+    result = np.empty((n_draws, len(X), n_columns))
+    target = torch.from_numpy(result)
+    rows = _chunk_rows(n_draws, n_columns)
+    for start in range(0, len(X), rows):
+        stop = min(start + rows, len(X))
+        estimator._network_outputs(
+            X[start:stop], validate=False, transform=transform, out=target[:, start:stop]
+        )
+    return result
 
 
 class SamplingClassifierMixin(TemperatureCalibrationMixin, ClassifierMixin):
@@ -69,12 +93,18 @@ class SamplingClassifierMixin(TemperatureCalibrationMixin, ClassifierMixin):
     def predict_samples(self, X) -> np.ndarray:
         """Class probabilities under each posterior draw.
 
+        Computed by chunks of rows and draws written into the result, so the memory used
+        beyond the result itself stays bounded (a chunk of about 32 MB).
+
         Returns
         -------
         ndarray of shape (n_draws, n_samples, n_classes)
         """
-        out = self._network_outputs(X)
-        return to_numpy(self._likelihood().predictive(out)).astype(np.float64)
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        return _per_draw_outputs(
+            self, X, len(self.classes_), transform=self._likelihood().predictive
+        )
 
     def predict_proba(self, X) -> np.ndarray:
         """Posterior predictive class probabilities: the mean over draws, tempered and
@@ -203,14 +233,20 @@ class SamplingRegressorMixin(RegressorMixin):
         return outputs[..., 0]
 
     def _raw_samples(self, X, validate: bool = True) -> np.ndarray:
-        out = to_numpy(self._network_outputs(X, validate=validate))  # (S, n, n_out)
-        out = out.astype(np.float64, copy=False)
-        out *= np.reshape(self.y_scale_, -1)
+        """Every draw's outputs in the units of y, float64 (S, n, n_outputs)."""
+        if validate:
+            check_is_fitted(self)
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        out = _per_draw_outputs(self, X, self.n_outputs_)
+        out *= np.reshape(self.y_scale_, -1)  # in place: no second block
         out += np.reshape(self.y_mean_, -1)
         return out
 
     def predict_samples(self, X) -> np.ndarray:
         """The network's prediction under each posterior draw (noise-free).
+
+        Computed by chunks of rows and draws written into the result, so the memory used
+        beyond the result itself stays bounded (a chunk of about 32 MB).
 
         Returns
         -------
@@ -218,6 +254,25 @@ class SamplingRegressorMixin(RegressorMixin):
         """
         out = self._raw_samples(X)
         return out if self._y_2d else out[..., 0]
+
+    def _mean_and_weight_variance(self, X, weight_variance: bool):
+        """Mean over the draws and (when asked) variance over the draws of the network's
+        output, in the units of y, (n, n_outputs) each; chunk by chunk of rows."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        rows = _chunk_rows(len(self.samples_), self.n_outputs_)
+        means, variances = [], []
+        for start in range(0, len(X), rows):
+            out = self._raw_samples(X[start : start + rows], validate=False)
+            means.append(out.mean(axis=0))
+            if weight_variance:
+                variances.append(out.var(axis=0))
+        mean = np.concatenate(means)
+        return mean, (np.concatenate(variances) if weight_variance else None)
+
+    def _noise_variance(self) -> np.ndarray:
+        """E[1 / tau] over the draws, in the units of y: (n_outputs,)."""
+        return np.reshape(self.noise_std_, -1) ** 2
 
     def predict(self, X, return_std: bool = False):
         """Posterior predictive mean, and optionally its standard deviation.
@@ -230,28 +285,44 @@ class SamplingRegressorMixin(RegressorMixin):
         X : array-like of shape (n_samples, n_features)
         return_std : bool, default=False
             Also return the predictive standard deviation, combining the spread of the draws
-            (weight uncertainty) with the observation noise E[1 / noise precision].
+            (weight uncertainty) with the observation noise E[1 / noise precision]; see
+            :meth:`predict_variance_parts` for the two apart.
 
         Returns
         -------
         mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
         std : ndarray of the same shape, when ``return_std``
         """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        per_row = 8 * len(self.samples_) * self.n_outputs_
-        rows = max(1, _PREDICT_CHUNK_BYTES // per_row)
-        means, variances = [], []
-        for start in range(0, len(X), rows):
-            out = self._raw_samples(X[start : start + rows], validate=False)
-            means.append(out.mean(axis=0))
-            if return_std:
-                variances.append(out.var(axis=0))
-        mean = np.concatenate(means)
+        mean, weight_var = self._mean_and_weight_variance(X, return_std)
         if not self._y_2d:
             mean = mean[:, 0]
         if not return_std:
             return mean
-        noise_var = np.reshape(self.noise_std_, -1) ** 2  # E[1 / tau] over draws, y units
-        std = np.sqrt(np.concatenate(variances) + noise_var)
+        std = np.sqrt(weight_var + self._noise_variance())
         return mean, (std if self._y_2d else std[:, 0])
+
+    def predict_variance_parts(self, X) -> PredictiveVarianceParts:
+        """The predictive variance split into observation noise and weight uncertainty.
+
+        By the law of total variance over the posterior draws ``w_s``,
+        ``Var[y | x] = E_s[1 / tau_s] + Var_s[f(x, w_s)]``: the expected noise variance (the
+        Gaussian likelihood's, the same for every input: this model's noise is
+        homoscedastic) plus the variance over the draws of the network's output (epistemic,
+        larger away from the training data).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        PredictiveVarianceParts
+            ``(mean, noise_std, weight_std, total_std)``, each of the shape of ``predict(X)``;
+            ``total_std`` is ``predict(X, return_std=True)[1]`` and
+            ``total_std**2 == noise_std**2 + weight_std**2``.
+        """
+        mean, weight_var = self._mean_and_weight_variance(X, True)
+        parts = variance_parts(mean, self._noise_variance(), weight_var)
+        if self._y_2d:
+            return parts
+        return PredictiveVarianceParts(*(field[:, 0] for field in parts))

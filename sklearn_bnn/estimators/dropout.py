@@ -44,6 +44,7 @@ from .._utils import to_numpy
 from ._calibration import (
     _NO_CALIBRATION,
     CALIBRATION_CONSTRAINT,
+    _overridden,
     calibrated,
     resolve_calibration,
     temperature_posterior,
@@ -53,6 +54,7 @@ from ._dropout_masks import draw_masks, forward_with_masks
 from ._dropout_noise import NoiseFromResiduals, WithNoise, gaussian_nll
 from ._nested import NestedSettingsMixin
 from ._skorch import standardize_targets
+from ._variance_parts import PredictiveVarianceParts, variance_parts
 
 # draw_masks and forward_with_masks are imported from here (lcbnn, tests, benchmarks)
 __all__ = ["MCDropoutClassifier", "MCDropoutRegressor", "draw_masks", "forward_with_masks"]
@@ -245,13 +247,19 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
         if calibration is not None:  # LossCalibratedBNN has none
             split = calibration.held_out_split(y, self.random_state)
         posterior = _NO_CALIBRATION
+        name, last = type(self).__name__, None
         if split is not None:
             fit_rows, held = split
-            super().fit(_safe_indexing(X, fit_rows), _safe_indexing(y, fit_rows))
+            # the two stages' progress bars (verbose=True) say which is which
+            stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
+            with _overridden(self, _progress_desc=stage):
+                super().fit(_safe_indexing(X, fit_rows), _safe_indexing(y, fit_rows))
             proba = self._dropout_average(_safe_indexing(X, held))
             classes = np.searchsorted(self.classes_, _safe_indexing(np.asarray(y), held))
             posterior = temperature_posterior(proba, classes)
-        super().fit(X, y)  # every row: the network calibration=None gives
+            last = f"{name} training (all {len(fit_rows) + len(held)} rows)"
+        with _overridden(self, _progress_desc=last or name):
+            super().fit(X, y)  # every row: the network calibration=None gives
         self.calibration_posterior_ = posterior
         self.calibration_temperature_ = float(np.exp(np.sum(posterior[1] * np.log(posterior[0]))))
         return self
@@ -294,11 +302,17 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
     def predict_samples(self, X) -> np.ndarray:
         """Class probabilities of every dropout draw (float64).
 
+        Computed by chunks of rows written into the result, so the memory used beyond the
+        result itself stays bounded.
+
         Returns
         -------
         ndarray of shape (n_predict_draws, n_samples, n_classes)
         """
-        return to_numpy(torch.softmax(self._net_output_samples(X), dim=-1))
+        check_is_fitted(self)
+        out = self._empty_samples(X, len(self.classes_))
+        softmax = lambda f: torch.softmax(f, dim=-1)  # noqa: E731
+        return to_numpy(self._net_output_samples(X, out=out, transform=softmax))
 
     def _dropout_average(self, X) -> np.ndarray:
         """The mean of :meth:`predict_samples` over draws, untempered."""
@@ -467,25 +481,14 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         ndarray of shape (n_predict_draws, n_samples) or (n_predict_draws, n_samples, n_outputs)
             The 2-D form for a single output.
         """
-        f = to_numpy(self._net_output_samples(X))
-        f *= self.y_scale_
+        check_is_fitted(self)
+        f = to_numpy(self._net_output_samples(X, out=self._empty_samples(X, self.n_outputs_)))
+        f *= self.y_scale_  # in place: no second block
         f += self.y_mean_
         return f[..., 0] if self.n_outputs_ == 1 else f
 
-    def predict(self, X, return_std: bool = False):
-        """Predictive mean, and optionally standard deviation, of the targets.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        return_std : bool, default=False
-            Also return ``sqrt(1/tau + Var_t f(x, w_t))``.
-
-        Returns
-        -------
-        mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
-        std : ndarray of the same shape, when ``return_std``
-        """
+    def _mean_and_weight_variance(self, X):
+        """Mean and variance over the dropout draws, in the units of y: (n, n_outputs) each."""
         check_is_fitted(self)
         scale = torch.as_tensor(self.y_scale_, dtype=torch.float64)
         loc = torch.as_tensor(self.y_mean_, dtype=torch.float64)
@@ -495,7 +498,24 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
             return torch.stack([f.mean(0), f.var(0, unbiased=False)], 1)
 
         both = to_numpy(self._net_output_samples(X, reduce=moments))
-        mean, var = both[:, 0], both[:, 1]
+        return both[:, 0], both[:, 1]
+
+    def predict(self, X, return_std: bool = False):
+        """Predictive mean, and optionally standard deviation, of the targets.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return ``sqrt(1/tau + Var_t f(x, w_t))``; see :meth:`predict_variance_parts`
+            for the two terms apart.
+
+        Returns
+        -------
+        mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        std : ndarray of the same shape, when ``return_std``
+        """
+        mean, var = self._mean_and_weight_variance(X)
         if self.n_outputs_ == 1:
             mean, var = mean[:, 0], var[:, 0]
         if not return_std:
@@ -504,3 +524,29 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         if self.n_outputs_ == 1:
             noise_var = noise_var[0]
         return mean, np.sqrt(noise_var + var)
+
+    def predict_variance_parts(self, X) -> PredictiveVarianceParts:
+        """The predictive variance split into observation noise and weight uncertainty.
+
+        ``Var[y | x] = 1 / tau + Var_t[f(x, w_t)]`` (the law of total variance over the
+        dropout draws ``t``): the learned noise variance, the same for every input (this
+        model's noise is homoscedastic), plus the variance of the network's output over the
+        dropout masks (the approximate posterior's weight uncertainty, Gal & Ghahramani 2016).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        PredictiveVarianceParts
+            ``(mean, noise_std, weight_std, total_std)``, each of the shape of ``predict(X)``;
+            ``total_std`` is ``predict(X, return_std=True)[1]`` and
+            ``total_std**2 == noise_std**2 + weight_std**2``.
+        """
+        mean, var = self._mean_and_weight_variance(X)
+        noise_var = 1.0 / np.asarray(self.noise_precision_, dtype=np.float64)
+        parts = variance_parts(mean, noise_var, var)
+        if self.n_outputs_ > 1:
+            return parts
+        return PredictiveVarianceParts(*(field[:, 0] for field in parts))

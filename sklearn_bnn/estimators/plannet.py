@@ -34,6 +34,7 @@ from ._plannet_predictive import (
 from ._plannet_training import train_member
 from ._skorch import TensorData, standardize_targets
 from ._trained import TrainedEstimator
+from ._variance_parts import PredictiveCovarianceParts, variance_parts
 
 __all__ = ["PlanNetRegressor", "combine_gaussians"]
 
@@ -269,16 +270,20 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=dtype, device=device)
         return nets, Xs
 
-    def _member_moments(self, X):
+    def _member_moments(self, X, parts: bool = False):
         """Per-network predictive mean and covariance, standardised units.
 
-        Returns tensors of shape (n_estimators, n, D) and (n_estimators, n, D, D).
+        Returns tensors of shape (n_estimators, n, D) and (n_estimators, n, D, D); with
+        ``parts`` the covariance in two, the noise's and the dropout passes' (see
+        ``member_moments``).
         """
         nets, Xs = self._prepare(X)
         T = self.n_predict_draws
         rows = min(len(Xs), max(1, _ROWS_PER_FORWARD // T)) * T  # per forward call
         with sampling_threads(module_work(nets[0], rows)):  # the fits' rule (_threads.py)
-            return member_moments(nets, self.mc_seeds_, Xs, self.n_outputs_, T, self.prediction)
+            return member_moments(
+                nets, self.mc_seeds_, Xs, self.n_outputs_, T, self.prediction, parts=parts
+            )
 
     def _to_original_units(self, mean, cov=None):
         """Undo the target standardisation: ndarrays ``mean`` and, if given, ``cov``."""
@@ -321,6 +326,54 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
             std = np.sqrt(np.diagonal(cov, axis1=1, axis2=2))
             return out_mean, std[:, 0] if self.single_target_ else std
         return out_mean
+
+    def predict_variance_parts(self, X, return_cov: bool = False):
+        """The predictive (co)variance split into observation noise and weight uncertainty.
+
+        The ensemble predictive's covariance (eq. 7.7-7.8) is, by the law of total variance
+        over the networks ``m`` and their dropout passes ``t``,
+        ``Sigma = E[Sigma_noise(x)] + Cov[mu(x)]``:
+
+        - ``noise``: the networks' predicted noise covariance, averaged over the networks (and
+          the passes): ``E_t[L L^T]^-1`` of each network under ``prediction="expectation"``,
+          ``E_t[(L L^T)^-1]`` under ``"sampling"``. It depends on the input
+          (heteroscedastic, correlated between targets with ``covariance="full"``).
+        - ``weight``: the covariance of the predicted means between the networks, plus,
+          under ``"sampling"``, between the dropout passes of each network (the
+          ``"expectation"`` Gaussian of eq. 7.4-7.5 leaves that spread out, so there the weight
+          part is the ensemble's disagreement alone, zero for ``n_estimators=1``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_cov : bool, default=False
+            Return the full covariances between the targets instead of the standard
+            deviations (the square roots of their diagonals).
+
+        Returns
+        -------
+        PredictiveVarianceParts or PredictiveCovarianceParts
+            ``(mean, noise_std, weight_std, total_std)``, each of the shape of ``predict(X)``;
+            or, with ``return_cov``, ``(mean, noise_cov, weight_cov, total_cov)``, the
+            covariances of shape (n_samples, n_targets, n_targets). ``total_std`` and
+            ``total_cov`` are ``predict``'s ``std`` and ``cov``, and the parts add up:
+            ``total_cov == noise_cov + weight_cov``, ``total_std**2 == noise_std**2 +
+            weight_std**2``.
+        """
+        means, noise_covs, pass_spreads = self._member_moments(X, parts=True)
+        ensemble_mean = means.mean(0)
+        dev = means - ensemble_mean
+        between = (dev[..., :, None] * dev[..., None, :]).mean(0)
+        mean, noise = self._to_original_units(ensemble_mean, noise_covs.mean(0))
+        weight = self._to_original_units(ensemble_mean, between + pass_spreads.mean(0))[1]
+        mean = mean[:, 0] if self.single_target_ else mean
+        if return_cov:
+            return PredictiveCovarianceParts(mean, noise, weight, noise + weight)
+        noise_var = np.diagonal(noise, axis1=1, axis2=2)
+        weight_var = np.diagonal(weight, axis1=1, axis2=2)
+        if self.single_target_:
+            noise_var, weight_var = noise_var[:, 0], weight_var[:, 0]
+        return variance_parts(mean, noise_var, weight_var)
 
     def sample_y(self, X, n_draws: int = 1, random_state=0):
         """Draw targets from the predictive distribution.

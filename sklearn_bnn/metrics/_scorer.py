@@ -5,17 +5,26 @@ A scorer is a callable ``scorer(estimator, X, y, sample_weight=None) -> float``,
 better, which is what ``GridSearchCV``, ``cross_validate`` and ``permutation_importance`` take
 as ``scoring``. Classification scorers call ``predict_proba`` and hand the metric the
 estimator's ``classes_`` as ``labels``, so a test fold that lacks a class is scored correctly.
-Regression scorers call ``predict(X, return_std=True)``, which a
-:class:`~sklearn.pipeline.Pipeline` forwards to its last step.
+Regression scorers call ``predict(X, return_std=True)`` on the estimator, or, for a
+:class:`~sklearn.pipeline.Pipeline`, on its last step after the ``transform`` of the others.
+
+No name here means something other than scikit-learn's scorer of the same name: a name that
+scikit-learn has is scikit-learn's scorer. With scikit-learn's metadata routing switched on,
+a scorer receives ``sample_weight`` once asked to, ``scorer.set_score_request(sample_weight=True)``,
+as scikit-learn's own scorers do.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 
 import numpy as np
+from sklearn import get_config
 from sklearn.metrics import get_scorer as _sklearn_get_scorer
 from sklearn.metrics import get_scorer_names as _sklearn_get_scorer_names
+from sklearn.pipeline import Pipeline
+from sklearn.utils.metadata_routing import MetadataRequest
 
 from ._classification import brier_score, expected_calibration_error, maximum_calibration_error
 from ._regression import gaussian_crps, gaussian_nll, interval_coverage, interval_coverage_error
@@ -45,7 +54,57 @@ class _MetricScorer:
         kwargs = dict(self._kwargs, **extra)
         if sample_weight is not None:
             kwargs["sample_weight"] = sample_weight
-        return self._sign * self._score_func(y_true, *predictions, **kwargs)
+        value = self._sign * self._score_func(y_true, *predictions, **kwargs)
+        if not math.isfinite(value):
+            # cross_validate and GridSearchCV would record a NaN as a score; say why instead
+            raise ValueError(
+                f"{self._score_func.__name__} gave {value} on this data: the predictions or "
+                "the sample weights do not allow a finite score."
+            )
+        return value
+
+    def set_score_request(self, *, sample_weight=None):
+        """Ask for ``sample_weight`` under scikit-learn's metadata routing.
+
+        Only available with ``sklearn.set_config(enable_metadata_routing=True)``, like
+        the same method of scikit-learn's scorers.
+
+        Parameters
+        ----------
+        sample_weight : bool, str or None, default=None
+            True: the scorer receives ``sample_weight`` when ``cross_validate``,
+            ``GridSearchCV`` and the like are given it; False: it never does; a string:
+            the metadata of that name is passed as ``sample_weight``; None (the
+            initial state): passing ``sample_weight`` is an error.
+
+        Returns
+        -------
+        self
+        """
+        if not get_config()["enable_metadata_routing"]:
+            raise RuntimeError(
+                "set_score_request is only available when metadata routing is enabled: "
+                "sklearn.set_config(enable_metadata_routing=True)."
+            )
+        self._sample_weight_request = sample_weight
+        return self
+
+    def get_metadata_routing(self) -> MetadataRequest:
+        """The metadata this scorer requests: ``sample_weight`` of ``score``, as set.
+
+        Returns
+        -------
+        sklearn.utils.metadata_routing.MetadataRequest
+        """
+        request = MetadataRequest(owner=repr(self))
+        request.score.add_request(
+            param="sample_weight", alias=getattr(self, "_sample_weight_request", None)
+        )
+        return request
+
+    def _accept_sample_weight(self) -> bool:
+        # read by scikit-learn's multi-metric scoring when metadata routing is off
+        return True
 
     def __repr__(self) -> str:
         extra = "".join(f", {k}={_short(v)}" for k, v in self._kwargs.items())
@@ -136,6 +195,11 @@ class GaussianScorer(_MetricScorer):
     _factory = "make_gaussian_scorer"
 
     def __call__(self, estimator, X, y_true, sample_weight=None) -> float:
+        # A Pipeline's own predict would route return_std as metadata when metadata routing
+        # is on, and refuse it unless its last step had requested it: ask that step directly.
+        while isinstance(estimator, Pipeline):
+            X = estimator[:-1].transform(X) if len(estimator) > 1 else X
+            estimator = estimator[-1]
         try:
             prediction = estimator.predict(X, return_std=True)
         except TypeError as exc:
@@ -178,10 +242,12 @@ def make_gaussian_scorer(score_func, *, greater_is_better: bool = True, **kwargs
     return GaussianScorer(score_func, sign, kwargs)
 
 
+# None of these names is one of scikit-learn's (a test checks it): "neg_brier_score" is
+# scikit-learn's, half of the summed score below on a binary problem.
 _SCORERS = {
     "neg_expected_calibration_error": (expected_calibration_error, False),
     "neg_maximum_calibration_error": (maximum_calibration_error, False),
-    "neg_brier_score": (brier_score, False),
+    "neg_summed_brier_score": (brier_score, False),
     "expected_utility": (expected_utility_score, True),
 }
 
@@ -198,7 +264,8 @@ def get_scorer(scoring, **kwargs):
 
     Classification (on ``predict_proba``): ``"neg_expected_calibration_error"``,
     ``"neg_maximum_calibration_error"`` (keyword arguments ``n_bins``, ``strategy``),
-    ``"neg_brier_score"`` (multi-class, summed over classes) and ``"expected_utility"``
+    ``"neg_summed_brier_score"`` (:func:`brier_score`, the squared error summed over all
+    classes, binary problems included, in [0, 2]) and ``"expected_utility"``
     (requires ``utility=``, a matrix with one row per class in the order of ``classes_`` and one
     column per decision; the score is the average utility of the Bayes actions).
 
@@ -209,7 +276,10 @@ def get_scorer(scoring, **kwargs):
     maximise, as wide intervals cover everything) and ``"neg_interval_coverage_error"``
     (``-|coverage - level|``, for model selection).
 
-    Any other name is looked up with :func:`sklearn.metrics.get_scorer`; a callable is
+    Any other name is looked up with :func:`sklearn.metrics.get_scorer`, so a name that
+    scikit-learn knows means what it means there: ``"neg_brier_score"`` is scikit-learn's
+    (:func:`sklearn.metrics.brier_score_loss`, halved on binary problems, which makes it half
+    of ``"neg_summed_brier_score"`` there and equal to it on multi-class ones). A callable is
     returned as it is.
 
     Examples

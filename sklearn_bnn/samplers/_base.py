@@ -211,7 +211,29 @@ class Sampler(BaseEstimator):
         params = self.get_params(deep=False)
         options = {name: params[name] for name in WARMUP_SETTINGS if name in params}
         check_warmup_options(options)
+        declared = self._get_param_defaults().get("target_accept")
+        if (
+            not isinstance(options.get("step_size", "auto"), str)
+            and "target_accept" in options
+            and options["target_accept"] != declared
+        ):
+            raise ValueError(
+                f"target_accept={options['target_accept']!r} is the acceptance that the warmup "
+                f"adapts the step size to, but step_size={options['step_size']!r} is fixed: "
+                f"set step_size='auto' to adapt it, or leave target_accept at {declared!r}."
+            )
         return options
+
+    @classmethod
+    def _get_param_defaults(cls) -> dict:
+        """The defaults declared in ``__init__``'s signature, by parameter name."""
+        import inspect
+
+        return {
+            name: p.default
+            for name, p in inspect.signature(cls.__init__).parameters.items()
+            if p.default is not inspect.Parameter.empty
+        }
 
     def check_target(self, target) -> None:
         """Raise ``ValueError`` if ``target`` lacks something this sampler needs."""

@@ -115,6 +115,7 @@ class FunctionalNetwork:
         transform=None,
         mean: bool = False,
         chunk_size: int | None = None,
+        out: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Outputs of every draw in ``thetas`` (S, D) on ``X``: shape (S, n, n_out).
 
@@ -130,6 +131,10 @@ class FunctionalNetwork:
         mean : bool
             Return the mean over draws (n, n_out), accumulated chunk by chunk so the per-draw
             outputs are never all held at once.
+        out : tensor of shape (S, n, n_out'), optional
+            Preallocated result (any dtype and device, e.g. a float64 view of a numpy array):
+            each chunk of (transformed) outputs is copied into its draws' slice as it is made,
+            and ``out`` is returned, so no second (S, n, n_out) block is ever held.
         """
         X = self.as_tensor(X)
         S = thetas.shape[0]
@@ -147,15 +152,19 @@ class FunctionalNetwork:
         total, chunks = None, []
         with torch.no_grad():
             for i in range(0, S, chunk_size):
-                out = f(thetas[i : i + chunk_size].to(self.device, self.dtype), X)
+                part = f(thetas[i : i + chunk_size].to(self.device, self.dtype), X)
                 if transform is not None:
-                    out = transform(out)
+                    part = transform(part)
                 if mean:  # accumulated in float64: the mean must not depend on chunking
-                    part = out.double().sum(0)
+                    part = part.double().sum(0)
                     total = part if total is None else total + part
+                elif out is not None:
+                    out[i : i + chunk_size].copy_(part)
                 else:
-                    chunks.append(out)
-        return total / S if mean else torch.cat(chunks)
+                    chunks.append(part)
+        if mean:
+            return total / S
+        return out if out is not None else torch.cat(chunks)
 
 
 class Target:

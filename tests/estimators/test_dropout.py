@@ -150,6 +150,11 @@ def test_regressor_std_combines_noise_and_draws():
     assert samples.shape == (100, 300)
     np.testing.assert_allclose(mean, samples.mean(0))
     np.testing.assert_allclose(std**2, 1 / reg.noise_precision_[0] + samples.var(0), rtol=1e-6)
+    parts = reg.predict_variance_parts(X)
+    np.testing.assert_allclose(parts.mean, mean, rtol=1e-12)
+    np.testing.assert_allclose(parts.total_std, std, rtol=1e-12)
+    np.testing.assert_allclose(parts.noise_std**2, np.full(300, 1 / reg.noise_precision_[0]))
+    np.testing.assert_allclose(parts.weight_std**2, samples.var(0), rtol=1e-6, atol=1e-12)
     X_test, y_test = sine_data(1000, 1)
     mean, std = reg.predict(X_test, return_std=True)
     assert reg.score(X_test, y_test) > 0.9
@@ -237,7 +242,15 @@ def test_noise_precision_validated():
 def test_verbose_progress_bar(iris, capsys):
     X, y = iris
     MCDropoutClassifier(hidden_layer_sizes=(4,), max_iter=3, verbose=True, random_state=0).fit(X, y)
-    assert "MCDropoutClassifier" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # the calibrated fit trains twice: each bar says which stage it is (they were identical)
+    assert "MCDropoutClassifier calibration stage (120 rows, 30 held out)" in err
+    assert "MCDropoutClassifier training (all 150 rows)" in err
+    MCDropoutClassifier(
+        hidden_layer_sizes=(4,), max_iter=3, verbose=True, calibration=None, random_state=0
+    ).fit(X, y)
+    err = capsys.readouterr().err
+    assert "MCDropoutClassifier" in err and "stage" not in err and "all 150" not in err
 
 
 @pytest.mark.parametrize("Est", [MCDropoutClassifier, MCDropoutRegressor])

@@ -8,6 +8,8 @@ ValueError naming it, and a ``GridSearchCV`` over ``sampler__n_steps`` changes t
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from sklearn.base import clone, is_classifier
@@ -253,3 +255,48 @@ def test_n_jobs_zero_is_refused_naming_it():
     X, y = _regression_data()
     with pytest.raises(ValueError, match="n_jobs"):
         HMCRegressor(n_jobs=0).fit(X, y)
+
+
+# samplers that take both a step size and the acceptance its adaptation aims at
+_ADAPTING = sorted(
+    name
+    for name, cls in SAMPLERS.items()
+    if {"step_size", "target_accept"} <= set(cls().get_params(deep=False))
+)
+
+
+@pytest.mark.parametrize("name", _ADAPTING)
+def test_target_accept_with_a_fixed_step_size_is_refused(name):
+    cls = SAMPLERS[name]
+    default = cls().target_accept
+    with pytest.raises(ValueError, match=r"target_accept=0\.95 .* step_size=0\.01 is fixed"):
+        cls(step_size=0.01, target_accept=0.95).warmup_options()
+    # the declared default never triggers it, and an adapted step size takes any target
+    assert cls(step_size=0.01).warmup_options()["target_accept"] == default
+    assert cls(step_size=0.01, target_accept=default).warmup_options()["step_size"] == 0.01
+    assert cls(target_accept=0.95).warmup_options()["target_accept"] == 0.95
+
+
+def test_an_estimator_refuses_the_pair_at_fit_before_sampling():
+    from sklearn_bnn.samplers import NUTS
+
+    X, y = _tiny_data(HMCClassifier)
+    for sampler in (
+        HMC(step_size=0.01, target_accept=0.95),
+        NUTS(step_size=0.05, target_accept=0.9),
+    ):
+        with pytest.raises(ValueError, match="target_accept"):
+            HMCClassifier(sampler=sampler).fit(X, y)
+
+
+@pytest.mark.parametrize("estimator_cls", SAMPLING_ESTIMATORS)
+def test_an_unknown_sampler_name_lists_only_the_samplers_the_estimator_runs(estimator_cls):
+    X, y = _tiny_data(estimator_cls)
+    runs = set(_samplers_for(estimator_cls))
+    other = set(SAMPLERS) - runs
+    assert runs and other
+    for given in ("foo", sorted(other)[0]):
+        with pytest.raises(ValueError, match="sampler must be one of") as info:
+            estimator_cls(sampler=given).fit(X, y)
+        listed = set(re.findall(r"'(\w+)'", str(info.value).split(" or ")[0]))
+        assert listed == runs, (given, str(info.value))

@@ -354,3 +354,9 @@ def test_learned_noise_precision_streams_and_starts_from_the_exact_energy(monkey
         assert 0.27 < float(reg.noise_std_) < 0.33, reg.noise_std_
     else:  # HTE's test starts from the Gibbs step's energy: a wrong one would reject (measured 1.0)
         assert np.mean(reg.diagnostics_["acceptance_rate"]) > 0.8
+    # with a precision per draw the noise part is sqrt(E[1 / tau]) and the parts add up
+    parts = reg.predict_variance_parts(X[:20])
+    tau = reg.samples_.stats["noise_precision"].double().numpy().ravel()
+    np.testing.assert_allclose(parts.noise_std, np.sqrt(np.mean(1.0 / tau)), rtol=1e-6)
+    np.testing.assert_allclose(parts.weight_std**2, reg.predict_samples(X[:20]).var(0), rtol=1e-5)
+    np.testing.assert_allclose(parts.total_std, reg.predict(X[:20], return_std=True)[1])
