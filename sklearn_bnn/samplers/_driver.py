@@ -16,6 +16,7 @@ from ..samples import PosteriorSamples
 from ._chains import check_n_jobs, run_sampler
 from ._registry import resolve_sampler
 from ._run import RunConfig
+from .budget import DrawRule, WarmupRule, is_auto
 from ._summary import run_summary
 
 __all__ = ["sample"]
@@ -45,8 +46,8 @@ def sample(
     initial_position,
     sampler="nuts",
     *,
-    n_warmup: int = 500,
-    n_draws: int = 500,
+    n_warmup: int | str = 500,
+    n_draws: int | str = 500,
     n_chains: int = 4,
     n_jobs=None,
     thin: int = 1,
@@ -81,8 +82,13 @@ def sample(
         do by default), so that on a badly scaled target the step size is no longer set by its
         narrowest direction; a sampler object adapts it only with ``adapt_mass=True``
         (the estimators' default is False: docs/sampling.md says why).
-    n_warmup, n_draws, n_chains : int
-        Adaptation transitions (discarded) and sampling transitions per chain; chains.
+    n_warmup, n_draws : int or "auto"
+        Adaptation transitions (discarded) and sampling transitions per chain. "auto": the
+        adaptive budgets of :mod:`sklearn_bnn.samplers.budget` (a warmup that ends once the
+        step size has settled, for a sampler that adapts no mass; draws that stop once the
+        chains are stationary and the log density's ESS reaches 50).
+    n_chains : int
+        Chains.
     n_jobs : int, optional
         None: all chains as one batched computation. An int: one joblib job per chain, that
         many at a time (1: one after another in this process; -1: one per core; any joblib
@@ -128,7 +134,11 @@ def sample(
     target = _checked_target(logdensity, start.shape[-1], device, dtype)
     seeds = root_seed(random_state)  # one SeedSequence: "jitter" and "sampling" children
     positions = _jittered(start, n_chains, init_jitter, child(seeds, "jitter")).to(dtype)
-    config = RunConfig(n_warmup=n_warmup, n_draws=n_draws, thin=thin)
+    config = RunConfig(
+        n_warmup=WarmupRule() if is_auto(n_warmup) else n_warmup,
+        n_draws=DrawRule() if is_auto(n_draws) else n_draws,
+        thin=thin,
+    )
     # a sampler named by a string adapts a diagonal mass here, where the log density is any
     # function (Stan's default); the network estimators' samplers do not by default
     sampler = resolve_sampler(sampler, adapt_mass=True)
@@ -148,10 +158,12 @@ def sample(
 
 
 def _check_arguments(n_warmup, n_draws, n_chains, thin, init_jitter, n_jobs):
-    check_scalar_param(n_warmup, "n_warmup", kind="int", low=0)
-    check_scalar_param(n_draws, "n_draws", kind="int", low=1)
+    if not is_auto(n_warmup):
+        check_scalar_param(n_warmup, "n_warmup", kind="int", low=0)
+    if not is_auto(n_draws):
+        check_scalar_param(n_draws, "n_draws", kind="int", low=1)
     check_scalar_param(n_chains, "n_chains", kind="int", low=1)
-    check_scalar_param(thin, "thin", kind="int", low=1, high=n_draws)
+    check_scalar_param(thin, "thin", kind="int", low=1, high=None if is_auto(n_draws) else n_draws)
     check_scalar_param(init_jitter, "init_jitter", low=0)
     check_n_jobs(n_jobs)
 
