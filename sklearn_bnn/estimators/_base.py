@@ -107,6 +107,10 @@ class BaseSamplingEstimator(
     def _likelihood(self):
         raise NotImplementedError
 
+    def _row_uncertainty(self, outputs: torch.Tensor) -> torch.Tensor:
+        """How unsure the draws' predictions of each row are, (n,) from (n_draws, n, ...)."""
+        raise NotImplementedError
+
     def _reference_quantity(self, outputs: torch.Tensor) -> torch.Tensor:
         """One scalar per draw and point whose convergence is checked: (n_draws, n)."""
         raise NotImplementedError
@@ -341,19 +345,33 @@ class BaseSamplingEstimator(
         reference rows that ``diagnostics_`` reports."""
         n_warmup = WarmupRule() if is_auto(start.n_warmup) else start.n_warmup
         n_draws = self.n_draws
+        vars(self).pop("_reference_rows", None)  # chosen by this run's monitor, if any
         if is_auto(n_draws):
-            network, reference = start.network, X[:N_REFERENCE_ROWS]
+            network, chosen = start.network, {}
 
             def monitor(draws):
                 C, S, _ = draws.shape
                 flat = draws.reshape(C * S, -1)[:, : network.dim]
-                outputs = network.forward_batched(flat, reference)
+                if "rows" not in chosen:  # at the first check, from its draws, then fixed
+                    chosen["rows"] = self._uncertain_rows(network, flat, X)
+                outputs = network.forward_batched(flat, X[chosen["rows"]])
                 return to_numpy(self._reference_quantity(outputs)).reshape(C, S, -1)
 
             n_draws = DrawRule(
                 min_draws=self._min_auto_draws, max_draws=self._max_auto_draws, monitor=monitor
             )
         return n_warmup, n_draws
+
+    def _uncertain_rows(self, network, flat_draws, X) -> np.ndarray:
+        """The :data:`N_REFERENCE_ROWS` training rows (of the first 4,096) whose predictions
+        the draws are least sure of (:meth:`_row_uncertainty`): the rows whose predictive
+        needs the most draws, and those a chain moves through most slowly."""
+        candidates = X[: 4 * 1024]
+        outputs = network.forward_batched(flat_draws, candidates)
+        uncertainty = to_numpy(self._row_uncertainty(outputs))
+        rows = np.argsort(-uncertainty, kind="stable")[:N_REFERENCE_ROWS]
+        self._reference_rows = np.sort(rows)
+        return self._reference_rows
 
     def _run_chains(self, target, start: _ChainStart, X, continuing: bool):
         """Sample ``target`` from ``start`` with the configured sampler through ``run_sampler``

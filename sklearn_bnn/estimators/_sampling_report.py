@@ -39,7 +39,8 @@ class SamplingReportMixin:
         diag.update(
             ess_bulk_log_prob=ess_bulk(lp), ess_tail_log_prob=ess_tail(lp), rhat_log_prob=rhat(lp)
         )
-        ref = self._reference_quantity(self._network_outputs(X[:64], validate=False))
+        rows = getattr(self, "_reference_rows", slice(0, 64))  # those the budget monitored
+        ref = self._reference_quantity(self._network_outputs(X[rows], validate=False))
         ref = to_numpy(ref).reshape(samples.n_chains, samples.n_draws, -1)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # constant columns give NaN

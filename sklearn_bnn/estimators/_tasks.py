@@ -84,6 +84,11 @@ class SamplingClassifierMixin(TemperatureCalibrationMixin, ClassifierMixin):
     def _likelihood(self):
         return Bernoulli() if len(self.classes_) == 2 else Categorical()
 
+    def _row_uncertainty(self, outputs):
+        """Entropy of each row's posterior predictive."""
+        proba = self._likelihood().predictive(outputs).double().mean(0)
+        return -(proba * torch.log(proba.clamp_min(1e-300))).sum(-1)
+
     def _reference_quantity(self, outputs):
         """Probability of each point's posterior-mean class, per draw."""
         proba = self._likelihood().predictive(outputs)
@@ -227,6 +232,10 @@ class SamplingRegressorMixin(RegressorMixin):
         squeeze = (lambda v: float(np.reshape(v, -1)[0])) if not self._y_2d else np.asarray
         self.noise_precision_, self.noise_std_ = squeeze(mean), squeeze(np.sqrt(inv))
         return self
+
+    def _row_uncertainty(self, outputs):
+        """Spread of each row's first output over the draws (the weights' uncertainty)."""
+        return outputs[..., 0].double().std(0)
 
     def _reference_quantity(self, outputs):
         """The first output, per draw."""

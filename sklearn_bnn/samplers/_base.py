@@ -119,6 +119,11 @@ class Kernel:
     target = None
     metric = None
 
+    def final_step_size(self, step_size):
+        """The step the kernel takes for the loop's ``step_size`` (C,): the step itself, unless
+        the kernel bounds it (the stochastic-gradient kernels, from the curvature)."""
+        return step_size
+
     def init(self, position: torch.Tensor, generator=None, *, n_warmup: int = 0) -> State:
         """The state at ``position`` (D,) or (C, D), with its log density and gradient.
 

@@ -16,8 +16,8 @@ from ..samples import PosteriorSamples
 from ._chains import check_n_jobs, run_sampler
 from ._registry import resolve_sampler
 from ._run import RunConfig
-from .budget import DrawRule, WarmupRule, is_auto
 from ._summary import run_summary
+from .budget import DrawRule, WarmupRule, is_auto
 
 __all__ = ["sample"]
 

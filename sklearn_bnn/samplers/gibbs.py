@@ -131,6 +131,9 @@ class GibbsKernel(Kernel):
     def trajectory_schedule(self, n_warmup: int, step_size):
         return self.inner.trajectory_schedule(n_warmup, step_size)
 
+    def final_step_size(self, step_size):
+        return self.inner.final_step_size(step_size)
+
     def acceptance(self, info: Info) -> torch.Tensor:
         return self.inner.acceptance(info)
 

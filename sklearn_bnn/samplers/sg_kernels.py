@@ -27,6 +27,11 @@ __all__ = ["SGHMCKernel", "SGLDKernel"]
 
 
 DIVERGENCE_THRESHOLD = 1000.0
+#: During warmup the unadjusted kernels bound their step by this fraction of the full-data
+#: dynamics' stability scale (``sg_step_size.curvature_step_size``), measured at the chains'
+#: positions every :data:`CURVATURE_EVERY` transitions.
+CURVATURE_FRACTION = 0.5
+CURVATURE_EVERY = 25
 #: Fewest minibatch steps in a transition at ``n_steps=None`` (an epoch otherwise): on small
 #: data an epoch is one to a few steps, and a draw every step or two would make the budget of
 #: a run, counted in transitions, a few hundred steps.
@@ -177,11 +182,12 @@ class _RunState:
     """What a kernel carries from one transition to the next: where it is in its schedule
     (transitions and epochs done, warmup length) and the momentum of its chains."""
 
-    __slots__ = ("epochs", "momentum", "n_warmup", "transition")
+    __slots__ = ("epochs", "momentum", "n_warmup", "step_bound", "transition")
 
     def __init__(self, n_warmup: int):
         self.n_warmup, self.transition, self.epochs = n_warmup, 0, 0.0
         self.momentum = None  # (C, D), set by the first transition
+        self.step_bound = None  # (C, 1), the curvature's bound on the step, set in warmup
 
 
 class _Scratch:
@@ -242,6 +248,7 @@ class _UnadjustedKernel(_SGKernel):
         theta, value, grad = state
         C = theta.shape[0]
         eps0 = torch.as_tensor(step_size, dtype=theta.dtype, device=theta.device).expand(C)
+        eps0 = self.final_step_size(self._bound_in_warmup(theta, generator, eps0))
         inv_mass = inv_mass.to(theta)
         # unit mass (the default): M^-1 = M^1/2 = 1 and their products are skipped, exactly
         mass = None if bool((inv_mass == 1).all()) else (inv_mass, inv_mass.rsqrt())
@@ -266,6 +273,29 @@ class _UnadjustedKernel(_SGKernel):
         accept = 1.0 - n_div.to(theta.dtype) / self.n_steps
         info = self._info(eps0, accept, moved, zeros, n_div > 0, n_div)
         return State(theta, value, grad), info
+
+    def _bound_in_warmup(self, theta, generator, eps0):
+        """Every :data:`CURVATURE_EVERY` warmup transitions, the bound on the step from the
+        curvature at the chains' positions (the dynamics grow stiffer as a chain leaves its
+        start: a regression's learned noise precision rises a hundredfold on some data); the
+        bound of the last such measure holds for the rest of the run. Returns ``eps0``."""
+        if self._transition < self.n_warmup and self._transition % CURVATURE_EVERY == 0:
+            from .sg_step_size import curvature_step_size
+
+            scale = curvature_step_size(self.target, theta, generator)
+            self._run_state.step_bound = self._bound(scale).to(theta.dtype)
+        return eps0
+
+    def _bound(self, scale):
+        """The largest step this kernel takes given the stability scale of a leapfrog step."""
+        return CURVATURE_FRACTION * scale
+
+    def final_step_size(self, eps):
+        """The step the kernel takes for ``eps`` (C,): at most the curvature's bound."""
+        bound = self._run_state.step_bound
+        if bound is None:
+            return eps
+        return torch.minimum(torch.as_tensor(eps).to(bound), bound)
 
     def _carried_momentum(self, theta, inv_mass, generator, temperature):
         """The momentum the chains ended their previous transition with, drawn from N(0, T M)
@@ -329,6 +359,10 @@ class _UnadjustedKernel(_SGKernel):
 
 class SGLDKernel(_UnadjustedKernel):
     """theta <- theta + eps M^-1 g + sqrt(2 eps T) M^-1/2 xi (Welling & Teh 2011)."""
+
+    def _bound(self, scale):
+        # SGLD's eps is a learning rate, a leapfrog step's square
+        return (CURVATURE_FRACTION * scale) ** 2
 
     def _coefficients(self, eps, mass):
         drift = eps if mass is None else eps * mass[0]

@@ -38,6 +38,8 @@ import numpy as np
 import torch
 
 from .._seeding import child, root_seed
+from ._base import State
+from .adaptation import find_reasonable_step_size
 from .budget import as_length
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
 
 NOISE_RATIO = 0.1
 MAX_LEARNING_RATE = 0.03
+
 
 
 def gradient_noise_variance(target, theta: torch.Tensor, n_batches: int = 16, seed=0):
@@ -130,6 +133,46 @@ def gradient_noise_step_size(
         eps = torch.sqrt(2.0 * (1.0 - momentum) * noise_ratio / v)
     eps = torch.where(torch.isfinite(eps) & (eps > 0), eps, torch.full_like(eps, cap))
     return torch.clamp(eps, max=cap)
+
+
+def curvature_step_size(target, theta: torch.Tensor, generator, max_rows: int = 1024):
+    """The step at which one leapfrog step of the full-data dynamics from ``theta`` has an
+    acceptance ratio of one half (Hoffman & Gelman 2014, Algorithm 4), per chain.
+
+    The log density is the minibatch target's on up to ``max_rows`` rows spread over the data
+    (all of them when there are fewer), scaled to the whole data as every batch is: a step
+    near this one is near the edge of stability of the dynamics in the stiffest direction,
+    which the gradient noise does not see (a regression whose noise is small is far stiffer
+    than a classification on the same rows).
+
+    Parameters
+    ----------
+    target : MinibatchTarget
+    theta : tensor (C, D)
+    generator : torch.Generator
+        Draws the momentum of the trial step.
+
+    Returns
+    -------
+    tensor (C,)
+    """
+    n = int(target.n_data)
+    rows = np.unique(np.linspace(0, n - 1, min(n, max_rows)).astype(np.int64))
+    probe = _RowsTarget(target, rows)
+    value, grad = probe.value_and_grad(theta.detach())
+    state = State(theta.detach(), value, grad)
+    inv_mass = torch.ones(theta.shape[-1], dtype=theta.dtype, device=theta.device)
+    return find_reasonable_step_size(probe, state, inv_mass, generator)
+
+
+class _RowsTarget:
+    """A minibatch target on fixed rows, as a full-data target (``value_and_grad``)."""
+
+    def __init__(self, target, rows):
+        self.target, self.rows = target, rows
+
+    def value_and_grad(self, theta):
+        return self.target.batch_value_and_grad(theta, self.rows)
 
 
 def training_step_size(n_data: int, *, langevin: bool = False, learning_rate: float = 0.05):
@@ -247,7 +290,8 @@ class AutoStepSampler:
         return not hasattr(self.sampler, "momentum")
 
     def choose_step_size(self, target, positions: torch.Tensor, seed=0) -> torch.Tensor:
-        """(C,) sampling steps of :func:`gradient_noise_step_size` at ``positions``."""
+        """(C,) sampling steps of :func:`gradient_noise_step_size` at ``positions`` (the
+        unadjusted kernels then keep them under the curvature's bound through warmup)."""
         v = gradient_noise_variance(target, positions, seed=seed)
         return gradient_noise_step_size(
             v.double().cpu(),

@@ -77,6 +77,7 @@ class WindowAdaptation:
         C, D = state.position.shape
         dtype, device = state.position.dtype, state.position.device
         self._kernel_adapts = kernel.adapts_step_size
+        self._kernel = kernel
         self._adapt = isinstance(self.step_size, str) and self._kernel_adapts
         if self._adapt and self.n_warmup == 0:
             raise ValueError(
@@ -187,6 +188,8 @@ class WindowAdaptation:
         if self._adapt:
             self._eps = self._averager.final_step_size
             _warn_about_warmup(self._rescued, stalled_chains(self._averager), self._n_chains)
+        elif not self._kernel_adapts:  # a kernel that bounds its own step (SG: the curvature)
+            self._eps = self._kernel.final_step_size(self._eps)
         return self._eps, self._inv_mass
 
 
