@@ -29,7 +29,8 @@ __all__ = ["SGHMCKernel", "SGLDKernel"]
 DIVERGENCE_THRESHOLD = 1000.0
 #: During warmup the unadjusted kernels bound their step by this fraction of the full-data
 #: dynamics' stability scale (``sg_step_size.curvature_step_size``), measured at the chains'
-#: positions every :data:`CURVATURE_EVERY` transitions.
+#: positions at each of the first :data:`CURVATURE_EVERY` transitions (where a chain leaving
+#: its start stiffens fastest) and every :data:`CURVATURE_EVERY` after.
 CURVATURE_FRACTION = 0.5
 CURVATURE_EVERY = 25
 #: Fewest minibatch steps in a transition at ``n_steps=None`` (an epoch otherwise): on small
@@ -275,11 +276,12 @@ class _UnadjustedKernel(_SGKernel):
         return State(theta, value, grad), info
 
     def _bound_in_warmup(self, theta, generator, eps0):
-        """Every :data:`CURVATURE_EVERY` warmup transitions, the bound on the step from the
+        """At the warmup transitions of :data:`CURVATURE_EVERY`, the bound on the step from the
         curvature at the chains' positions (the dynamics grow stiffer as a chain leaves its
         start: a regression's learned noise precision rises a hundredfold on some data); the
         bound of the last such measure holds for the rest of the run. Returns ``eps0``."""
-        if self._transition < self.n_warmup and self._transition % CURVATURE_EVERY == 0:
+        t = self._transition
+        if t < self.n_warmup and (t < CURVATURE_EVERY or t % CURVATURE_EVERY == 0):
             from .sg_step_size import curvature_step_size
 
             scale = curvature_step_size(self.target, theta, generator)
