@@ -71,12 +71,14 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave the GPU
 
 import numpy as np
 import torch
-from sklearn.datasets import load_breast_cancer, load_digits, load_iris, make_classification
+from sklearn.datasets import load_breast_cancer, load_iris, make_classification
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 from torch.overrides import TorchFunctionMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import digits_split  # noqa: E402
 
 from sklearn_bnn import HMCClassifier, SGMCMCClassifier  # noqa: E402
 from sklearn_bnn._utils import (  # noqa: E402
@@ -120,12 +122,7 @@ def sync(device) -> None:
 
 # -- data ------------------------------------------------------------------------------------
 def digits_data(smoke: bool):
-    X, y = load_digits(return_X_y=True)
-    keep = y < 7
-    X, y = X[keep], y[keep]
-    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
-    scaler = StandardScaler().fit(X_tr)
-    X_tr, X_te = scaler.transform(X_tr), scaler.transform(X_te)
+    X_tr, y_tr, X_te, y_te, _ = digits_split(classes=range(7))
     if smoke:
         X_tr, y_tr = X_tr[:200], y_tr[:200]
     return X_tr.astype(np.float32), y_tr, X_te.astype(np.float32), y_te

@@ -20,8 +20,8 @@ Run: ``python benchmarks/samplers/bridged_moons.py [--n-draws 20000] [--n-warmup
 from __future__ import annotations
 
 import argparse
-import time
-import warnings
+import sys
+from pathlib import Path
 
 import numpy as np
 from sklearn.datasets import make_moons
@@ -29,6 +29,9 @@ from sklearn.metrics import accuracy_score, log_loss
 
 from sklearn_bnn import HMCClassifier
 from sklearn_bnn.samplers import HMC, BridgedHMC
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import timed_fit  # noqa: E402
 
 PAPER = {1: (96.5, 57), 4: (95.8, 42), 8: (94.4, 23), 16: (95.2, 13)}
 
@@ -73,11 +76,7 @@ def main():
                     sampler=sampler,
                     **params,
                 )
-            t0 = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # the overlap warning, expected
-                clf.fit(Xtr, ytr)
-            wall = time.perf_counter() - t0
+            wall = timed_fit(clf, Xtr, ytr)  # the overlap warning is expected
             proba = clf.predict_proba(Xte)
             accs.append(100 * accuracy_score(yte, proba.argmax(1)))
             nlls.append(log_loss(yte, proba))

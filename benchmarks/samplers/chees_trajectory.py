@@ -26,30 +26,25 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
-from sklearn.preprocessing import StandardScaler
 
 from sklearn_bnn import HMCClassifier, HMCRegressor
 from sklearn_bnn.diagnostics import ess_bulk
 from sklearn_bnn.metrics import gaussian_nll, negative_log_likelihood
 from sklearn_bnn.samplers import HMC
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scoreboard"))
+from harness import digits_split, timed_fit  # noqa: E402
 from uci import load_uci, standardise  # noqa: E402
 
 
 def digits_problem():
-    X, y = load_digits(return_X_y=True)
-    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
-    scaler = StandardScaler().fit(X_tr)
-    return HMCClassifier, {}, scaler.transform(X_tr), y_tr, scaler.transform(X_te), y_te
+    X_tr, y_tr, X_te, y_te, _ = digits_split()
+    return HMCClassifier, {}, X_tr, y_tr, X_te, y_te
 
 
 def concrete_problem():
@@ -107,11 +102,7 @@ def main():
             n_warmup=args.n_warmup,
             random_state=args.seed,
         )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            start = time.perf_counter()
-            clf.fit(X_tr, y_tr)
-            seconds = time.perf_counter() - start
+        seconds = timed_fit(clf, X_tr, y_tr)
         d = clf.diagnostics_
         chains = config["n_chains"]
         n_grad = int(np.sum(d["n_grad_evals"])) * chains

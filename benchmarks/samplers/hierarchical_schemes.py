@@ -50,13 +50,13 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
@@ -65,6 +65,9 @@ from sklearn_bnn.diagnostics import ess_bulk, rhat
 from sklearn_bnn.metrics import expected_calibration_error, gaussian_nll, negative_log_likelihood
 from sklearn_bnn.priors import HierarchicalPrior
 from sklearn_bnn.samplers import HMC, S3HMC
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import digits_split  # noqa: E402
 
 PROBLEMS = ("regression", "digits", "panel")
 
@@ -82,23 +85,12 @@ def regression_data(seed):
 
 def digits_data(seed):
     """Digits 0-4 split 70/30 (stratified), standardised on the training part."""
-    X, y = load_digits(return_X_y=True)
-    inside = y < 5
-    Xtr, Xte, ytr, yte = train_test_split(
-        X[inside], y[inside], test_size=0.3, stratify=y[inside], random_state=seed
-    )
-    scaler = StandardScaler().fit(Xtr)
-    return scaler.transform(Xtr), ytr, scaler.transform(Xte), yte
+    return digits_split(seed, classes=range(5))[:4]
 
 
 def panel_data(seed):
     """The panel's digits 0-6, 25 % test (stratified), unscaled (the pipeline scales)."""
-    X, y = load_digits(return_X_y=True)
-    inside = y <= 6
-    Xtr, Xte, ytr, yte = train_test_split(
-        X[inside], y[inside], test_size=0.25, stratify=y[inside], random_state=seed
-    )
-    return Xtr, ytr, Xte, yte
+    return digits_split(seed, classes=range(7), test_size=0.25, scale=False)[:4]
 
 
 def make_model(problem, name, args):

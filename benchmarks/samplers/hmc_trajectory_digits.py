@@ -13,19 +13,19 @@ Run: ``python benchmarks/samplers/hmc_trajectory_digits.py [--n-draws 200] [--n-
 from __future__ import annotations
 
 import argparse
-import time
-import warnings
+import sys
+from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
-from sklearn.preprocessing import StandardScaler
 
 from sklearn_bnn import HMCClassifier
 from sklearn_bnn.diagnostics import ess_bulk
 from sklearn_bnn.metrics import negative_log_likelihood
 from sklearn_bnn.samplers import HMC, NUTS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import digits_split, timed_fit  # noqa: E402
 
 CONFIGS = {
     "fixed L=50": lambda: HMC(n_steps=50, step_jitter=0.0),
@@ -52,10 +52,7 @@ def main():
     )
     args = parser.parse_args()
     torch.set_num_threads(1)
-    X, y = load_digits(return_X_y=True)
-    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
-    scaler = StandardScaler().fit(X_tr)
-    X_tr, X_te = scaler.transform(X_tr), scaler.transform(X_te)
+    X_tr, y_tr, X_te, y_te, _ = digits_split()
     print(f"digits, MLP [64, 100, 10], 1 chain, {args.n_warmup} + {args.n_draws}, seed {args.seed}")
     print(
         f"{'configuration':<28}{'grads':>9}{'ESS(lp)':>9}{'per 1k grad':>13}{'accept':>8}"
@@ -71,11 +68,7 @@ def main():
             rescale_moves=rescale == "on",
         )
         name = f"{name}{' +rescale' if rescale == 'on' else ''}"
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            start = time.perf_counter()
-            clf.fit(X_tr, y_tr)
-            seconds = time.perf_counter() - start
+        seconds = timed_fit(clf, X_tr, y_tr)
         d = clf.diagnostics_
         n_grad = int(np.sum(d["n_grad_evals"]))
         n_eff = ess_bulk(clf.samples_.log_prob.double().numpy())

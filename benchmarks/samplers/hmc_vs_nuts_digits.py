@@ -8,18 +8,18 @@ Run: ``python benchmarks/samplers/hmc_vs_nuts_digits.py [--n-draws 200] [--threa
 from __future__ import annotations
 
 import argparse
-import time
-import warnings
+import sys
+from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
-from sklearn.preprocessing import StandardScaler
 
 from sklearn_bnn import HMCClassifier
 from sklearn_bnn.diagnostics import ess_bulk
 from sklearn_bnn.metrics import expected_calibration_error, negative_log_likelihood
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import digits_split, timed_fit  # noqa: E402
 
 
 def main():
@@ -30,10 +30,7 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    X, y = load_digits(return_X_y=True)
-    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
-    scaler = StandardScaler().fit(X_tr)
-    X_tr, X_te = scaler.transform(X_tr), scaler.transform(X_te)
+    X_tr, y_tr, X_te, y_te, _ = digits_split()
     print(
         f"digits, MLP [64, 100, 10], {args.n_chains} chains x ({args.n_warmup} warmup + "
         f"{args.n_draws} draws), {args.threads} thread(s)"
@@ -50,11 +47,7 @@ def main():
             n_chains=args.n_chains,
             random_state=0,
         )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            start = time.perf_counter()
-            clf.fit(X_tr, y_tr)
-            seconds = time.perf_counter() - start
+        seconds = timed_fit(clf, X_tr, y_tr)
         d = clf.diagnostics_
         n_eff = ess_bulk(clf.samples_.log_prob.double().numpy())
         p = clf.predict_proba(X_te)

@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
-from sklearn.preprocessing import StandardScaler
 from torch.func import functional_call, jacrev, vmap
 
 from sklearn_bnn import HMCClassifier
@@ -52,12 +51,12 @@ from sklearn_bnn.samplers import HMC, DiagonalMetric
 from sklearn_bnn.samplers.init import MAPStart
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import digits_split  # noqa: E402
+
 
 def digits():
-    X, y = load_digits(return_X_y=True)
-    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
-    scaler = StandardScaler().fit(X_tr)
-    return scaler.transform(X_tr), y_tr, scaler.transform(X_te), y_te
+    return digits_split()[:4]
 
 
 def gauss_newton_at_map(X, y, seed=0):

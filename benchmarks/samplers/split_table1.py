@@ -18,7 +18,9 @@ Run: ``python benchmarks/samplers/split_table1.py [--n-draws 400] [--burn 100] [
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,17 +29,11 @@ from sklearn_bnn import HMCRegressor, SplitHMCRegressor
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.samplers import HMC
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import izmailov_data  # noqa: E402
+
 PAPER = {"full": (0.63, 0.06, 6.92), "naive": (0.59, 0.05, 6.77)}
 PAPER.update({"randomised": (0.73, 0.07, 7.52), "symmetric": (0.88, 0.04, 7.72)})
-
-
-def izmailov_data(n=400, seed=0):
-    """Two clusters of inputs, y = cos(4x + 0.8) + N(0, 0.1^2), rows in random order."""
-    rng = np.random.default_rng(seed)
-    x = np.concatenate([rng.uniform(-1, -0.7, n // 2), rng.uniform(0.5, 1, n - n // 2)])
-    x = rng.permutation(x)
-    y = np.cos(4 * x + 0.8) + rng.normal(scale=0.1, size=n)
-    return x[:, None], y
 
 
 def run(scheme: str, X, y, n_draws: int, burn: int, seed: int):

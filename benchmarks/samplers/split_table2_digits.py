@@ -20,56 +20,26 @@ Run: ``python benchmarks/samplers/split_table2_digits.py [--n-draws 60] [--burn 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
-from torch import nn
 
 from sklearn_bnn._utils import seeded_torch
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.likelihoods import Categorical
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers import (
-    HMC,
-    leapfrog,
-    naive_split,
-    randomised_split,
-    run_chains,
-    symmetric_split,
-)
+from sklearn_bnn.samplers import HMC, run_chains
 from sklearn_bnn.samplers.init import find_mode
 from sklearn_bnn.targets import FunctionalNetwork, SplitTarget, Target
 
-INTEGRATORS = {
-    "full": leapfrog,
-    "naive": naive_split,
-    "randomised": randomised_split,
-    "symmetric": symmetric_split,
-}
-
-
-class DigitsCNN(nn.Module):
-    """Two 3x3 convolutions with SELU and max-pooling, then dense [64, 32, n_out]."""
-
-    def __init__(self, n_in: int = 64, n_out: int = 10):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Unflatten(1, (1, 8, 8)),
-            nn.Conv2d(1, 8, 3, padding=1),
-            nn.SELU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1),
-            nn.SELU(),
-            nn.MaxPool2d(2),
-            nn.Flatten(),
-        )
-        self.head = nn.Sequential(nn.Linear(64, 32), nn.SELU(), nn.Linear(32, n_out))
-
-    def forward(self, x):
-        return self.head(self.features(x))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import SPLIT_SCHEMES as INTEGRATORS  # noqa: E402
+from harness import DigitsCNN  # noqa: E402
 
 
 def run(scheme, targets, start, data, args):
@@ -108,7 +78,7 @@ def setup(args):
     modules = []
     for c in range(args.chains):
         with seeded_torch(args.seed + c):
-            modules.append(DigitsCNN())
+            modules.append(DigitsCNN(dropout=None))
     net = FunctionalNetwork(modules[0])
     start = torch.stack([FunctionalNetwork(m).initial_position() for m in modules])
     target_args = (net, Xtr, torch.as_tensor(ytr), Categorical(), GaussianPrior(1.0))

@@ -10,14 +10,17 @@ then picks its threads, ``sklearn_bnn.fit_threads``).
 from __future__ import annotations
 
 import argparse
-import time
-import warnings
+import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from sklearn_bnn import HMCRegressor
 from sklearn_bnn.samplers import HMC
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+import harness  # noqa: E402
 
 
 def timed_fit(X, y, **params):
@@ -31,11 +34,7 @@ def timed_fit(X, y, **params):
         random_state=0,
         **params,
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # timing only: no convergence asked
-        start = time.perf_counter()
-        reg.fit(X, y)
-    return time.perf_counter() - start
+    return harness.timed_fit(reg, X, y)  # timing only: no convergence asked
 
 
 def main():

@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
 from sklearn_bnn import HMCClassifier
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import HMC, run_chains
 from sklearn_bnn.targets import FunctionalNetwork, Target
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import regression_mlp  # noqa: E402
 
 
 def regression_data(n=400, seed=0):
@@ -42,13 +46,6 @@ def regression_data(n=400, seed=0):
     y = np.sin(x) + 0.1 * x + rng.normal(scale=0.1, size=n)
     as_column = lambda a: torch.tensor(a[:, None], dtype=torch.float32)  # noqa: E731
     return as_column(x), as_column(y)
-
-
-def mlp():
-    torch.manual_seed(0)
-    return nn.Sequential(
-        nn.Linear(1, 100), nn.ReLU(), nn.Linear(100, 100), nn.ReLU(), nn.Linear(100, 1)
-    )
 
 
 def bare_rate(net, X, y, tau, n_steps):
@@ -112,7 +109,7 @@ def main():
 
     X, y = regression_data()
     tau = 100.0
-    net = mlp()
+    net = regression_mlp()
     target = Target(FunctionalNetwork(net), X, y, Gaussian(tau), GaussianPrior(1.0))
     kernel = HMC(step_size=5e-4, n_steps=30, step_jitter=0.0).build(target)
     generator = torch.Generator().manual_seed(0)

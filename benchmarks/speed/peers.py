@@ -48,6 +48,7 @@ import sys
 import time
 import types
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -58,6 +59,9 @@ from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import HMC, NUTS, sample
 from sklearn_bnn.targets import FunctionalNetwork, SplitTarget, Target
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import izmailov_data, regression_mlp  # noqa: E402
 
 N_STEPS, STEP_SIZE, NOISE_PRECISION, N_SPLITS = 30, 5e-4, 100.0, 4
 
@@ -106,21 +110,11 @@ def import_pyro():
 # --------------------------------------------------------------------------- part 1: HMC
 
 
-def izmailov_data(n=400, seed=0):
-    """The two-cluster 1-D set of seeds/000 §5.1: y = cos(4x + 0.8) + N(0, 0.1^2), shuffled."""
-    rng = np.random.default_rng(seed)
-    x = np.concatenate([rng.uniform(-1, -0.7, n // 2), rng.uniform(0.5, 1, n - n // 2)])
-    x = rng.permutation(x)
-    y = np.cos(4 * x + 0.8) + rng.normal(scale=0.1, size=n)
-    as_tensor = lambda a: torch.as_tensor(a, dtype=torch.float32)[:, None]  # noqa: E731
-    return as_tensor(x), as_tensor(y)
-
-
-def make_mlp(seed=0):
-    torch.manual_seed(seed)
-    return nn.Sequential(
-        nn.Linear(1, 100), nn.ReLU(), nn.Linear(100, 100), nn.ReLU(), nn.Linear(100, 1)
-    )
+def izmailov_tensors():
+    """The two-cluster 1-D set of seeds/000 §5.1 (``harness.izmailov_data``) as float32 (n, 1)
+    tensors."""
+    x, y = izmailov_data()
+    return torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.float32)[:, None]
 
 
 def posterior_mode(module, X, y, n_iter):
@@ -245,8 +239,8 @@ def theirs_hmc(ht, module, X, y, theta0, n_transitions, seed, split):
 
 def hmc_rows(ht, repeats, n_transitions, n_adam):
     """Part 1: our full and split HMC against hamiltorch's, alternating, medians."""
-    X, y = izmailov_data()
-    module = make_mlp()
+    X, y = izmailov_tensors()
+    module = regression_mlp()
     theta0 = posterior_mode(module, X, y, n_adam)
     grid = torch.linspace(-1.5, 1.5, 61)[:, None]
     sides = [("ours", None)] + ([("hamiltorch", ht)] if ht is not None else [])

@@ -31,20 +31,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 
-
-def _kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(field)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import child_env, proc_status_kib, reset_peak_rss, run_child  # noqa: E402
 
 
 def measure(what: str, rows: int, draws: int) -> dict:
@@ -79,9 +73,8 @@ def measure(what: str, rows: int, draws: int) -> dict:
         else:
             model = HMCRegressor(**small, random_state=0).fit(X_fit, y_fit)
     X = rng.normal(size=(rows, 10))
-    before = _kib("VmRSS")
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
+    before = proc_status_kib("VmRSS")
+    reset_peak_rss()
     if what.startswith("samples_"):
         answer = model.predict_samples(X)
     elif what == "all_draws":
@@ -92,7 +85,7 @@ def measure(what: str, rows: int, draws: int) -> dict:
         answer = model.predict_proba(X)
     else:
         answer = model.predict(X, return_std=True)
-    peak = _kib("VmHWM")
+    peak = proc_status_kib("VmHWM")
     size = sum(a.nbytes for a in (answer if isinstance(answer, tuple) else (answer,)))
     return {"what": what, "added_mib": (peak - before) / 1024, "answer_mib": size / 2**20}
 
@@ -113,9 +106,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(measure(args.child, rows, draws)))
         return
-    env = dict(os.environ)
-    if not args.default_malloc:
-        env["MALLOC_MMAP_THRESHOLD_"] = env["MALLOC_TRIM_THRESHOLD_"] = str(128 * 1024)
+    env = child_env(fixed_malloc=not args.default_malloc)
     if args.samples:
         whats = ["samples_classifier", "samples_regressor", "samples_dropout"] * args.repeats
     else:
@@ -124,8 +115,7 @@ def main() -> None:
     for what in whats:
         cmd = [sys.executable, __file__, "--child", what, "--rows", str(rows)]
         cmd += ["--draws", str(draws)]
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        results.append(run_child(cmd, env))
         r = results[-1]
         print(
             f"{r['what']:>18}: +{r['added_mib']:8.1f} MiB (answer {r['answer_mib']:.1f} MiB, "

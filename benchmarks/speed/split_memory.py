@@ -24,32 +24,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers import State, leapfrog, naive_split, randomised_split, symmetric_split
+from sklearn_bnn.samplers import State
 from sklearn_bnn.targets import FunctionalNetwork, SplitTarget, Target
 
-INTEGRATORS = {
-    "full": leapfrog,
-    "naive": naive_split,
-    "randomised": randomised_split,
-    "symmetric": symmetric_split,
-}
-
-
-def _kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(field)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import SPLIT_SCHEMES as INTEGRATORS  # noqa: E402
+from harness import child_env, proc_status_kib, reset_peak_rss, run_child  # noqa: E402
 
 
 def measure(scheme: str, n: int, n_splits: int, steps: int, device: str) -> dict:
@@ -76,15 +64,14 @@ def measure(scheme: str, n: int, n_splits: int, steps: int, device: str) -> dict
         before = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
     else:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset the peak RSS (VmHWM) to the current RSS
-        before = _kib("VmRSS") * 1024
+        reset_peak_rss()
+        before = proc_status_kib("VmRSS") * 1024
     INTEGRATORS[scheme](target, state, p, eps, steps, inv_mass, torch.Generator().manual_seed(0))
     if device == "cuda":
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated()
     else:
-        peak = _kib("VmHWM") * 1024
+        peak = proc_status_kib("VmHWM") * 1024
     mib = 2.0**20
     return {"peak": peak / mib, "before": before / mib, "increase": (peak - before) / mib}
 
@@ -104,9 +91,7 @@ def main():
         print(json.dumps(measure(args.child, args.n, args.n_splits, args.steps, args.device)))
         return
     kind = "allocated (CUDA)" if args.device == "cuda" else "RSS"
-    env = dict(os.environ)
-    if not args.glibc_default:
-        env.update(MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
+    env = child_env(fixed_malloc=not args.glibc_default)
     print(
         f"one trajectory of {args.steps} steps, N = {args.n}, MLP [20, 256, 256, 1], "
         f"{args.n_splits} subsets; peak {kind} in MiB, fresh process per row"
@@ -117,16 +102,9 @@ def main():
     print("-" * len(header))
     full = None
     for scheme in INTEGRATORS:
-        out = subprocess.run(
-            [sys.executable, __file__, "--child", scheme, "--n", str(args.n)]
-            + ["--n-splits", str(args.n_splits), "--steps", str(args.steps)]
-            + ["--device", args.device],
-            capture_output=True,
-            text=True,
-            check=True,
-            env=env,
-        )
-        r = json.loads(out.stdout.strip().splitlines()[-1])
+        cmd = [sys.executable, __file__, "--child", scheme, "--n", str(args.n)]
+        cmd += ["--n-splits", str(args.n_splits), "--steps", str(args.steps)]
+        r = run_child(cmd + ["--device", args.device], env)
         full = r if full is None else full
         ratio = r["increase"] / full["increase"]
         print(

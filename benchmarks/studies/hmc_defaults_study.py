@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
-import warnings
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from sklearn_bnn import HMCClassifier, HMCRegressor
 from sklearn_bnn.samplers import HMC
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import digits_split, timed_fit  # noqa: E402
 
 DATA = Path(os.environ.get("UCI_DATA", Path(__file__).resolve().parents[3] / "shared/data/uci"))
 DATASETS = ("concrete", "energy", "yacht", "wine-quality-red")
@@ -79,11 +81,7 @@ def uci(args) -> list[dict]:
                     random_state=k,
                     **make(y.var()),
                 )
-                start = time.perf_counter()
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    reg.fit(X, y)
-                seconds = time.perf_counter() - start
+                seconds = timed_fit(reg, X, y)
                 mean, std = reg.predict(Xt, return_std=True)
                 ll = -0.5 * np.log(2 * np.pi * std**2) - 0.5 * ((yt - mean) / std) ** 2
                 d = reg.diagnostics_
@@ -141,17 +139,10 @@ def summarise(rows: list[dict]) -> None:
 
 
 def digits(args) -> None:
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-    from sklearn.preprocessing import StandardScaler
-
     from sklearn_bnn.diagnostics import ess_bulk
     from sklearn_bnn.metrics import negative_log_likelihood
 
-    X, y = load_digits(return_X_y=True)
-    X, Xt, y, yt = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
-    sc = StandardScaler().fit(X)
-    X, Xt = sc.transform(X), sc.transform(Xt)
+    X, y, Xt, yt, _ = digits_split()
     print(
         "\n| digits | bulk ESS lp / 1k grad | min bulk ESS pred / 1k grad | test NLL | "
         "accuracy | gradients | fit (x before) |"
@@ -168,11 +159,7 @@ def digits(args) -> None:
             hidden_layer_sizes=(100,), n_draws=args.n_draws, n_warmup=args.n_warmup,
             random_state=0, **kw,
         )  # fmt: skip
-        start = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            clf.fit(X, y)
-        seconds = time.perf_counter() - start
+        seconds = timed_fit(clf, X, y)
         base = base or (seconds if label == "before" else np.nan)
         d = clf.diagnostics_
         proba = clf.predict_proba(Xt)

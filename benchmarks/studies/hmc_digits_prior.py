@@ -15,17 +15,19 @@ Run: ``python benchmarks/studies/hmc_digits_prior.py [--configs n01 tanh ...] [-
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPClassifier
-from sklearn.preprocessing import StandardScaler
 
 from sklearn_bnn import HMCClassifier
 from sklearn_bnn.metrics import brier_score, expected_calibration_error, negative_log_likelihood
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import digits_split  # noqa: E402
 
 CONFIGS = {
     "n01": dict(prior_precision=1.0),
@@ -58,10 +60,7 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    X, y = load_digits(return_X_y=True)
-    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y, random_state=args.seed)
-    scaler = StandardScaler().fit(Xtr)
-    Xtr, Xte = scaler.transform(Xtr), scaler.transform(Xte)
+    Xtr, ytr, Xte, yte, _ = digits_split(args.seed)
 
     header = (
         f"{'prior':<14}{'acc':>7}{'NLL':>8}{'Brier':>8}{'ECE':>8}{'conf':>7}"

@@ -44,15 +44,14 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.datasets import load_digits
 from sklearn.metrics import roc_auc_score
-from sklearn.model_selection import train_test_split
-from sklearn.preprocessing import StandardScaler
 
 from sklearn_bnn import HMCClassifier, MCDropoutClassifier
 from sklearn_bnn.metrics import (
@@ -62,6 +61,9 @@ from sklearn_bnn.metrics import (
 )
 from sklearn_bnn.priors import HierarchicalPrior
 from sklearn_bnn.samplers import HMC, S3HMC
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import digits_split  # noqa: E402
 
 BASE_MODELS = ["hmc_default", "hmc_p10", "s3hmc", "dropout"]
 
@@ -78,13 +80,8 @@ def load(seed):
     -------
     Xtr, Xte, ytr, yte, Xood : ndarray
     """
-    X, y = load_digits(return_X_y=True)
-    inside = y < 5
-    Xtr, Xte, ytr, yte = train_test_split(
-        X[inside], y[inside], test_size=0.3, stratify=y[inside], random_state=seed
-    )
-    scaler = StandardScaler().fit(Xtr)
-    return scaler.transform(Xtr), scaler.transform(Xte), ytr, yte, scaler.transform(X[~inside])
+    Xtr, ytr, Xte, yte, Xood = digits_split(seed, classes=range(5))
+    return Xtr, Xte, ytr, yte, Xood
 
 
 def make_model(name, args):

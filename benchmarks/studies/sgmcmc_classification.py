@@ -48,8 +48,10 @@ Run: ``OMP_NUM_THREADS=1 python benchmarks/studies/sgmcmc_classification.py
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -67,6 +69,9 @@ from sklearn_bnn.metrics import (
 )
 from sklearn_bnn.samplers import GSGHMC, HMC, HTE, SGHMC
 from sklearn_bnn.samplers.init import MAPStart
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
+from harness import DigitsCNN  # noqa: E402
 
 warnings.simplefilter("ignore", RuntimeWarning)  # R-hat of single-chain runs
 
@@ -89,43 +94,6 @@ GRIDS = {
         "HTE": (3e-4, 1e-3, 3e-3),
     },
 }
-
-
-class DigitsCNN(nn.Module):
-    """64 pixels -> 1x8x8 -> two 3x3 convolutions (SELU, 2x2 max-pool) -> dense 64-32-n_out.
-
-    Parameters
-    ----------
-    n_in : int
-        Input width (64).
-    n_out : int
-        Number of classes.
-    dropout : float, default=0.0
-        Dropout rate after the flattened features and after the hidden dense layer.
-    """
-
-    def __init__(self, n_in: int = 64, n_out: int = 10, dropout: float = 0.0):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Unflatten(1, (1, 8, 8)),
-            nn.Conv2d(1, 8, 3, padding=1),
-            nn.SELU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1),
-            nn.SELU(),
-            nn.MaxPool2d(2),
-            nn.Flatten(),
-        )
-        self.head = nn.Sequential(
-            nn.Dropout(dropout),
-            nn.Linear(64, 32),
-            nn.SELU(),
-            nn.Dropout(dropout),
-            nn.Linear(32, n_out),
-        )
-
-    def forward(self, x):
-        return self.head(self.features(x))
 
 
 def tabular_mlp(n_in: int, n_out: int) -> nn.Module:
