@@ -20,13 +20,18 @@ a 1-D regression with a gap between two clusters of inputs. Regression targets a
 the training mean and sd before fitting (the UCI protocol; the same for every model) and the
 scores are in the original units.
 
-One JSON line per fitted model is appended to ``--out`` as soon as it is scored; a rerun skips
-the (data set, model, seed) cells already there, so an interrupted run resumes.
+One JSON line per fitted model is appended to ``--out`` as soon as it is scored (by default
+``benchmarks/out/panel.jsonl``, which git ignores; the record the docs' tables and figures are
+made from is ``benchmarks/results/panel.jsonl``, appended to only when named); a rerun skips
+the (data set, model, seed) cells already there, so an interrupted run resumes. The per-point
+arrays go to ``arrays/`` beside ``--out``.
 
     python benchmarks/scoreboard/panel.py                   # everything, 3 seeds / splits
     python benchmarks/scoreboard/panel.py --quick           # one seed, digits + breast cancer + gap
     python benchmarks/scoreboard/panel.py --datasets digits wine --models hmc mlp --seeds 1
     python benchmarks/scoreboard/panel.py --report          # tables and figures from --out
+    python benchmarks/scoreboard/panel.py --report --out benchmarks/results/panel.jsonl \\
+        --doc docs/benchmarks.md                            # the docs' tables and figures
 
 HMC and split HMC at their defaults are infeasible on the 200,000-row set: the panel times a
 few transitions there and records the cell as skipped with the projected fit time. The same for
@@ -131,7 +136,7 @@ def _uci_dir() -> Path:
     return UCI_DIR_DEFAULT
 
 
-RESULTS = REPO_ROOT / "benchmarks" / "results"
+OUT = REPO_ROOT / "benchmarks" / "out"  # ignored by git
 STATIC = REPO_ROOT / "docs" / "_static"
 N_BINS = 15
 N_ENSEMBLE = 5
@@ -815,7 +820,7 @@ def main(argv=None):
                         help="UCI sets: the standard splits 0..k-1")
     parser.add_argument("--quick", action="store_true",
                         help="one seed; digits, breast cancer and the gap set; defaults unchanged")
-    parser.add_argument("--out", default=str(RESULTS / "panel.jsonl"))
+    parser.add_argument("--out", default=str(OUT / "panel.jsonl"))
     parser.add_argument("--report", action="store_true", help="tables and figures from --out")
     parser.add_argument("--no-figures", action="store_true")
     parser.add_argument("--doc", help="with --report: refill the tables of this markdown file")

@@ -32,8 +32,10 @@ untempered average, tagged ``<tag>/untempered``: the same draws or network as
 fit (no fit time).
 
 Writes one record per fit to ``--out`` (JSON, rewritten after every fit; a rerun with the same
-``--tag`` skips the (set, model, seed) cells already there) and prints a table of means over
-seeds with their standard errors.
+``--tag`` skips the (set, model, seed) cells already there; by default
+``benchmarks/out/small_multiclass.json``, which git ignores: the record the docs cite is
+``benchmarks/results/small_multiclass.json``) and prints a table of means over seeds with their
+standard errors.
 
     python benchmarks/studies/small_multiclass.py --quick          # seed 0, the three small sets
     python benchmarks/studies/small_multiclass.py                  # seeds 0-4, the three small sets
@@ -79,7 +81,7 @@ from sklearn_bnn.metrics import (  # noqa: E402
     negative_log_likelihood,
 )
 
-OUT_DEFAULT = Path(__file__).resolve().parents[1] / "results" / "small_multiclass.json"
+OUT_DEFAULT = Path(__file__).resolve().parents[1] / "out" / "small_multiclass.json"  # git ignores
 SMALL = ["digits", "wine", "segment"]
 CHECKS = ["breast_cancer", "segment_window", "synthetic_1k_2", "synthetic_1k_3", "synthetic_20k"]
 MODELS = {
