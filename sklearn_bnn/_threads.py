@@ -6,7 +6,7 @@ slowest; on a machine where another process holds a core, one thread is deschedu
 others wait for it at every barrier. Measured on a 2-core machine (``python -m sklearn_bnn
 demo``'s HMCClassifier, digits, one hidden layer of 100): 30 draws/s alone fell to 0.17 draws/s
 beside one busy process at torch's default 2 threads, and back to 30 when it ended
-(``benchmarks/shared_machine.py`` measures it with and without this module's choice).
+(``benchmarks/speed/shared_machine.py`` measures it with and without this module's choice).
 
 Threads also defeat the package's flush of subnormal floats: ``torch.set_flush_denormal``
 sets the calling thread only, so the OpenMP workers of a multi-threaded fit still compute on

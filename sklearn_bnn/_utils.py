@@ -33,7 +33,7 @@ AUTO_CUDA_WORK = 7.6e7
 
 #: The same threshold for HMC whose leapfrog trajectories are replayed from CUDA graphs
 #: (:mod:`sklearn_bnn.samplers._graphs`). On an H200 against its machine's 16-core CPU
-#: (``benchmarks/gpu_speed.py``, docs/hmc.md "On a GPU"), CUDA was the faster at every size
+#: (``benchmarks/gpu/gpu_speed.py``, docs/hmc.md "On a GPU"), CUDA was the faster at every size
 #: measured, down to iris (120 rows x 803 parameters = 9.6e4; 0.0044 s against 0.011 s per
 #: transition) and breast cancer (1.5e6; 0.0047 s against 0.020 s): below 5e4 (toy problems,
 #: where the transition's fixed cost on the device dominates) the CPU is kept. The SGLD and

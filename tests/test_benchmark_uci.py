@@ -1,4 +1,4 @@
-"""benchmarks/uci.py: the loader, the protocol's scores and the table, on one tiny run.
+"""benchmarks/scoreboard/uci.py: the loader, the protocol's scores and the table, on one tiny run.
 
 Skipped where the shared UCI data (``../shared/data/uci`` beside the repository) is absent.
 """
@@ -13,7 +13,8 @@ import pytest
 from sklearn_bnn.samplers.init import MAPStart
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("uci_benchmark", ROOT / "benchmarks" / "uci.py")
+_UCI = ROOT / "benchmarks" / "scoreboard" / "uci.py"
+_spec = importlib.util.spec_from_file_location("uci_benchmark", _UCI)
 uci = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(uci)
 

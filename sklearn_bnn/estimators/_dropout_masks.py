@@ -15,7 +15,8 @@ from torch import nn
 __all__ = ["draw_masks", "forward_with_masks", "masked_output_samples"]
 
 # Upper bound on the elements of one hidden activation tensor during prediction (16 MB of
-# float32: benchmarks/predict_memory.py --samples; 2**24 was slower as well as 4 times larger).
+# float32: benchmarks/speed/predict_memory.py --samples; 2**24 was slower as well as 4 times
+# larger).
 _PREDICT_CHUNK_ELEMENTS = 2**22
 
 

@@ -114,7 +114,7 @@ default=None
         integration time at every transition, so trajectories cannot stay near a period of
         the posterior. A fixed one resonates with a Gaussian: the lowest ESS of a Bayesian
         linear regression's predictions over seeds 0-9 is 2 of 2,000 draws without jitter,
-        1,289 with 0.5 (``benchmarks/hmc_jitter_blr.py``, docs/hmc.md). The factor is drawn
+        1,289 with 0.5 (``benchmarks/samplers/hmc_jitter_blr.py``, docs/hmc.md). The factor is drawn
         independently of the state, so each transition is a mixture of valid HMC kernels and
         leaves the posterior invariant. Dual averaging adapts the mean step. 0 turns it off
         (the behaviour of 0.1.0). Ignored with

@@ -446,7 +446,7 @@ def _weight_grad(dz: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
 
     For one chain on a GPU, as (a @ dz^T)^T: with few outputs (o = 7 on digits) cuBLAS's kernel
     for the direct form spent 52 us on an H200 against 9.5 us for this one
-    (``benchmarks/gpu_gemm_shapes.py``; at 8 chains the direct form is the faster, 6.8 us
+    (``benchmarks/gpu/gpu_gemm_shapes.py``; at 8 chains the direct form is the faster, 6.8 us
     against 17). The CPU keeps the direct form (faster there, and its draws unchanged).
     """
     if dz.shape[0] == 1 and dz.is_cuda:
@@ -456,7 +456,7 @@ def _weight_grad(dz: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
 
 def _rows_dot(m: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """``m @ v`` for ``m`` (C, k): for one chain on a GPU as a product and a sum (3.8 us on an
-    H200 against 11.2 us for the matrix-vector kernel, ``benchmarks/gpu_gemm_shapes.py``),
+    H200 against 11.2 us for the matrix-vector kernel, ``benchmarks/gpu/gpu_gemm_shapes.py``),
     else the matrix-vector product."""
     if m.shape[0] == 1 and m.is_cuda:
         return (m * v).sum(1)

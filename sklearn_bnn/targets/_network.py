@@ -121,8 +121,8 @@ class FunctionalNetwork:
 
         Draws are evaluated together with :func:`torch.func.vmap`, in chunks sized to keep the
         widest hidden activation near 4 MB on a CPU (about the size of a cache: larger chunks
-        measured slower than a loop over draws, ``benchmarks/hmc_speed.py``) and 1 GB on a GPU;
-        when fewer than 16 draws fit a CPU chunk, one draw at a time is faster and is used.
+        measured slower than a loop over draws, ``benchmarks/speed/hmc_speed.py``) and 1 GB on a
+        GPU; when fewer than 16 draws fit a CPU chunk, one draw at a time is faster and is used.
 
         Parameters
         ----------
@@ -144,7 +144,8 @@ class FunctionalNetwork:
             chunk_size = max(1, min(S, int(budget // max(1, X.shape[0] * widest))))
         if chunk_size < 16 and self.device.type == "cpu":
             # Large inputs on a CPU: per-draw work is compute-bound and vmap's batched-weight
-            # matmuls are slower than plain ones (benchmarks/hmc_speed.py), so go draw by draw.
+            # matmuls are slower than plain ones (benchmarks/speed/hmc_speed.py), so go draw by
+            # draw.
             chunk_size = 1
             f = lambda th, x: self.forward(th[0], x)[None]  # noqa: E731
         else:

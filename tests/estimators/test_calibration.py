@@ -268,9 +268,9 @@ def test_sg_calibration_continues_its_chains_on_every_row(iris):
 @pytest.mark.filterwarnings("ignore:R-hat")
 def test_the_default_temperature_lowers_wine_nll():
     """Issue 33: on wine (75 / 25 stratified splits, seeds 0-2, as
-    benchmarks/small_multiclass.py) the defaults' tempered average beats the untempered one of
-    the same fit and stays under a bound. Measured: SG-MCMC 0.052 (untempered 0.057), MC dropout
-    0.036 (0.060); MLPClassifier() 0.065 on the same splits."""
+    benchmarks/studies/small_multiclass.py) the defaults' tempered average beats the untempered
+    one of the same fit and stays under a bound. Measured: SG-MCMC 0.052 (untempered 0.057), MC
+    dropout 0.036 (0.060); MLPClassifier() 0.065 on the same splits."""
     from sklearn.datasets import load_wine
     from sklearn.model_selection import train_test_split
 

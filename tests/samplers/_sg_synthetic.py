@@ -1,7 +1,7 @@
 """The synthetic benchmark target of seeds/004: a diagonal Gaussian with noisy gradients.
 
 A test fixture (``tests/samplers/test_sgmcmc.py``), also read by
-``benchmarks/sgmcmc_synthetic.py``; not part of the package.
+``benchmarks/samplers/sgmcmc_synthetic.py``; not part of the package.
 
 seeds/004, "Synthetic benchmark": the samplers see the exact gradient of the negative log density
 plus N(0, s^2) noise, standing in for minibatch noise; means ~ Exp(0.1) (scale 10), variances

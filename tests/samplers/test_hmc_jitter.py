@@ -92,5 +92,5 @@ def _blr_prediction_ess(seed, n_draws=2000, **jitter):
 def test_step_jitter_keeps_blr_predictions_mixing(seed):
     # A fixed 50-step trajectory resonates with this Gaussian posterior at some seeds (the
     # prediction ESS of HMCRegressor was 19-429 of 2,000 at seed 0); the step jitter spreads
-    # the integration time. Seeds 0-9 are in benchmarks/hmc_jitter_blr.py and docs/hmc.md.
+    # the integration time. Seeds 0-9 are in benchmarks/samplers/hmc_jitter_blr.py and docs/hmc.md.
     assert _blr_prediction_ess(seed, step_jitter=0.5) >= 1000

@@ -55,7 +55,7 @@ def test_nuts_reproduces_bayesian_linear_regression_posterior():
 
 def test_nuts_on_neals_funnel_stays_finite_and_counts_divergences():
     # REFERENCE §4: v ~ N(0, 3^2), x_i ~ N(0, e^v), 10 + 1 dimensions. The published NUTS figure is
-    # KL(p(v) || q(v)) = 1.109 (benchmarks/nuts_funnel.py reports ours on long runs).
+    # KL(p(v) || q(v)) = 1.109 (benchmarks/samplers/nuts_funnel.py reports ours on long runs).
     target = Funnel(10)
     kernel = NUTS().build(target)
     g = torch.Generator().manual_seed(0)
