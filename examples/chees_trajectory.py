@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from sklearn_bnn import HMCRegressor
+from sklearn_bnn import ConvergenceWarning, HMCRegressor
 from sklearn_bnn.samplers import HMC
 
 rng = np.random.default_rng(0)
@@ -27,7 +27,7 @@ print(
 for label, length in (("50 steps", None), ('"auto"', "auto")):
     reg = HMCRegressor(sampler=HMC(trajectory_length=length), **common)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # R-hat warnings: shown in the table
+        warnings.simplefilter("ignore", ConvergenceWarning)  # R-hat: shown in the table
         reg.fit(X, y)
     d = reg.diagnostics_
     stats = reg.samples_.stats

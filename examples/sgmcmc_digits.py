@@ -16,12 +16,12 @@ from sklearn.datasets import load_digits
 from sklearn.frozen import FrozenEstimator
 from sklearn.model_selection import train_test_split
 
-from sklearn_bnn import SGMCMCClassifier
+from sklearn_bnn import ConvergenceWarning, SGMCMCClassifier
 from sklearn_bnn.ensemble import EnsembleReducer
 from sklearn_bnn.metrics import expected_calibration_error
 from sklearn_bnn.samplers import GSGHMC, HTE, SGHMC
 
-warnings.simplefilter("ignore", RuntimeWarning)  # R-hat of a short single-chain run
+warnings.simplefilter("ignore", ConvergenceWarning)  # R-hat of a short single-chain run
 
 X, y = load_digits(return_X_y=True)
 X = (X / 16.0).astype(np.float32)

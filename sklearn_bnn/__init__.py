@@ -17,6 +17,7 @@ from .estimators import (
     SplitHMCRegressor,
 )
 from .estimators._calibration import TemperatureCalibration
+from .exceptions import ConvergenceWarning
 from .metrics import uncertainty_report
 from .samplers.init import MAPStart
 from .samples import PosteriorSamples
@@ -26,6 +27,7 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "BayesDecisionClassifier",
+    "ConvergenceWarning",
     "EnsembleReducer",
     "HMCClassifier",
     "HMCRegressor",

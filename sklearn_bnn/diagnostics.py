@@ -11,7 +11,16 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtri
 
-__all__ = ["ess", "ess_bulk", "ess_tail", "rhat", "mcse_mean", "format_summary"]
+__all__ = [
+    "ess",
+    "ess_bulk",
+    "ess_tail",
+    "rhat",
+    "rhat_per_chain",
+    "rhat_within",
+    "mcse_mean",
+    "format_summary",
+]
 
 
 def _as_chains(x) -> np.ndarray:
@@ -105,6 +114,55 @@ def rhat(x) -> float:
     return max(bulk, folded)
 
 
+def rhat_per_chain(x) -> np.ndarray:
+    """The split R-hat of each chain alone: :func:`rhat` of ``x[c:c+1]`` for every chain c.
+
+    Each chain's first half is compared with its second (rank-normalised, bulk and folded), so
+    a chain still drifting away from its start scores above 1 whatever the other chains do,
+    and chains that each sit still in different modes score near 1 although :func:`rhat` of
+    all of them together is large. For one chain it is :func:`rhat` itself.
+
+    Parameters
+    ----------
+    x : array-like of shape (n_chains, n_draws) or (n_draws,)
+        Draws of one scalar quantity.
+
+    Returns
+    -------
+    ndarray of shape (n_chains,)
+        NaN for a chain of fewer than 4 draws or constant over its draws.
+    """
+    x = _as_chains(x)
+    return np.array([rhat(x[c : c + 1]) for c in range(x.shape[0])])
+
+
+def rhat_within(x) -> float:
+    """The within-chain split R-hat: :func:`rhat` of the draws with each chain's mean taken
+    out.
+
+    What is left is each chain's first half against its second, pooled over the chains: a
+    chain still drifting scores above 1, chains that each sit still in different modes do not
+    (their means differ, which :func:`rhat` counts and this removes). Pooling makes it far
+    less noisy than the worst of :func:`rhat_per_chain` (a single chain's split R-hat rests
+    on one difference of two half-chain means); the price is that one drifting chain among
+    many is diluted. For one chain it is :func:`rhat` itself.
+
+    Parameters
+    ----------
+    x : array-like of shape (n_chains, n_draws) or (n_draws,)
+        Draws of one scalar quantity.
+
+    Returns
+    -------
+    float
+        NaN for chains of fewer than 4 draws or constant within every chain.
+    """
+    x = _as_chains(x)
+    if x.shape[0] == 1:
+        return rhat(x)
+    return rhat(x - x.mean(axis=1, keepdims=True))
+
+
 def mcse_mean(x) -> float:
     """Monte Carlo standard error of the mean: sd / sqrt(ESS)."""
     x = _as_chains(x)
@@ -113,12 +171,14 @@ def mcse_mean(x) -> float:
 
 def format_summary(name: str, diag: dict) -> str:
     """Text report of an estimator's ``diagnostics_``."""
+    per_chain = diag.get("rhat_per_chain")
     lines = [
         f"{name}: {diag['n_chains']} chain(s), {diag['n_draws']} draws in all, "
         f"{diag['n_grad_evals']:,} gradient evaluations"
         + (" (interrupted)" if diag.get("interrupted") else ""),
         f"{'chain':>5} {'step size':>10} {'accept':>7}"
-        + (f" {'depth':>6}" if "mean_tree_depth" in diag else ""),
+        + (f" {'depth':>6}" if "mean_tree_depth" in diag else "")
+        + (f" {'R-hat':>6}" if per_chain is not None else ""),
     ]
     for c in range(diag["n_chains"]):
         row = f"{c:>5} {diag['step_size'][c]:>10.3g} "
@@ -126,12 +186,42 @@ def format_summary(name: str, diag: dict) -> str:
         row += f"{acc[c]:>7.2f}" if len(acc) else f"{'-':>7}"
         if "mean_tree_depth" in diag:
             row += f" {diag['mean_tree_depth'][c]:>6.1f}"
+        if per_chain is not None:
+            row += f" {per_chain[c]:>6.3f}"
         lines.append(row)
+    extra = ("", "")
+    if "rhat_within_log_prob" in diag and diag["n_chains"] > 1:
+        extra = tuple(
+            f" (within chains {diag[f'rhat_within_{key}']:.3f}, the worst chain alone "
+            f"{diag[f'rhat_chain_{key}']:.3f})"
+            for key in ("log_prob", "predictions_max")
+        )
     lines += [
         f"divergences: {diag['n_divergent']} after warmup, {diag['n_divergent_warmup']} in warmup",
         f"log density: bulk ESS {diag['ess_bulk_log_prob']:.0f}, tail ESS "
-        f"{diag['ess_tail_log_prob']:.0f}, R-hat {diag['rhat_log_prob']:.3f}",
+        f"{diag['ess_tail_log_prob']:.0f}, R-hat {diag['rhat_log_prob']:.3f}" + extra[0],
         f"predictions (reference rows): min bulk ESS {diag['ess_bulk_predictions_min']:.0f}, "
-        f"max R-hat {diag['rhat_predictions_max']:.3f}",
+        f"max R-hat {diag['rhat_predictions_max']:.3f}" + extra[1],
     ]
+    if diag.get("converged") is False:
+        failing = np.flatnonzero(np.asarray(per_chain) > 1.1)
+        lines.append(
+            "not converged: "
+            + ("the chain is" if diag["n_chains"] == 1 else "the chains are")
+            + " still drifting"
+            + (
+                f" (by their own R-hat, column R-hat: chain(s) {', '.join(map(str, failing))})"
+                if diag["n_chains"] > 1 and len(failing)
+                else ""
+            )
+            + "; run them longer."
+        )
+    if diag.get("chains_disagree"):
+        lines.append(
+            "the chains settled in different modes: each is stationary (its own and the "
+            "within-chain R-hat at most 1.1), but they disagree with each other (R-hat of the "
+            "chains together above 1.1). Their pooled draws are an ensemble of those modes, "
+            "each chain's mode with equal weight (not its share of the posterior mass); more "
+            "draws would not bring the chains together."
+        )
     return "\n".join(lines)

@@ -83,7 +83,7 @@ ESTIMATORS = [
 ]
 
 
-@pytest.mark.filterwarnings("ignore:R-hat")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize(
     "estimator, y",
     ESTIMATORS,

@@ -5,7 +5,15 @@ import warnings
 import numpy as np
 import pytest
 
-from sklearn_bnn.diagnostics import ess, ess_bulk, ess_tail, mcse_mean, rhat
+from sklearn_bnn.diagnostics import (
+    ess,
+    ess_bulk,
+    ess_tail,
+    mcse_mean,
+    rhat,
+    rhat_per_chain,
+    rhat_within,
+)
 
 
 def ar1_chains(phi, n_chains=4, n_draws=2000, seed=0, offsets=0.0):
@@ -45,6 +53,31 @@ def test_rhat_flags_chains_that_disagree():
     assert rhat(stuck) > 1.2
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_each_chain_alone_and_within_chains(seed):
+    """Known cases: stationary chains score ~1 alone and within; a chain drifting by 3 of its
+    standard deviations over its run scores far above 1.1 both ways; two stationary chains
+    3 sd apart (two modes) score ~1 alone and within, while the chains together (``rhat``)
+    flag them. Margins held over seeds 0-4 with 2000 draws a chain."""
+    iid = ar1_chains(0.0, n_chains=4, seed=seed)
+    assert rhat_per_chain(iid).shape == (4,)
+    assert (rhat_per_chain(iid) < 1.01).all() and rhat_within(iid) < 1.01
+
+    sd = 1 / np.sqrt(1 - 0.5**2)  # of the AR(1) below
+    drifting = ar1_chains(0.5, n_chains=2, seed=seed) + np.linspace(0, 3 * sd, 2000)
+    assert (rhat_per_chain(drifting) > 1.1).all() and rhat_within(drifting) > 1.1
+
+    modes = ar1_chains(0.5, n_chains=2, seed=seed, offsets=np.array([[0.0], [3.0 * sd]]))
+    assert (rhat_per_chain(modes) < 1.02).all() and rhat_within(modes) < 1.02
+    assert rhat(modes) > 1.2
+
+
+def test_for_one_chain_alone_and_within_are_the_split_rhat():
+    x = ar1_chains(0.9, n_chains=1, n_draws=300) + np.linspace(0, 1, 300)
+    assert rhat_per_chain(x)[0] == rhat(x) == rhat_within(x)
+    assert rhat_per_chain(x[0]).shape == (1,)  # (n_draws,): one chain
+
+
 @pytest.mark.parametrize("shape", [(1, 1), (2, 1), (1, 2), (3, 3)])
 def test_too_few_draws_give_nan_not_an_error(shape):
     """One draw per chain (an SG-MCMC fit with n_draws=1) used to raise IndexError in
@@ -52,7 +85,7 @@ def test_too_few_draws_give_nan_not_an_error(shape):
     x = np.random.default_rng(0).normal(size=shape)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        values = [ess_bulk(x), ess_tail(x), rhat(x)]
+        values = [ess_bulk(x), ess_tail(x), rhat(x), rhat_within(x), *rhat_per_chain(x)]
     assert all(np.isnan(v) for v in values)
 
 

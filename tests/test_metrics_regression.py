@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy.integrate import quad
 from scipy.stats import norm
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import BayesianRidge, LinearRegression
 from sklearn.model_selection import GridSearchCV, KFold, cross_validate
 from sklearn.pipeline import make_pipeline
@@ -127,7 +128,7 @@ def test_scorers_through_a_pipeline_of_hmc_in_grid_search_and_cross_validate():
     pipe = make_pipeline(StandardScaler(), _tiny_hmc())
     cv = KFold(2, shuffle=True, random_state=0)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # 20 draws do not converge
+        warnings.simplefilter("ignore", ConvergenceWarning)  # 20 draws do not converge
         grid = GridSearchCV(
             pipe,
             {"hmcregressor__noise_precision": [0.01, 10.0]},
@@ -216,7 +217,7 @@ def test_a_scorer_raises_instead_of_returning_a_non_finite_score():
 def test_predict_samples_through_pipelines():
     X, y = _data()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
         pipe = make_pipeline(StandardScaler(), _tiny_hmc()).fit(X, y)
     draws = predict_samples(pipe, X[:7])
     assert pipe[-1].samples_.n_chains == 4  # the regressors' default

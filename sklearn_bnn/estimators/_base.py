@@ -32,6 +32,7 @@ from .._utils import (
     seeded_torch,
     to_numpy,
 )
+from .._warnings import one_convergence_warning
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ..priors import GaussianPrior, HierarchicalPrior, as_prior
 from ..samplers import (
@@ -240,14 +241,17 @@ class BaseSamplingEstimator(
         self
         """
         before = dict(vars(self))
-        try:
-            return self._fit(X, y)
-        except BaseException:
-            # a fit that fails or is interrupted part-way (e.g. Ctrl-C during the MAP start)
-            # leaves the estimator as it was: unfitted, or the previous fit intact
-            vars(self).clear()
-            vars(self).update(before)
-            raise
+        # the fit's convergence problems in one ConvergenceWarning, given once the fit is
+        # stored (turned into an error by a filter, it leaves the fit to inspect)
+        with one_convergence_warning():
+            try:
+                return self._fit(X, y)
+            except BaseException:
+                # a fit that fails or is interrupted part-way (e.g. Ctrl-C during the MAP
+                # start) leaves the estimator as it was: unfitted, or the previous fit intact
+                vars(self).clear()
+                vars(self).update(before)
+                raise
 
     def _fit(self, X, y):
         self._check_params()

@@ -25,7 +25,6 @@ probabilities as sampled.
 from __future__ import annotations
 
 import math
-import warnings
 from contextlib import contextmanager
 
 import numpy as np
@@ -37,6 +36,7 @@ from sklearn.utils.validation import column_or_1d
 from .._registry import register
 from .._seeding import child, root_seed
 from .._utils import SettingsObject, check_scalar_param
+from .._warnings import one_convergence_warning
 
 __all__ = [
     "MIN_VALIDATION_ROWS",
@@ -254,6 +254,10 @@ class TemperatureCalibrationMixin:
         n_phase = calibration_draws(self.n_draws, self.thin)
         name = type(self).__name__  # the two stages' progress bars say which is which
         stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
+        # the calibration stage's draws are dropped: its divergences and R-hat are not the
+        # fit's (the final stage checks its own); its warmup's problems are, as the chains
+        # continue from it
+        keep = ("warmup",)
         with (
             _overridden(
                 self,
@@ -261,10 +265,8 @@ class TemperatureCalibrationMixin:
                 _min_auto_draws=MIN_CALIBRATION_DRAWS,
                 _progress_desc=stage,
             ),
-            warnings.catch_warnings(),
+            one_convergence_warning(keep=keep),
         ):
-            # the calibration phase's own convergence is not the fit's: its draws are dropped
-            warnings.filterwarnings("ignore", message="R-hat", category=RuntimeWarning)
             super()._fit(_safe_indexing(X, fit_rows), _safe_indexing(y, fit_rows))
         if self.diagnostics_.get("interrupted"):
             return self  # Ctrl-C in the calibration phase: keep its draws, T = 1, stop there

@@ -23,6 +23,7 @@ from torch import nn
 from .._seeding import child, torch_seed
 from .._threads import module_work, sampling_threads
 from .._utils import seeded_torch
+from .._warnings import one_warning_per_call
 from ..nets import build_module, check_hidden_layer_sizes
 from ._concrete_dropout import (
     INIT_DROPOUT,
@@ -118,6 +119,7 @@ class _MCDropoutBase(TrainedEstimator):
         return terms
 
     # -------------------------------------------------------------------- fit
+    @one_warning_per_call
     def fit(self, X, y):
         """Train the dropout network on ``(X, y)``.
 

@@ -36,6 +36,8 @@ from tqdm.auto import tqdm
 
 from .._threads import module_work, sampling_threads
 from .._utils import predict_device
+from .._warnings import warn
+from ..exceptions import ConvergenceWarning
 
 __all__ = [
     "BNNNet",
@@ -419,7 +421,52 @@ def train_net(
             **{f"optimizer__{k}": v for k, v in (optimizer_params or {}).items()},
         )
         net.fit(data, None)
+    _warn_unless_converged(est, net, early_stopping, patience, tol, warmup)
     return net
+
+
+def stopping_epoch(losses, patience: int, tol: float = 0.0) -> int | None:
+    """The epoch (counted from 1) at which early stopping's rule is first met on ``losses``,
+    or None if it never is: ``patience`` epochs in a row whose loss is not below the best so
+    far minus ``tol`` (skorch's ``EarlyStopping`` with ``threshold_mode="abs"``; scikit-learn's
+    ``MLPClassifier`` stops by the same rule on its ``tol`` and ``n_iter_no_change``)."""
+    best, misses = np.inf, 0
+    for epoch, loss in enumerate(losses, start=1):
+        if loss < best - tol:
+            best, misses = loss, 0
+        else:
+            misses += 1
+            if misses >= patience:
+                return epoch
+    return None
+
+
+def _warn_unless_converged(est, net, early_stopping, patience, tol, warmup) -> None:
+    """A ConvergenceWarning when training ran all ``max_iter`` epochs without its stopping
+    rule being met, as scikit-learn's ``MLPClassifier`` gives one.
+
+    The rule is early stopping's (:func:`stopping_epoch`), counted from epoch ``warmup`` on:
+    on the validation loss with ``early_stopping``, where it is what stops the training; on
+    the training loss without, where the training always runs ``max_iter`` epochs and the
+    rule asks whether the loss ever stopped improving (by ``tol``, for ``patience`` epochs).
+    Training that ended sooner (early stopping, a user's callback, Ctrl-C) is not warned
+    about.
+    """
+    max_iter = est.max_iter
+    if len(net.history) < max_iter:
+        return
+    train, valid = history_curves(net)
+    losses, which = (valid, "validation") if early_stopping else (train, "training")
+    if stopping_epoch(losses[warmup:], patience, tol) is not None:
+        return
+    warn(
+        f"{type(est).__name__} stopped at max_iter={max_iter} epochs before its {which} loss "
+        f"stopped improving (every n_iter_no_change={patience} epochs in a row brought a new "
+        f"lowest loss{f' by more than tol={tol:g}' if tol else ''}); raise max_iter to train "
+        "longer.",
+        ConvergenceWarning,
+        kind="training",
+    )
 
 
 def needs_validation(est) -> bool:

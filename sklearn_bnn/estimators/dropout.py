@@ -41,6 +41,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._registry import register
 from .._utils import to_numpy
+from .._warnings import one_convergence_warning, one_warning_per_call
 from ._calibration import (
     _NO_CALIBRATION,
     CALIBRATION_CONSTRAINT,
@@ -228,6 +229,7 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
     }
     _NAMED_OBJECTS = {"calibration": resolve_calibration}
 
+    @one_warning_per_call
     def fit(self, X, y):
         """Train the dropout network on ``(X, y)``, after learning the predictive temperature
         on held-out rows when ``calibration="temperature"``.
@@ -252,7 +254,8 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
             fit_rows, held = split
             # the two stages' progress bars (verbose=True) say which is which
             stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
-            with _overridden(self, _progress_desc=stage):
+            # the fit's convergence warning is the final training's
+            with _overridden(self, _progress_desc=stage), one_convergence_warning(keep=()):
                 super().fit(_safe_indexing(X, fit_rows), _safe_indexing(y, fit_rows))
             proba = self._dropout_average(_safe_indexing(X, held))
             classes = np.searchsorted(self.classes_, _safe_indexing(np.asarray(y), held))

@@ -23,6 +23,7 @@ from .._registry import register
 from .._seeding import child, torch_seed
 from .._threads import module_work, sampling_threads
 from .._utils import check_scalar_param, draw_seed, seeded_torch
+from .._warnings import one_warning_per_call
 from ..nets import PlanNet, check_hidden_layer_sizes
 from ._plannet_predictive import (
     _ROWS_PER_FORWARD,
@@ -212,6 +213,7 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         )
 
     # ------------------------------------------------------------------ fit
+    @one_warning_per_call
     def fit(self, X, y):
         """Train ``n_estimators`` networks on ``(X, y)``.
 

@@ -1,7 +1,9 @@
 """Running chains: all together on one device, or as independent joblib jobs.
 
 ``n_jobs=None`` runs every chain as one batched computation with one generator. An int runs
-one job per chain (1: one after another in this process; more: that many joblib workers),
+one job per chain (1: one after another in this process; more: that many joblib workers,
+through scikit-learn's :class:`~sklearn.utils.parallel.Parallel`, which gives the workers the
+caller's warning filters; their convergence warnings come back to the caller with the results),
 each with its own generator seeded from child c of the run's
 :class:`numpy.random.SeedSequence` (``_seeding.py``), so the draws do not depend on where, in
 which order or in how many workers the jobs run: ``joblib.parallel_config(backend="dask")`` (or
@@ -15,9 +17,10 @@ import signal
 import threading
 
 import torch
-from joblib import Parallel, delayed
+from sklearn.utils.parallel import Parallel, delayed
 
 from .._seeding import root_seed, torch_seed
+from .._warnings import collecting, reissue
 from ._loop import run_chains, warmup_length
 from ._run import ChainRun, RunConfig, chain_seeds, merge_runs
 from .gibbs import kernel_for
@@ -114,7 +117,7 @@ def run_all_chains(
             if isinstance(value, torch.Tensor) and value.ndim >= 1 and value.shape[0] == C:
                 own[name] = value[c : c + 1]
         jobs.append(
-            delayed(run_chain_job)(
+            (
                 kernel,
                 positions[c : c + 1],
                 states[c],
@@ -125,15 +128,24 @@ def run_all_chains(
                 verbose,
             )
         )
+    # each job's convergence warnings come back with its result, to join the caller's one
+    # warning per fit, saying which chain (a job samples one chain, which it calls "the chain")
+    job = collecting(run_chain_job)
     if n_jobs == 1:
-        results = []
-        for job, args, job_kwargs in jobs:
-            results.append(job(*args, **job_kwargs))
-            if results[-1][0].interrupted:  # Ctrl-C: stop here, keep the chains that ran
+        collected = []
+        for args in jobs:
+            collected.append(job(*args))
+            if collected[-1][0][0].interrupted:  # Ctrl-C: stop here, keep the chains that ran
                 break
     else:
+        # scikit-learn's Parallel hands the caller's warning filters (and its configuration)
+        # to the workers, for the warnings they give themselves
         with _first_interrupt_reaches_the_workers():
-            results = Parallel(n_jobs=n_jobs)(jobs)
+            collected = Parallel(n_jobs=n_jobs)(delayed(job)(*args) for args in jobs)
+    results = []
+    for c, (result, problems) in enumerate(collected):
+        reissue(problems, prefix=f"chain {c}: " if C > 1 else "")
+        results.append(result)
     # After an interruption chains differ in length: keep those that keep the most draws.
     interrupted = any(r.interrupted for r, _ in results)
     keep, _ = _rectangle([r.draws.shape[1] for r, _ in results])

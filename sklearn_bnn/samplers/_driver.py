@@ -12,6 +12,7 @@ import torch
 
 from .._seeding import child, root_seed, torch_seed
 from .._utils import check_scalar_param, resolve_device, resolve_dtype
+from .._warnings import one_convergence_warning
 from ..samples import PosteriorSamples
 from ._chains import check_n_jobs, run_sampler
 from ._registry import resolve_sampler
@@ -117,6 +118,12 @@ def sample(
         (step sizes, acceptance rates, divergences, gradient evaluations), ``summary()`` with
         ESS and R-hat of each coordinate, and ``to_inference_data()``.
 
+    Warns
+    -----
+    sklearn_bnn.exceptions.ConvergenceWarning
+        At most once per call, listing the run's problems: chains restarted during warmup or
+        left stalled by it, and the samplers' own (bridged HMC's bridge sampling not converged).
+
     Examples
     --------
     >>> import torch
@@ -142,18 +149,19 @@ def sample(
     # a sampler named by a string adapts a diagonal mass here, where the log density is any
     # function (Stan's default); the network estimators' samplers do not by default
     sampler = resolve_sampler(sampler, adapt_mass=True)
-    run, _ = run_sampler(
-        sampler,
-        target,
-        positions,
-        n_jobs=n_jobs,
-        seed=child(seeds, "sampling"),
-        generator_states=None,
-        start=None,
-        config=config,
-        desc=type(sampler).__name__,
-        verbose=verbose,
-    )
+    with one_convergence_warning():  # the run's problems in one ConvergenceWarning
+        run, _ = run_sampler(
+            sampler,
+            target,
+            positions,
+            n_jobs=n_jobs,
+            seed=child(seeds, "sampling"),
+            generator_states=None,
+            start=None,
+            config=config,
+            desc=type(sampler).__name__,
+            verbose=verbose,
+        )
     return _as_samples(run, names, start.shape[-1])
 
 

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from joblib import Parallel, delayed
+from sklearn.utils.parallel import Parallel, delayed
 
 from .._seeding import child, root_seed, torch_seed
 from .._utils import check_scalar_param
-from .._warnings import warn
+from .._warnings import collecting, reissue, warn
+from ..exceptions import ConvergenceWarning
 from ._base import Sampler, State
 from ._registry import register_sampler
 from ._run import ChainRun
@@ -246,7 +247,7 @@ class BridgedHMC(Sampler):
         )
         boxes = child(seed, "boxes")
         jobs = [
-            delayed(run_box)(
+            delayed(collecting(run_box))(
                 driver.run_chains,
                 target,
                 torch.as_tensor(lower[b]),
@@ -264,7 +265,10 @@ class BridgedHMC(Sampler):
             )
             for b in range(n_boxes)
         ]
-        results = Parallel(n_jobs=n_jobs)(jobs)
+        results = []
+        for result, problems in Parallel(n_jobs=n_jobs)(jobs):
+            reissue(problems)  # the boxes' warmup problems, in this process
+            results.append(result)
         runs = [r for r, *_ in results]
         masses = bridge_log_masses(
             [(ll1, ll2) for _, ll1, ll2, _ in results], tol=self.tol, max_iter=self.max_iter
@@ -305,7 +309,7 @@ class BridgedHMC(Sampler):
                 f"the bridge-sampling fixed point was not found for boxes {bad} (no proposal "
                 "draw inside the box, or no draws): their weights are unreliable; increase "
                 "n_draws or n_proposal.",
-                RuntimeWarning,
+                ConvergenceWarning,
             )
         overlap = masses["overlap"]
         low = [b for b in np.flatnonzero(overlap < self.min_overlap).tolist() if b not in bad]

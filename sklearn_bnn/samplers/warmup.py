@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from .._warnings import warn
+from ..exceptions import ConvergenceWarning
 from .adaptation import (
     DualAveraging,
     SettlingVariance,
@@ -194,7 +195,9 @@ class WindowAdaptation:
 
 
 def _warn_about_warmup(rescued: list, stalled: dict, n_chains: int) -> None:
-    """One warning for the chains restarted during warmup, one for those that ended it badly."""
+    """One convergence warning for the chains restarted during warmup, one for those that
+    ended it stalled (:func:`~sklearn_bnn._warnings.warn`: a fit joins them to its one
+    warning)."""
     if rescued:
         lines = "; ".join(
             f"chain {c} (step size {eps:.3g}, log density {lp:.6g}) from chain {d}"
@@ -206,15 +209,21 @@ def _warn_about_warmup(rescued: list, stalled: dict, n_chains: int) -> None:
             f"every proposal diverges): {lines}. Each took the position and adaptation of a "
             "healthy chain; the sampling phase is exact, but its chains no longer all come "
             "from independent starts.",
-            RuntimeWarning,
+            ConvergenceWarning,
+            kind="warmup",
         )
-    for c, cause in stalled.items():
-        name = f"chain {c}" if n_chains > 1 else "the chain"
+    if stalled:
+        causes = "; ".join(
+            f"{f'chain {c}' if n_chains > 1 else 'the chain'} ended warmup stalled: {cause}"
+            for c, cause in stalled.items()
+        )
+        its = "Its" if len(stalled) == 1 else "Their"
         warn(
-            f"{name} ended warmup stalled: {cause}. Its draws barely move; look at its "
-            "starting point (a region much narrower than the posterior's bulk, a degenerate "
-            "mode, or non-finite log densities), or give a numeric step_size.",
-            RuntimeWarning,
+            f"{causes}. {its} draws barely move; look at {its.lower()} starting point (a "
+            "region much narrower than the posterior's bulk, a degenerate mode, or non-finite "
+            "log densities), or give a numeric step_size.",
+            ConvergenceWarning,
+            kind="warmup",
         )
 
 

@@ -123,7 +123,7 @@ SMALL = dict(
 )
 
 
-@pytest.mark.filterwarnings("ignore:R-hat")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_classifier_chooses_a_temperature_and_keeps_n_draws(iris):
     X, y = iris
     clf = HMCClassifier(**SMALL).fit(X, y)
@@ -139,7 +139,7 @@ def test_classifier_chooses_a_temperature_and_keeps_n_draws(iris):
     np.testing.assert_array_equal(again.predict_proba(X), clf.predict_proba(X))
 
 
-@pytest.mark.filterwarnings("ignore:R-hat")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_calibration_none_is_the_plain_model_average(iris):
     X, y = iris
     clf = HMCClassifier(**SMALL, calibration=None).fit(X, y)
@@ -147,8 +147,7 @@ def test_calibration_none_is_the_plain_model_average(iris):
     np.testing.assert_allclose(clf.predict_proba(X), clf.predict_samples(X).mean(0), atol=1e-6)
 
 
-@pytest.mark.filterwarnings("ignore:R-hat")
-@pytest.mark.filterwarnings("ignore:R-hat")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_warm_start_keeps_the_temperature(iris):
     X, y = iris
     clf = SGMCMCClassifier(
@@ -249,7 +248,7 @@ def test_an_interrupted_calibration_phase_keeps_its_draws(iris, monkeypatch):
     assert clf.predict_proba(X).shape == (len(X), 3)
 
 
-@pytest.mark.filterwarnings("ignore:R-hat")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_sg_calibration_continues_its_chains_on_every_row(iris):
     # as for HMC: the calibration stage samples the rows not held out, then the same chains
     # continue on every row for the kept draws (the stage's draws dropped), MAP start kept
@@ -265,7 +264,7 @@ def test_sg_calibration_continues_its_chains_on_every_row(iris):
     assert not np.allclose(clf.predict_samples(X), plain.predict_samples(X))
 
 
-@pytest.mark.filterwarnings("ignore:R-hat")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_the_default_temperature_lowers_wine_nll():
     """Issue 33: on wine (75 / 25 stratified splits, seeds 0-2, as
     benchmarks/studies/small_multiclass.py) the defaults' tempered average beats the untempered

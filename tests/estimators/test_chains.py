@@ -7,7 +7,7 @@ import torch
 from conftest import assert_draws_match_gaussian, blr_posterior
 from torch import nn
 
-from sklearn_bnn import HMCClassifier, HMCRegressor
+from sklearn_bnn import ConvergenceWarning, HMCClassifier, HMCRegressor
 from sklearn_bnn.samplers import HMC, chain_seeds
 
 SMALL = dict(
@@ -95,7 +95,7 @@ def test_a_diverging_chain_does_not_spoil_the_others(blobs):
     # network's function unchanged, move its weights).
     clf._step_size_per_chain = torch.tensor([float(clf._step_size_per_chain[0]), 1e3])
     clf.set_params(warm_start=True)
-    with pytest.warns(RuntimeWarning, match="diverged"):
+    with pytest.warns(ConvergenceWarning, match="diverged"):
         clf.fit(X, y)
     new = clf.samples_.draws[:, 30:]
     assert torch.isfinite(new).all()

@@ -16,7 +16,7 @@ def chees(**settings):
     return HMC(n_steps=5, trajectory_length="auto", **settings)
 
 
-pytestmark = pytest.mark.filterwarnings("ignore:R-hat:RuntimeWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,9 @@ FAST = dict(
     random_state=0,
     dtype="float64",  # predictions compared to 1e-7 on permuted rows (tests/README.md)
 )
+# the fits here stop at a few epochs on purpose: their ConvergenceWarning is expected
+# (tests/test_convergence_warnings.py tests it)
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from sklearn.preprocessing import StandardScaler
 from torch import nn
 
 import sklearn_bnn
-from sklearn_bnn import HMCClassifier, HMCRegressor
+from sklearn_bnn import ConvergenceWarning, HMCClassifier, HMCRegressor
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.metrics import expected_calibration_error, negative_log_likelihood
 from sklearn_bnn.samplers import HMC, NUTS, HMCKernel
@@ -285,7 +285,7 @@ def test_invalid_sampler_settings_raise_valueerror_naming_them(sampler, param, v
 
 def test_too_large_step_size_warns_and_never_yields_nan(iris):
     X, y = iris
-    with pytest.warns(RuntimeWarning, match="step_size"):
+    with pytest.warns(ConvergenceWarning, match="step_size"):
         big = HMC(n_steps=5, step_size=50.0)
         clf = HMCClassifier(calibration=None, **{**SMALL, "sampler": big}).fit(X, y)
     assert clf.diagnostics_["n_divergent"] > 0
@@ -366,7 +366,7 @@ def test_prior_precision_per_tensor_as_a_list_or_a_dict_as_documented():
     kw = dict(hidden_layer_sizes=(4,), n_draws=5, n_warmup=5, sampler=HMC(n_steps=3),
               random_state=0)  # fmt: skip
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
         a = HMCRegressor(prior_precision=[3.0, 1.0, 10.0, 1.0], **kw).fit(X, y)
         b = HMCRegressor(prior_precision={"0.weight": 3.0, "2.weight": 10.0}, **kw).fit(X, y)
     assert a.samples_.n_draws == b.samples_.n_draws == 5

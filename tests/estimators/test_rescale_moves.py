@@ -11,7 +11,7 @@ from sklearn_bnn.priors import HierarchicalPrior
 from sklearn_bnn.samplers import HMC, NUTS
 
 # tiny budgets: the chains have not converged, and say so
-pytestmark = pytest.mark.filterwarnings("ignore:R-hat:RuntimeWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 FAST = dict(
     hidden_layer_sizes=(8,), n_draws=20, n_warmup=20, sampler=HMC(n_steps=5), random_state=0

@@ -54,7 +54,10 @@ def _samplers_for(estimator_cls) -> list[str]:
     return sorted(n for n, c in SAMPLERS.items() if getattr(c, "data_access", "full") == access)
 
 
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::RuntimeWarning"),
+    pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
+]
 
 CASES = [(est, name) for est in SAMPLING_ESTIMATORS for name in _samplers_for(est)]
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from sklearn.datasets import load_iris
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import StandardScaler
 
 import sklearn_bnn
@@ -266,10 +267,11 @@ def test_recurrent_module_without_a_batching_rule(sampler, n_chains):
     )
     if n_chains > 1:
         with pytest.warns(RuntimeWarning, match="could not be batched"):
+            warnings.simplefilter("ignore", ConvergenceWarning)  # ten draws: R-hat
             reg.fit(X, y)
     else:
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="R-hat")
+            warnings.simplefilter("ignore", ConvergenceWarning)
             reg.fit(X, y)
     draws = reg.predict_samples(X)
     assert draws.shape == (10 * n_chains, 40) and np.isfinite(draws).all()
@@ -302,6 +304,7 @@ def test_recurrent_module_with_learned_noise(cls):
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
         reg.fit(X, y)
     precision = reg.samples_.stats["noise_precision"]
     assert np.isfinite(np.asarray(precision)).all() and np.asarray(precision).shape[:2] == (2, 3)
@@ -346,6 +349,7 @@ def test_learned_noise_precision_streams_and_starts_from_the_exact_energy(monkey
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
         reg.fit(X, y)
     (rec,) = recorders
     assert rec.largest == 200

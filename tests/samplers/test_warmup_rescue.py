@@ -16,6 +16,7 @@ import pytest
 import torch
 from conftest import assert_draws_match_gaussian
 
+from sklearn_bnn import ConvergenceWarning
 from sklearn_bnn.samplers import HMC, sample
 from sklearn_bnn.samplers.adaptation import (
     DualAveraging,
@@ -61,7 +62,8 @@ def _run(start, seed, target=trap, **kwargs):
             random_state=seed,
             **kwargs,
         )
-    return result, [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    kinds = (RuntimeWarning, ConvergenceWarning)
+    return result, [str(w.message) for w in caught if issubclass(w.category, kinds)]
 
 
 @pytest.mark.parametrize(("target", "seed"), [(trap, 0), (trap, 1), (trap, 2), (nan_trap, 0)])
