@@ -8,10 +8,15 @@ All functions take draws of shape (n_chains, n_draws).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy.special import ndtri
 
 __all__ = [
+    "RHAT_MAX",
+    "convergence_check",
+    "converged",
     "ess",
     "ess_bulk",
     "ess_tail",
@@ -161,6 +166,104 @@ def rhat_within(x) -> float:
     if x.shape[0] == 1:
         return rhat(x)
     return rhat(x - x.mean(axis=1, keepdims=True))
+
+
+#: The largest split R-hat of a converged quantity (1.1, Gelman & Rubin's long-standing limit;
+#: Vehtari et al. 2021 advise 1.01 before trusting final inferences).
+RHAT_MAX = 1.1
+
+
+def _nanmax(values) -> float:
+    values = np.asarray(values, dtype=float)
+    return float(np.nanmax(values)) if np.isfinite(values).any() else float("nan")
+
+
+def _worst(statistic, lp: np.ndarray, ref: np.ndarray):
+    """``statistic`` (draws (C, S) -> value) of the log density ``lp`` (C, S), and its
+    largest over the reference quantities ``ref`` (C, S, Q), NaNs left out."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # constant quantities give NaN
+        values = [statistic(ref[..., j]) for j in range(ref.shape[-1])]
+        on_lp = statistic(lp)
+    if not values:
+        return on_lp, np.full(np.shape(on_lp), np.nan)
+    return on_lp, np.fmax.reduce(np.array(values), axis=0)
+
+
+def pooled_rhat(lp: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+    """The split R-hat of all the chains together (:func:`rhat`):
+    of the log density ``lp`` (C, S), and the largest over the reference quantities ``ref``
+    (C, S, Q). Above :data:`RHAT_MAX` when a chain drifts or when the chains disagree."""
+    on_lp, on_ref = _worst(rhat, lp, ref)
+    return float(on_lp), float(on_ref)
+
+
+def within_chain_rhat(lp: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+    """The within-chain split R-hat (:func:`rhat_within`: each
+    chain's mean taken out, pooled over the chains) of the log density ``lp`` (C, S), and the
+    largest over the reference quantities ``ref`` (C, S, Q). For one chain it is
+    :func:`pooled_rhat`."""
+    on_lp, on_ref = _worst(rhat_within, lp, ref)
+    return float(on_lp), float(on_ref)
+
+
+def chain_rhat(lp: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The split R-hat of each chain alone (:func:`rhat_per_chain`)
+    of the log density ``lp`` (C, S), and each chain's largest over the reference quantities
+    ``ref`` (C, S, Q): two arrays of shape (C,)."""
+    return _worst(rhat_per_chain, lp, ref)
+
+
+def convergence_check(lp: np.ndarray, ref: np.ndarray) -> dict:
+    """The convergence entries of ``diagnostics_`` from the log density ``lp`` (C, S) and the
+    reference quantities ``ref`` (C, S, Q).
+
+    Returns
+    -------
+    dict
+        ``rhat_log_prob``, ``rhat_predictions_max``: :func:`pooled_rhat`;
+        ``rhat_within_log_prob``, ``rhat_within_predictions_max``: :func:`within_chain_rhat`;
+        ``rhat_chain_log_prob``, ``rhat_chain_predictions_max``: the worst chain alone
+        (:func:`chain_rhat`); ``rhat_per_chain`` (C,): each chain's own, the larger of its
+        log density's and its worst quantity's; ``converged``: :func:`converged`;
+        ``chains_disagree``: the chains each stationary (every chain's own R-hat and the
+        within-chain R-hat at most :data:`RHAT_MAX`) but the pooled R-hat above it, the
+        chains sitting in different modes. For one chain every R-hat is the pooled one and
+        the chains never disagree.
+    """
+    rhat_lp, rhat_pred = pooled_rhat(lp, ref)
+    within_lp, within_pred = within_chain_rhat(lp, ref)
+    chain_lp, chain_pred = chain_rhat(lp, ref)
+    check = {
+        "rhat_log_prob": rhat_lp,
+        "rhat_predictions_max": rhat_pred,
+        "rhat_within_log_prob": within_lp,
+        "rhat_within_predictions_max": within_pred,
+        "rhat_chain_log_prob": _nanmax(chain_lp),
+        "rhat_chain_predictions_max": _nanmax(chain_pred),
+        "rhat_per_chain": np.fmax(chain_lp, chain_pred),
+    }
+    check["converged"] = converged(check)
+    check["chains_disagree"] = bool(
+        lp.shape[0] > 1
+        and check["converged"]
+        and _nanmax([rhat_lp, rhat_pred]) > RHAT_MAX
+        and not _nanmax(check["rhat_per_chain"]) > RHAT_MAX
+    )
+    return check
+
+
+def converged(check: dict) -> bool:
+    """Whether the chains of :func:`convergence_check`'s R-hats have converged: not if the
+    within-chain R-hat exceeds :data:`RHAT_MAX` (the chains drift), nor if the pooled one
+    does while some chain's own does too (a drifting chain, which pooling the within-chain
+    statistic over the others dilutes). A pooled R-hat above the limit with every chain
+    stationary by both checks is chains in different modes, which running longer does not
+    change. For one chain: its split R-hat at most :data:`RHAT_MAX`."""
+    within = _nanmax([check["rhat_within_log_prob"], check["rhat_within_predictions_max"]])
+    pooled = _nanmax([check["rhat_log_prob"], check["rhat_predictions_max"]])
+    drifting = _nanmax(check["rhat_per_chain"]) > RHAT_MAX
+    return not (within > RHAT_MAX or (pooled > RHAT_MAX and drifting))
 
 
 def mcse_mean(x) -> float:

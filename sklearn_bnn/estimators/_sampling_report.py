@@ -5,7 +5,8 @@
 predictions on reference rows), warns about divergences and chains that have not converged,
 and gives the text summary and the ``InferenceData`` of the draws.
 
-The convergence check (:func:`convergence_check`, :func:`converged`) separates what happens
+The convergence check (:func:`~sklearn_bnn.diagnostics.convergence_check`,
+:func:`~sklearn_bnn.diagnostics.converged`) separates what happens
 inside the chains from what the chains do to each other. The within-chain split R-hat (each
 chain's first half against its second, pooled over the chains) above :data:`RHAT_MAX` says
 the chains are still drifting, and so does a chain whose own split R-hat is above it while the
@@ -26,12 +27,12 @@ from sklearn.utils.validation import check_is_fitted
 from .._utils import to_numpy
 from .._warnings import warn
 from ..diagnostics import (
+    RHAT_MAX,
+    converged,
+    convergence_check,
     ess_bulk,
     ess_tail,
     format_summary,
-    rhat,
-    rhat_per_chain,
-    rhat_within,
 )
 from ..exceptions import ConvergenceWarning
 from ..samplers._summary import run_summary
@@ -147,102 +148,10 @@ def _divergence_advice(origin: str, step_size: float, target_accept) -> str:
     )
 
 
-#: The largest split R-hat of a converged quantity (1.1, Gelman & Rubin's long-standing limit;
-#: Vehtari et al. 2021 advise 1.01 before trusting final inferences).
-RHAT_MAX = 1.1
-
-
-def _nanmax(values) -> float:
+def _largest(values) -> float:
+    """The largest of ``values`` that is a number (NaN when none is)."""
     values = np.asarray(values, dtype=float)
     return float(np.nanmax(values)) if np.isfinite(values).any() else float("nan")
-
-
-def _worst(statistic, lp: np.ndarray, ref: np.ndarray):
-    """``statistic`` (draws (C, S) -> value) of the log density ``lp`` (C, S), and its
-    largest over the reference quantities ``ref`` (C, S, Q), NaNs left out."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # constant quantities give NaN
-        values = [statistic(ref[..., j]) for j in range(ref.shape[-1])]
-        on_lp = statistic(lp)
-    if not values:
-        return on_lp, np.full(np.shape(on_lp), np.nan)
-    return on_lp, np.fmax.reduce(np.array(values), axis=0)
-
-
-def pooled_rhat(lp: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
-    """The split R-hat of all the chains together (:func:`~sklearn_bnn.diagnostics.rhat`):
-    of the log density ``lp`` (C, S), and the largest over the reference quantities ``ref``
-    (C, S, Q). Above :data:`RHAT_MAX` when a chain drifts or when the chains disagree."""
-    on_lp, on_ref = _worst(rhat, lp, ref)
-    return float(on_lp), float(on_ref)
-
-
-def within_chain_rhat(lp: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
-    """The within-chain split R-hat (:func:`~sklearn_bnn.diagnostics.rhat_within`: each
-    chain's mean taken out, pooled over the chains) of the log density ``lp`` (C, S), and the
-    largest over the reference quantities ``ref`` (C, S, Q). For one chain it is
-    :func:`pooled_rhat`."""
-    on_lp, on_ref = _worst(rhat_within, lp, ref)
-    return float(on_lp), float(on_ref)
-
-
-def chain_rhat(lp: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The split R-hat of each chain alone (:func:`~sklearn_bnn.diagnostics.rhat_per_chain`)
-    of the log density ``lp`` (C, S), and each chain's largest over the reference quantities
-    ``ref`` (C, S, Q): two arrays of shape (C,)."""
-    return _worst(rhat_per_chain, lp, ref)
-
-
-def convergence_check(lp: np.ndarray, ref: np.ndarray) -> dict:
-    """The convergence entries of ``diagnostics_`` from the log density ``lp`` (C, S) and the
-    reference quantities ``ref`` (C, S, Q).
-
-    Returns
-    -------
-    dict
-        ``rhat_log_prob``, ``rhat_predictions_max``: :func:`pooled_rhat`;
-        ``rhat_within_log_prob``, ``rhat_within_predictions_max``: :func:`within_chain_rhat`;
-        ``rhat_chain_log_prob``, ``rhat_chain_predictions_max``: the worst chain alone
-        (:func:`chain_rhat`); ``rhat_per_chain`` (C,): each chain's own, the larger of its
-        log density's and its worst quantity's; ``converged``: :func:`converged`;
-        ``chains_disagree``: the chains each stationary (every chain's own R-hat and the
-        within-chain R-hat at most :data:`RHAT_MAX`) but the pooled R-hat above it, the
-        chains sitting in different modes. For one chain every R-hat is the pooled one and
-        the chains never disagree.
-    """
-    rhat_lp, rhat_pred = pooled_rhat(lp, ref)
-    within_lp, within_pred = within_chain_rhat(lp, ref)
-    chain_lp, chain_pred = chain_rhat(lp, ref)
-    check = {
-        "rhat_log_prob": rhat_lp,
-        "rhat_predictions_max": rhat_pred,
-        "rhat_within_log_prob": within_lp,
-        "rhat_within_predictions_max": within_pred,
-        "rhat_chain_log_prob": _nanmax(chain_lp),
-        "rhat_chain_predictions_max": _nanmax(chain_pred),
-        "rhat_per_chain": np.fmax(chain_lp, chain_pred),
-    }
-    check["converged"] = converged(check)
-    check["chains_disagree"] = bool(
-        lp.shape[0] > 1
-        and check["converged"]
-        and _nanmax([rhat_lp, rhat_pred]) > RHAT_MAX
-        and not _nanmax(check["rhat_per_chain"]) > RHAT_MAX
-    )
-    return check
-
-
-def converged(check: dict) -> bool:
-    """Whether the chains of :func:`convergence_check`'s R-hats have converged: not if the
-    within-chain R-hat exceeds :data:`RHAT_MAX` (the chains drift), nor if the pooled one
-    does while some chain's own does too (a drifting chain, which pooling the within-chain
-    statistic over the others dilutes). A pooled R-hat above the limit with every chain
-    stationary by both checks is chains in different modes, which running longer does not
-    change. For one chain: its split R-hat at most :data:`RHAT_MAX`."""
-    within = _nanmax([check["rhat_within_log_prob"], check["rhat_within_predictions_max"]])
-    pooled = _nanmax([check["rhat_log_prob"], check["rhat_predictions_max"]])
-    drifting = _nanmax(check["rhat_per_chain"]) > RHAT_MAX
-    return not (within > RHAT_MAX or (pooled > RHAT_MAX and drifting))
 
 
 def _rhat_message(diag: dict, continuing: bool) -> str | None:
@@ -251,8 +160,8 @@ def _rhat_message(diag: dict, continuing: bool) -> str | None:
     if converged(diag):
         return None
     per_chain = np.asarray(diag["rhat_per_chain"], dtype=float)
-    within = _nanmax([diag["rhat_within_log_prob"], diag["rhat_within_predictions_max"]])
-    pooled = _nanmax([diag["rhat_log_prob"], diag["rhat_predictions_max"]])
+    within = _largest([diag["rhat_within_log_prob"], diag["rhat_within_predictions_max"]])
+    pooled = _largest([diag["rhat_log_prob"], diag["rhat_predictions_max"]])
     failing = np.flatnonzero(per_chain > RHAT_MAX)
     if len(per_chain) == 1:
         lead, where = pooled, ""

@@ -7,15 +7,16 @@ that stop when every chain is stationary and the draws are precise enough.
 host, never inside a transition, and both depend only on the draws, so the same
 ``random_state`` gives the same draws.
 
-The draws rule is the convergence check the estimators report (``diagnostics_``), applied while
-sampling: the within-chain split R-hat (rank-normalised, bulk and folded; Vehtari, Gelman,
-Simpson, Carpenter & Bürkner 2021; each chain's mean taken out, so that chains settled in
-different modes do not count) of the log density and of every monitored quantity (the
-estimators monitor predictions on reference rows), and the bulk effective sample size of those
-quantities pooled over the chains. A chain that fails the R-hat test on a window of at least
-``2 * min_draws`` draws loses the first half of the window, which becomes warmup (Stan's and
-Geyer's advice for a chain that has not forgotten its start: discard more of it), and sampling
-goes on; the run stops at the first check that passes, or at ``max_draws`` draws.
+The draws rule is the convergence check the estimators report and warn on
+(:func:`sklearn_bnn.diagnostics.converged`: the within-chain split R-hat, rank-normalised, bulk
+and folded, of the log density and of every monitored quantity, each chain's mean taken out so
+that chains settled in different modes do not count; Vehtari, Gelman, Simpson, Carpenter &
+Bürkner 2021), applied while sampling, and the bulk effective sample size of the monitored
+quantities pooled over the chains (the estimators monitor predictions on reference rows).
+Chains that fail the R-hat test on a window of at least ``2 * min_draws`` draws lose the first
+half of the window, which becomes warmup (one discards more of a chain that has not forgotten
+its start), and sampling goes on; the run stops at the first check that passes, or at
+``max_draws`` draws.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..diagnostics import ess_bulk, rhat
+from ..diagnostics import converged, convergence_check, ess_bulk
 
-__all__ = ["DrawRule", "WarmupRule", "as_length", "chain_rhat", "is_auto"]
+__all__ = ["DrawRule", "WarmupRule", "as_length", "is_auto"]
 
 #: The length a sampler that cannot stop early (bridged HMC's boxes) runs for an adaptive budget.
 FIXED_LENGTH = 500
@@ -44,34 +45,6 @@ def as_length(budget) -> int:
     if isinstance(budget, WarmupRule | DrawRule):
         return FIXED_LENGTH
     return int(budget)
-
-
-def chain_rhat(x: np.ndarray) -> np.ndarray:
-    """The within-chain split R-hat of each quantity: the rank-normalised split R-hat (bulk
-    and folded) of the draws with each chain's mean taken out.
-
-    Taking out the chains' means leaves what happens inside each chain (its first half against
-    its second half, pooled over the chains) and removes what the chains do to each other
-    (chains settled in different modes); for one chain it is the split R-hat itself, whose
-    ranks do not see the shift.
-
-    Parameters
-    ----------
-    x : ndarray of shape (n_chains, n_draws, n_quantities)
-
-    Returns
-    -------
-    ndarray of shape (n_quantities,)
-        NaN where a quantity is constant within every chain.
-    """
-    centred = x - x.mean(axis=1, keepdims=True)
-    out = np.full(x.shape[-1], np.nan)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # constant quantities give NaN
-        for q in range(x.shape[-1]):
-            if np.ptp(centred[..., q]) > 0:
-                out[q] = rhat(centred[..., q])
-    return out
 
 
 @dataclass(frozen=True)
@@ -123,9 +96,6 @@ class DrawRule:
     min_ess : float, default=50
         The bulk effective sample size the draws must reach, pooled over the chains: the median
         over the monitored quantities (the log density's when nothing else is monitored).
-    rhat_max : float, default=1.1
-        The largest within-chain split R-hat (:func:`chain_rhat`) of the log density and of
-        every monitored quantity.
     monitor : callable or None, default=None
         ``monitor(draws)`` with draws (C, S, D) on the CPU returns an array (C, S, Q) of
         quantities to check beside the log density (the estimators: predictions on reference
@@ -136,7 +106,6 @@ class DrawRule:
     max_draws: int = 1000
     block: int = 25
     min_ess: float = 50.0
-    rhat_max: float = 1.1
     monitor: object = None
 
     def due(self, n_window: int, n_kept: int) -> bool:
@@ -149,22 +118,21 @@ class DrawRule:
         Returns
         -------
         done : bool
-            The chains stationary by the within-chain R-hat, and the effective sample size
-            reached.
+            The chains converged by :func:`~sklearn_bnn.diagnostics.converged` (the check the
+            estimators report and warn on), and the effective sample size reached.
         drop : int
             Draws at the start of the window to discard as warmup (a chain failed on a window
             of at least ``2 * min_draws`` draws: its first half).
         """
-        lp = log_prob.double().cpu().numpy()[..., None]
-        quantities = lp
+        lp = log_prob.double().cpu().numpy()
         if self.monitor is not None:
             extra = np.asarray(self.monitor(draws), dtype=np.float64)
-            quantities = np.concatenate([lp, extra], axis=-1)
-        worst = np.nanmax(np.append(chain_rhat(quantities), 0.0))
-        S = quantities.shape[1]
-        if worst > self.rhat_max:
+        else:
+            extra = np.empty(lp.shape + (0,))
+        S = lp.shape[1]
+        if not converged(convergence_check(lp, extra)):
             return False, (S // 2 if S >= 2 * self.min_draws else 0)
-        return _ess_reached(quantities, self.min_ess), 0
+        return _ess_reached(np.concatenate([lp[..., None], extra], axis=-1), self.min_ess), 0
 
 
 def _ess_reached(quantities: np.ndarray, min_ess: float) -> bool:
