@@ -54,6 +54,8 @@ class _SGKernel(Kernel):
         self.n_batches = max(self.n_rows // self.rows_per_batch, 1)
         self.n_steps = int(sampler.n_steps) if sampler.n_steps is not None else self.n_batches
         self.alpha = float(getattr(sampler, "momentum", 0.0))
+        # a step chosen from the data (AutoStepSampler) is bounded by the curvature in warmup
+        self.bounds_step = bool(getattr(sampler, "step_chosen_from_data", False))
         self.temperature = float(getattr(sampler, "temperature", 1.0))
         self._run_state = _RunState(0)
 
@@ -281,6 +283,8 @@ class _UnadjustedKernel(_SGKernel):
         start: a regression's learned noise precision rises a hundredfold on some data); the
         bound of the last such measure holds for the rest of the run. Returns ``eps0``."""
         t = self._transition
+        if not self.bounds_step:  # a step the user gave is taken as it is
+            return eps0
         if t < self.n_warmup and (t < CURVATURE_EVERY or t % CURVATURE_EVERY == 0):
             from .sg_step_size import curvature_step_size
 

@@ -140,7 +140,8 @@ def curvature_step_size(target, theta: torch.Tensor, generator, max_rows: int = 
     acceptance ratio of one half (Hoffman & Gelman 2014, Algorithm 4), per chain.
 
     The log density is the minibatch target's on up to ``max_rows`` rows spread over the data
-    (all of them when there are fewer), scaled to the whole data as every batch is: a step
+    (all of them when there are fewer), taken a batch at a time and scaled to the whole data
+    as every batch is: a step
     near this one is near the edge of stability of the dynamics in the stiffest direction,
     which the gradient noise does not see (a regression whose noise is small is far stiffer
     than a classification on the same rows).
@@ -158,7 +159,8 @@ def curvature_step_size(target, theta: torch.Tensor, generator, max_rows: int = 
     """
     n = int(target.n_data)
     rows = np.unique(np.linspace(0, n - 1, min(n, max_rows)).astype(np.int64))
-    probe = _RowsTarget(target, rows)
+    size = min(int(target.batch_size), n)
+    probe = _RowsTarget(target, [rows[i : i + size] for i in range(0, len(rows), size)])
     value, grad = probe.value_and_grad(theta.detach())
     state = State(theta.detach(), value, grad)
     inv_mass = torch.ones(theta.shape[-1], dtype=theta.dtype, device=theta.device)
@@ -166,13 +168,21 @@ def curvature_step_size(target, theta: torch.Tensor, generator, max_rows: int = 
 
 
 class _RowsTarget:
-    """A minibatch target on fixed rows, as a full-data target (``value_and_grad``)."""
+    """A minibatch target on fixed rows, as a full-data target (``value_and_grad``): the
+    weighted mean of its estimates on batches of those rows (each scaled to the whole data),
+    so that no request asks for more than a batch."""
 
-    def __init__(self, target, rows):
-        self.target, self.rows = target, rows
+    def __init__(self, target, batches):
+        self.target, self.batches = target, batches
+        total = sum(len(b) for b in batches)
+        self.weights = [len(b) / total for b in batches]
 
     def value_and_grad(self, theta):
-        return self.target.batch_value_and_grad(theta, self.rows)
+        value = grad = 0.0
+        for rows, weight in zip(self.batches, self.weights, strict=True):
+            v, g = self.target.batch_value_and_grad(theta, rows)
+            value, grad = value + weight * v, grad + weight * g
+        return value, grad
 
 
 def training_step_size(n_data: int, *, langevin: bool = False, learning_rate: float = 0.05):
@@ -331,6 +341,7 @@ class AutoStepSampler:
             eps = self.choose_step_size(target, positions, seed=seed)
             config = config.replace(step_size=eps.to(positions.dtype))
             sampler.step_size = float(eps.max())
+            sampler.step_chosen_from_data = True  # its kernels bound it by the curvature
             if search is None and sampler.warmup_step_size is None:
                 sampler.warmup_step_size = max(train, float(eps.max()))
         elif isinstance(sampler.step_size, str) and not isinstance(config.step_size, str):

@@ -220,7 +220,7 @@ def test_temperature_tempers_the_linear_regression_posterior_once():
             prior_precision=alpha,
             noise_precision=beta,
             temperature=T,
-            sampler=_sg("sgld", 1e-3 * T),
+            sampler=_sg("sgld", 1e-3 * T).set_params(n_steps=1),  # one step a draw
             batch_size=n,
             n_warmup=300,
             n_draws=3000,
