@@ -159,8 +159,6 @@ class BaseSamplingEstimator(
 
     def _check_params(self) -> None:
         """scikit-learn's constraints, then the checks that involve several parameters."""
-        if getattr(self, "_unexpected", None):
-            raise ValueError(_refusal(type(self), self.sampler, self._unexpected))
         self._validate_params()
         check_hidden_layer_sizes(self.hidden_layer_sizes)
         if self.module is None and self.activation not in ACTIVATIONS:
@@ -201,21 +199,6 @@ class BaseSamplingEstimator(
         "init": resolve_start,
         "calibration": resolve_calibration,  # the classifiers'
     }
-
-    def get_params(self, deep=True):
-        """The estimator's parameters, nested ones included (``NestedSettingsMixin``), and any
-        keyword it was given that it does not take, which ``fit`` refuses."""
-        params = super().get_params(deep=deep)
-        params.update(getattr(self, "_unexpected", {}))
-        return params
-
-    def set_params(self, **params):
-        """Set parameters (``NestedSettingsMixin``); a keyword the estimator does not take is
-        kept for ``fit`` to refuse, as at ``__init__``."""
-        unexpected = getattr(self, "_unexpected", {})
-        for name in [k for k in params if k in unexpected]:
-            unexpected[name] = params.pop(name)
-        return super().set_params(**params)
 
     # -- fitting ----------------------------------------------------------------
     def _build_network(self, seed: int, n_in: int, n_out: int) -> torch.nn.Module:
@@ -500,64 +483,3 @@ class BaseSamplingEstimator(
 
     def _is_classifier(self) -> bool:
         return False
-
-
-def store_params(estimator, arguments: dict) -> None:
-    """The body of a public estimator's ``__init__``: store every argument unchanged under its
-    own name (scikit-learn's convention), from ``locals()``. Keywords the signature does not
-    name (its ``**kwargs``) are kept as they are too, listed by ``get_params`` so that a clone
-    keeps them, and refused by ``fit`` with a ValueError that says where each belongs (a
-    sampler's setting belongs on the sampler): never dropped, and nothing raises in
-    ``__init__``, as scikit-learn's contract asks."""
-    for name, value in arguments.items():
-        if name not in ("self", "__class__", "kwargs"):
-            setattr(estimator, name, value)
-    estimator._unexpected = dict(arguments.get("kwargs") or {})
-
-
-# Estimator parameters that another parameter carries now (issue 32): where each went.
-_MERGED_PARAMS = {
-    "chain_method": (
-        "n_jobs says how the chains run (None: one batched computation; 1: one after another; "
-        "more: that many joblib jobs)"
-    ),
-    "n_init_steps": (
-        "the MAP start's budget is init's, init=MAPStart(n_steps=...) "
-        "(sklearn_bnn.samplers.init) or set_params(init__n_steps=...)"
-    ),
-    "validation_fraction": (
-        "the share held out to learn a classifier's temperature is calibration's, "
-        "calibration=TemperatureCalibration(validation_fraction=...) or "
-        "set_params(calibration__validation_fraction=...)"
-    ),
-}
-
-
-def _refusal(cls, sampler, settings: dict) -> str:
-    """Why ``cls`` refuses ``settings``: a sampler's setting belongs on the sampler object."""
-    try:
-        chosen = resolve_sampler(sampler)
-    except ValueError:
-        chosen = None
-    lines = []
-    for name, value in settings.items():
-        owners = sorted(k for k, c in SAMPLERS.items() if name in c._get_param_names())
-        if name in _MERGED_PARAMS:
-            lines.append(f"{cls.__name__} has no parameter {name!r}: {_MERGED_PARAMS[name]}.")
-            continue
-        if not owners:
-            lines.append(f"{cls.__name__} has no parameter {name!r}.")
-            continue
-        where = f"{name!r} is a sampler's setting, not {cls.__name__}'s: set it on the sampler"
-        if chosen is not None and name in chosen.get_params(deep=False):
-            lines.append(
-                f"{where}, sampler={type(chosen).__name__}({name}={value!r}), or "
-                f"set_params(sampler__{name}={value!r})."
-            )
-        else:
-            chosen_name = type(chosen).__name__ if chosen is not None else repr(sampler)
-            lines.append(
-                f"{where}; the chosen sampler {chosen_name} does not take it (samplers that "
-                f"do: {owners})."
-            )
-    return " ".join(lines)

@@ -6,7 +6,7 @@ seeds/000 §3.1 (full HMC), REFERENCE §1.
 from __future__ import annotations
 
 from .._registry import register
-from ._base import BaseSamplingEstimator, store_params
+from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_ATTRS_DOC, CALIBRATION_DOC
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
 
@@ -90,9 +90,6 @@ _PARAMS_DOC = """
         Posterior temperature T: the chains sample p(w | D)^(1/T), the likelihood and the
         prior both tempered (the "cold posterior" of Wenzel et al. 2020, eq. 1). T = 1 is the
         Bayes posterior; T < 1 sharpens it.
-    **kwargs
-        None taken: any other keyword is a ValueError that says where it belongs (a sampler's
-        setting: ``sampler=HMC(n_steps=30)`` or ``set_params(sampler__n_steps=30)``).
 """
 
 _FITTED_DOC = """
@@ -176,9 +173,26 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
         random_state=None,
         temperature=1.0,
         calibration="temperature",
-        **kwargs,
     ):
-        store_params(self, locals())
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.module = module
+        self.prior_precision = prior_precision
+        self.n_draws = n_draws
+        self.n_warmup = n_warmup
+        self.sampler = sampler
+        self.thin = thin
+        self.n_chains = n_chains
+        self.n_jobs = n_jobs
+        self.rescale_moves = rescale_moves
+        self.init = init
+        self.device = device
+        self.dtype = dtype
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.temperature = temperature
+        self.calibration = calibration
 
 
 @register
@@ -254,6 +268,25 @@ class HMCRegressor(SamplingRegressorMixin, _TrajectoryParams, BaseSamplingEstima
         warm_start=False,
         random_state=None,
         temperature=1.0,
-        **kwargs,
     ):
-        store_params(self, locals())
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.module = module
+        self.prior_precision = prior_precision
+        self.noise_precision = noise_precision
+        self.noise_prior = noise_prior
+        self.normalize_y = normalize_y
+        self.n_draws = n_draws
+        self.n_warmup = n_warmup
+        self.sampler = sampler
+        self.thin = thin
+        self.n_chains = n_chains
+        self.n_jobs = n_jobs
+        self.rescale_moves = rescale_moves
+        self.init = init
+        self.device = device
+        self.dtype = dtype
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.temperature = temperature

@@ -16,7 +16,7 @@ from .._registry import register
 from ..priors import GaussianPrior
 from ..samplers.init import resolve_start
 from ..targets import MinibatchTarget
-from ._base import BaseSamplingEstimator, store_params
+from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_DOC
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
 
@@ -174,9 +174,27 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
         verbose=False,
         warm_start=False,
         random_state=None,
-        **kwargs,
     ):
-        store_params(self, locals())
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.module = module
+        self.prior_precision = prior_precision
+        self.sampler = sampler
+        self.batch_size = batch_size
+        self.temperature = temperature
+        self.calibration = calibration
+        self.n_draws = n_draws
+        self.n_warmup = n_warmup
+        self.thin = thin
+        self.n_chains = n_chains
+        self.n_jobs = n_jobs
+        self.n_cycles = n_cycles
+        self.init = init
+        self.device = device
+        self.dtype = dtype
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.random_state = random_state
 
 
 @register
@@ -235,6 +253,26 @@ class SGMCMCRegressor(SamplingRegressorMixin, _MinibatchParams, BaseSamplingEsti
         verbose=False,
         warm_start=False,
         random_state=None,
-        **kwargs,
     ):
-        store_params(self, locals())
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.module = module
+        self.prior_precision = prior_precision
+        self.noise_precision = noise_precision
+        self.noise_prior = noise_prior
+        self.normalize_y = normalize_y
+        self.sampler = sampler
+        self.batch_size = batch_size
+        self.temperature = temperature
+        self.n_draws = n_draws
+        self.n_warmup = n_warmup
+        self.thin = thin
+        self.n_chains = n_chains
+        self.n_jobs = n_jobs
+        self.n_cycles = n_cycles
+        self.init = init
+        self.device = device
+        self.dtype = dtype
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.random_state = random_state

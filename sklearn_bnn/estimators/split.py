@@ -18,7 +18,7 @@ from .._state_checks import is_int
 from .._utils import resolve_device
 from ..priors import as_prior
 from ..targets import SplitTarget
-from ._base import BaseSamplingEstimator, store_params
+from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_DOC
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
 from .hmc import _TrajectoryParams
@@ -154,9 +154,29 @@ class SplitHMCClassifier(SamplingClassifierMixin, _SplitParams, BaseSamplingEsti
         random_state=None,
         temperature=1.0,
         calibration="temperature",
-        **kwargs,
     ):
-        store_params(self, locals())
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.module = module
+        self.prior_precision = prior_precision
+        self.n_splits = n_splits
+        self.split_size = split_size
+        self.data_device = data_device
+        self.n_draws = n_draws
+        self.n_warmup = n_warmup
+        self.sampler = sampler
+        self.thin = thin
+        self.n_chains = n_chains
+        self.n_jobs = n_jobs
+        self.rescale_moves = rescale_moves
+        self.init = init
+        self.device = device
+        self.dtype = dtype
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.temperature = temperature
+        self.calibration = calibration
 
 
 @register
@@ -215,6 +235,28 @@ class SplitHMCRegressor(SamplingRegressorMixin, _SplitParams, BaseSamplingEstima
         warm_start=False,
         random_state=None,
         temperature=1.0,
-        **kwargs,
     ):
-        store_params(self, locals())
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.module = module
+        self.prior_precision = prior_precision
+        self.noise_precision = noise_precision
+        self.noise_prior = noise_prior
+        self.normalize_y = normalize_y
+        self.n_splits = n_splits
+        self.split_size = split_size
+        self.data_device = data_device
+        self.n_draws = n_draws
+        self.n_warmup = n_warmup
+        self.sampler = sampler
+        self.thin = thin
+        self.n_chains = n_chains
+        self.n_jobs = n_jobs
+        self.rescale_moves = rescale_moves
+        self.init = init
+        self.device = device
+        self.dtype = dtype
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.temperature = temperature

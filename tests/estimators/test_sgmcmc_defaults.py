@@ -125,8 +125,8 @@ def test_map_start_takes_minibatch_steps_within_its_budget():
         SGMCMCClassifier(init=MAPStart(n_steps="fast")).fit(X, y)
     with pytest.raises(InvalidParameterError, match="init"):
         HMCClassifier(init="auto").fit(X, y)
-    with pytest.raises(ValueError, match="init=MAPStart"):  # the parameter that carries it now
-        HMCClassifier(n_init_steps=20).fit(X, y)
+    with pytest.raises(TypeError, match="n_init_steps"):
+        HMCClassifier(n_init_steps=20)
 
 
 def test_a_random_start_runs_no_search():
