@@ -155,8 +155,7 @@ class BoundGaussianPrior:
         if tau.ndim == 1 and not (square.is_cuda and square.ndim == 2 and square.shape[0] == 1):
             return torch.matmul(square, tau).mul_(-0.5)
         # per-chain precisions, or one chain on a GPU: there cuBLAS's matrix-vector kernel for a
-        # single row of ~7,000 took 11.2 us on an H200 against 3.8 us for a product and a sum
-        # (benchmarks/gpu/gpu_gemm_shapes.py, "value" rows)
+        # single row is slower than a product and a sum (docs/hmc.md, "On a GPU")
         return square.mul_(tau).sum(-1).mul_(-0.5)
 
     def grad(self, theta: torch.Tensor, weight: float = 1.0) -> torch.Tensor:
