@@ -70,3 +70,4 @@ def test_the_link_pattern_finds_links_images_and_anchors():
     assert PRIVATE.search("as seeds/004 says") and PRIVATE.search("(issue 31)")
     assert PRIVATE.search("fixed in #45") and not PRIVATE.search("## Heading")
     assert not PRIVATE.search("HMC & #1 and a [link](a.md#h2)")
+    assert {"installing", "a-first-example"} <= _anchors(ROOT / "README.md")
