@@ -1,9 +1,9 @@
-"""Bayes-optimal decisions from a utility matrix (seeds/003, ch. 4).
+"""Bayes-optimal decisions from a utility matrix (Cobb 2019, ch. 4).
 
 A utility matrix ``U`` has one row per true class ``y`` and one column per decision ``h``:
-``U[y, h] = u(h, y)``, the layout of seeds/003 Table 4.2 (rows "True", columns "Decision").
+``U[y, h] = u(h, y)``, the layout of Cobb 2019, Table 4.2 (rows "True", columns "Decision").
 Rows follow the classifier's ``classes_`` (sorted labels). Given predictive probabilities
-``q``, the expected utility of decision ``h`` is ``sum_y q(y) U[y, h]`` (seeds/003 eq. 4.1) and
+``q``, the expected utility of decision ``h`` is ``sum_y q(y) U[y, h]`` (Cobb 2019, eq. 4.1) and
 the Bayes action maximises it (eq. 4.2).
 """
 
@@ -28,7 +28,7 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
 
     Wraps any classifier with ``predict_proba`` (one of ours, or any scikit-learn classifier):
     ``predict`` returns, for each point, the decision with the highest expected utility under
-    the wrapped model's predictive distribution (seeds/003 eq. 4.1-4.2). The wrapped model is
+    the wrapped model's predictive distribution (Cobb 2019, eq. 4.1-4.2). The wrapped model is
     cloned and fitted in :meth:`fit`, so the meta-estimator clones, pipelines and grid-searches
     (e.g. over ``estimator__C``) like any classifier.
 
@@ -66,7 +66,7 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
 
     Examples
     --------
-    The medical example of seeds/003 Table 4.2: a prediction of [0.1, 0.2, 0.7] for (Healthy,
+    The medical example of Cobb 2019, Table 4.2: a prediction of [0.1, 0.2, 0.7] for (Healthy,
     Mild, Severe) has expected utilities 20.0, 71.5 and 89.5, so the Bayes action is Severe.
 
     >>> import numpy as np

@@ -2,7 +2,7 @@
 
 Each likelihood maps the network output ``f`` (n, n_out) and the targets to the summed
 log-probability (a scalar), and turns outputs into predictive quantities. Sums, never means:
-the likelihood of N points is N times heavier than that of one (seeds/000 eq. 2).
+the likelihood of N points is N times heavier than that of one (Cobb & Jalaian 2021, eq. 2).
 """
 
 from __future__ import annotations

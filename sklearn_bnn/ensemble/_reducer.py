@@ -37,8 +37,9 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
     full ensemble has a statistical upper bound within ``tolerance``: no member is chosen for
     its validation score, so the validation data judge the reduced ensemble without the
     optimism of a selection (see :func:`random_order_member_selection`). ``method="greedy"``
-    is the procedure of seeds/004 ("Ensemble size reduction"), :func:`greedy_member_selection`,
-    which picks members on the validation data and is over-optimistic when they are few.
+    is the procedure of Schmal & Mäder 2026 ("Ensemble size reduction"),
+    :func:`greedy_member_selection`, which picks members on the validation data and is
+    over-optimistic when they are few.
 
     Works with any classifier exposing ``predict_samples(X)`` that returns per-member
     probabilities of shape ``(n_members, n_samples, n_classes)``, such as this package's
@@ -57,7 +58,7 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
     estimator : classifier with ``predict_samples``, or None
     method : {"random_order", "greedy"}, default="random_order"
         ``"random_order"``: a prefix of a random order, sized by a fixed-sequence test of an
-        upper confidence bound on its loss. ``"greedy"``: the greedy passes of seeds/004.
+        upper confidence bound on its loss. ``"greedy"``: the greedy passes of Schmal & Mäder 2026.
     scoring : {"accuracy", "nll", "brier", "ece"}, default="accuracy"
         The validation score that must hold (scikit-learn's name for what a meta-estimator
         scores by; ``metric`` on the samplers is their mass matrix).
@@ -75,7 +76,7 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
         ``"random_order"``: random orders over which the loss of a subset of each size is
         averaged (the kept members are a prefix of the first); None means 20. ``"greedy"``:
         greedy passes over different random orders, of which the smallest kept set is used;
-        None means 5, as in seeds/004.
+        None means 5, as in Schmal & Mäder 2026.
     n_resamples : int >= 1, default=500
         Bootstrap resamples of the validation points for the upper bound (``"random_order"``
         only).
@@ -100,8 +101,8 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
         of them, or the validation loss of the first k of ``member_order_`` where higher: the
         statistic compared with ``tolerance`` (``"random_order"``).
     n_members_per_repeat_ : ndarray of shape (n_repeats,)
-        Kept members in each greedy pass (their spread is the error bar of seeds/004 Fig. 5;
-        ``"greedy"`` only).
+        Kept members in each greedy pass (their spread is the error bar of Schmal & Mäder's
+        (2026) Fig. 5; ``"greedy"`` only).
     score_full_, score_reduced_ : float
         The metric of the full and of the reduced ensemble on the validation data.
 
