@@ -153,6 +153,7 @@ VARIANTS = {
     "hmc_tanh": ("hmc", {"activation": "tanh"}),
     "hmc_4chains": ("hmc", {"n_chains": 4}),
     "hmc_fixed": ("hmc", {"n_warmup": 500, "n_draws": 500}),  # the fixed budget of 0.1
+    "hmc_random_init": ("hmc", {"init": "random"}),  # chains from the prior's draws
 }
 PACKAGE_MODELS = ("hmc", "split_hmc", "sgmcmc", "mc_dropout", "lcbnn", "plannet", *VARIANTS)
 LABELS = {
@@ -160,6 +161,7 @@ LABELS = {
     "hmc_tanh": "HMC, tanh",
     "hmc_4chains": "HMC, 4 chains",
     "hmc_fixed": "HMC, 500 + 500 transitions",
+    "hmc_random_init": "HMC, chains started from the prior",
     "split_hmc": "split HMC",
     "sgmcmc": "SG-MCMC",
     "mc_dropout": "MC dropout",
