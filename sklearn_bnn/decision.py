@@ -99,8 +99,8 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
         y : array-like of shape (n_samples,)
         **fit_params
             Passed to the wrapped estimator's ``fit``, for one that takes them (e.g.
-            ``sample_weight`` of a scikit-learn classifier; this package's Bayesian estimators
-            take no sample weights: their likelihood counts every row once).
+            ``sample_weight``, which scikit-learn's classifiers and this package's estimators
+            take).
 
         Returns
         -------

@@ -12,7 +12,7 @@ from torch import nn
 from .._seeding import child, torch_seed
 from ..losses import cholesky_gaussian_loss
 from ..nets import PlanNet
-from ._skorch import history_curves, train_net
+from ._skorch import history_curves, split_weights, train_net, weighted_mean
 
 __all__ = ["train_member"]
 
@@ -42,8 +42,12 @@ def train_member(est, net: PlanNet, member, data, valid, penalty, device, desc: 
 
 
 def _plannet_loss(net, y_pred, y_true, X, training) -> torch.Tensor:
-    """skorch loss hook: eq. 7.1 per point (standardised units)."""
-    return cholesky_gaussian_loss(y_true, *y_pred)
+    """skorch loss hook: eq. 7.1 per point (standardised units), its mean over the batch
+    (each point's term times its weight when the fit has weights)."""
+    y_true, weights = split_weights(y_true)
+    if weights is None:
+        return cholesky_gaussian_loss(y_true, *y_pred)
+    return weighted_mean(cholesky_gaussian_loss(y_true, *y_pred, reduction="none"), weights)
 
 
 class _FixedValidationNoise(nn.Module):

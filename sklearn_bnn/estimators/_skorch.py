@@ -119,16 +119,21 @@ def _monitors_validation(callbacks) -> bool:
 
 
 # ----------------------------------------------------------------------------- data
-def standardize_targets(est, Y: np.ndarray) -> np.ndarray:
+def standardize_targets(est, Y: np.ndarray, weights=None) -> np.ndarray:
     """Set ``est.y_mean_`` and ``est.y_scale_`` (1 for a constant column); return the scaled Y.
 
     ``Y`` is 2-D, one column per output. Predictions are mapped back with
     ``f * y_scale_ + y_mean_``; a noise precision ``tau`` in standardised units is
-    ``tau / y_scale_**2`` in the units of ``y``.
+    ``tau / y_scale_**2`` in the units of ``y``. With row ``weights``, the moments of the data
+    with each row repeated by its weight.
     """
     Y = np.asarray(Y, dtype=np.float64)
-    est.y_mean_ = Y.mean(axis=0)
-    scale = Y.std(axis=0)
+    if weights is None:
+        est.y_mean_ = Y.mean(axis=0)
+        scale = Y.std(axis=0)
+    else:
+        est.y_mean_ = np.average(Y, axis=0, weights=weights)
+        scale = np.sqrt(np.average((Y - est.y_mean_) ** 2, axis=0, weights=weights))
     est.y_scale_ = np.where(scale > 0, scale, 1.0)
     return (Y - est.y_mean_) / est.y_scale_
 
@@ -159,16 +164,50 @@ def validation_split(n: int, fraction: float, rng, stratify=None):
 
 
 class TensorData(torch.utils.data.Dataset):
-    """Inputs and targets as two tensors of equal length (already on the training device)."""
+    """Inputs and targets as two tensors of equal length (already on the training device).
 
-    def __init__(self, X: torch.Tensor, y: torch.Tensor):
-        self.X, self.y = X, y
+    With ``weights`` (one per row), the targets of a row or batch come as the pair
+    ``(y, weights)``, which the loss hooks split with :func:`split_weights`.
+    """
+
+    def __init__(self, X: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None = None):
+        self.X, self.y, self.weights = X, y, weights
 
     def __len__(self) -> int:
         return len(self.X)
 
     def __getitem__(self, i):
-        return self.X[i], self.y[i]
+        if self.weights is None:
+            return self.X[i], self.y[i]
+        return self.X[i], (self.y[i], self.weights[i])
+
+
+def row_weight_tensor(weights, rows, like: torch.Tensor) -> torch.Tensor | None:
+    """The weights of ``rows`` scaled to mean 1 over them (so that the weighted mean loss
+    estimates ``sum w l / sum w``), as a tensor of ``like``'s dtype and device; None for
+    None. A part whose weights are all zero is refused."""
+    if weights is None or rows is None:
+        return None
+    part = np.asarray(weights)[rows]
+    if not part.sum() > 0:
+        raise ValueError(
+            "sample_weight is zero on every row of the training (or validation) part; give "
+            "more rows a positive weight, or set early_stopping=False."
+        )
+    return torch.as_tensor(part / part.mean(), dtype=like.dtype, device=like.device)
+
+
+def split_weights(y_true):
+    """``(targets, weights or None)`` of a batch's targets (see :class:`TensorData`)."""
+    if isinstance(y_true, (tuple, list)):
+        return y_true[0], y_true[1]
+    return y_true, None
+
+
+def weighted_mean(values: torch.Tensor, weights) -> torch.Tensor:
+    """The mean of the per-row ``values``, each times its row's weight (the plain mean when
+    ``weights`` is None)."""
+    return values.mean() if weights is None else (values * weights).mean()
 
 
 class TensorBatches:
@@ -186,12 +225,25 @@ class TensorBatches:
 
     def __iter__(self):
         X, y = self.dataset.X, self.dataset.y
+        w = getattr(self.dataset, "weights", None)
+        if w is not None:
+            yield from self._weighted(X, y, w)
+            return
         if not self.shuffle:
             yield from zip(X.split(self.batch_size), y.split(self.batch_size), strict=True)
             return
         order = torch.randperm(len(X), device=X.device)
         for idx in order.split(self.batch_size):
             yield X[idx], y[idx]
+
+    def _weighted(self, X, y, w):
+        """Batches whose targets are ``(y, weights)``, in the order of the unweighted ones."""
+        if not self.shuffle:
+            order = torch.arange(len(X), device=X.device)
+        else:
+            order = torch.randperm(len(X), device=X.device)
+        for idx in order.split(self.batch_size):
+            yield X[idx], (y[idx], w[idx])
 
 
 # ----------------------------------------------------------------------------- skorch pieces

@@ -47,6 +47,7 @@ from ._calibration import (
     CALIBRATION_CONSTRAINT,
     _overridden,
     calibrated,
+    held_out_weights,
     resolve_calibration,
     temperature_posterior,
 )
@@ -54,8 +55,9 @@ from ._dropout_base import _MCDropoutBase
 from ._dropout_masks import draw_masks, forward_with_masks
 from ._dropout_noise import NoiseFromResiduals, WithNoise, gaussian_nll
 from ._nested import NestedSettingsMixin
-from ._skorch import standardize_targets
+from ._skorch import split_weights, standardize_targets, weighted_mean
 from ._variance_parts import PredictiveVarianceParts, variance_parts
+from ._weights import sample_weights
 
 # draw_masks and forward_with_masks are imported from here (lcbnn, tests, benchmarks)
 __all__ = ["MCDropoutClassifier", "MCDropoutRegressor", "draw_masks", "forward_with_masks"]
@@ -230,7 +232,7 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
     _NAMED_OBJECTS = {"calibration": resolve_calibration}
 
     @one_warning_per_call
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Train the dropout network on ``(X, y)``, after learning the predictive temperature
         on held-out rows when ``calibration="temperature"``.
 
@@ -238,12 +240,17 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row, multiplying its term of the loss (the weighted
+            mean, ``N`` in the KL term the sum of the weights; the held-out temperature's
+            likelihood weighted too). None: every row weighs 1.
 
         Returns
         -------
         self
         """
         self._validate_params()
+        weights = sample_weights(sample_weight, X)  # scikit-learn's messages before indexing
         split = None
         calibration = resolve_calibration(getattr(self, "calibration", None))
         if calibration is not None:  # LossCalibratedBNN has none
@@ -256,13 +263,19 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
             stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
             # the fit's convergence warning is the final training's
             with _overridden(self, _progress_desc=stage), one_convergence_warning(keep=()):
-                super().fit(_safe_indexing(X, fit_rows), _safe_indexing(y, fit_rows))
+                super().fit(
+                    _safe_indexing(X, fit_rows),
+                    _safe_indexing(y, fit_rows),
+                    None if weights is None else weights[fit_rows],
+                )
             proba = self._dropout_average(_safe_indexing(X, held))
             classes = np.searchsorted(self.classes_, _safe_indexing(np.asarray(y), held))
-            posterior = temperature_posterior(proba, classes)
+            posterior = temperature_posterior(
+                proba, classes, held_out_weights(self, np.asarray(y), weights, held)
+            )
             last = f"{name} training (all {len(fit_rows) + len(held)} rows)"
         with _overridden(self, _progress_desc=last or name):
-            super().fit(X, y)  # every row: the network calibration=None gives
+            super().fit(X, y, weights)  # every row: the network calibration=None gives
         self.calibration_posterior_ = posterior
         self.calibration_temperature_ = float(np.exp(np.sum(posterior[1] * np.log(posterior[0]))))
         return self
@@ -292,10 +305,11 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
         return len(self.classes_)
 
     def _loss(self, net, y_pred, y_true, X, training):
-        """skorch loss hook: mean (weighted) cross-entropy of a batch."""
-        if self._unweighted:
+        """skorch loss hook: mean (class- and row-weighted) cross-entropy of a batch."""
+        y_true, weights = split_weights(y_true)
+        if self._unweighted and weights is None:
             return F.cross_entropy(y_pred, y_true)
-        return self._nll(y_pred, y_true, None).mean()
+        return weighted_mean(self._nll(y_pred, y_true, None), weights)
 
     def _nll(self, out, yb, log_tau):
         """Weighted cross-entropy ``-alpha_y log softmax(out)_y`` (eq. 4.12)."""
@@ -441,7 +455,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
     def _prepare_targets(self, y):
         y2 = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
         self.n_outputs_ = y2.shape[1]
-        return standardize_targets(self, y2)
+        return standardize_targets(self, y2, getattr(self, "_row_weights", None))
 
     def _targets_tensor(self, targets, device, dtype):
         return torch.as_tensor(targets, dtype=dtype, device=device)
@@ -462,10 +476,11 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
     def _loss(self, net, y_pred, y_true, X, training):
         """Gaussian data term; in training also accumulates the residuals for the noise update."""
         module = net.module_
+        y_true, weights = split_weights(y_true)
         sq = (y_true - y_pred).pow(2)
         if training and self.noise_precision is None:
-            module.record(sq.detach())
-        return gaussian_nll(sq, module.log_tau).mean()
+            module.record(sq.detach(), weights)
+        return weighted_mean(gaussian_nll(sq, module.log_tau), weights)
 
     def _nll(self, out, yb, log_tau):
         """Gaussian ``-log N(y; f, tau^-1)`` summed over outputs (standardised units)."""

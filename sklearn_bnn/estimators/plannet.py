@@ -33,9 +33,10 @@ from ._plannet_predictive import (
     pass_draws,
 )
 from ._plannet_training import train_member
-from ._skorch import TensorData, standardize_targets
+from ._skorch import TensorData, row_weight_tensor, standardize_targets
 from ._trained import TrainedEstimator
 from ._variance_parts import PredictiveCovarianceParts, variance_parts
+from ._weights import row_weights, sample_weights
 
 __all__ = ["PlanNetRegressor", "combine_gaussians"]
 
@@ -214,28 +215,37 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
 
     # ------------------------------------------------------------------ fit
     @one_warning_per_call
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Train ``n_estimators`` networks on ``(X, y)``.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row: the loss of eq. 7.1 becomes the weighted mean
+            ``sum_n w_n l_n / sum_n w_n`` and ``N`` in the regularisers ``sum_n w_n`` (the
+            objective of the data with each row repeated by its integer weight); the
+            standardisation of X and y uses the weighted moments. None: every row weighs 1.
 
         Returns
         -------
         self
         """
         X, y, device, dtype, seeds = self._begin_fit(X, y, multi_output=True, y_numeric=True)
-        Xs, Ys = self._standardize_fit_data(X, y, device, dtype)
+        weights = row_weights(sample_weights(sample_weight, X))
+        Xs, Ys = self._standardize_fit_data(X, y, device, dtype, weights)
         train, val = self._split_rows(len(X), seeds)
         if val is not None:
             train, val = np.sort(train), np.sort(val)
-        data = TensorData(Xs[train], Ys[train])
-        valid = None if val is None else TensorData(Xs[val], Ys[val])
+        data = TensorData(Xs[train], Ys[train], row_weight_tensor(weights, train, Xs))
+        valid = None
+        if val is not None:
+            valid = TensorData(Xs[val], Ys[val], row_weight_tensor(weights, val, Xs))
         members = [child(child(seeds, "members"), m) for m in range(self.n_estimators)]
         self.mc_seeds_ = [torch_seed(child(member, "predict")) for member in members]
-        weight_reg, dropout_reg = self.prior_precision / len(train), 2.0 / len(train)
+        n_train = len(train) if weights is None else float(weights[train].sum())
+        weight_reg, dropout_reg = self.prior_precision / n_train, 2.0 / n_train
 
         def penalty(module):
             return module.net.regularizer(weight_reg, dropout_reg)
@@ -254,15 +264,21 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         self.dropout_rates_ = np.array([net.dropout_rates() for net in self.estimators_])
         return self
 
-    def _standardize_fit_data(self, X, y, device, dtype):
-        """Inputs and targets standardised, as tensors; records the shapes and scales."""
+    def _standardize_fit_data(self, X, y, device, dtype, weights=None):
+        """Inputs and targets standardised (by the rows' weighted moments when ``weights``
+        are given), as tensors; records the shapes and scales."""
         self.single_target_ = y.ndim == 1
         Y = y.reshape(len(y), -1)
         self.n_outputs_ = Y.shape[1]
-        self.x_mean_ = X.mean(0)
-        self.x_scale_ = np.where(X.std(0) > 0, X.std(0), 1.0)
+        if weights is None:
+            self.x_mean_ = X.mean(0)
+            x_std = X.std(0)
+        else:
+            self.x_mean_ = np.average(X, axis=0, weights=weights)
+            x_std = np.sqrt(np.average((X - self.x_mean_) ** 2, axis=0, weights=weights))
+        self.x_scale_ = np.where(x_std > 0, x_std, 1.0)
         Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=dtype, device=device)
-        Ys = torch.as_tensor(standardize_targets(self, Y), dtype=dtype, device=device)
+        Ys = torch.as_tensor(standardize_targets(self, Y, weights), dtype=dtype, device=device)
         return Xs, Ys
 
     # ------------------------------------------------------------------ prediction
