@@ -35,7 +35,9 @@ from ._concrete_dropout import (
 from ._dropout_masks import _PREDICT_CHUNK_ELEMENTS, masked_output_samples
 from ._skorch import (
     TensorData,
+    check_history,
     history_curves,
+    plain_history,
     row_weight_tensor,
     split_weights,
     train_net,
@@ -211,6 +213,7 @@ class _MCDropoutBase(TrainedEstimator):
         network on the CPU (``net``, the network built for the fit, given the trained weights
         and learned rates under ``dropout="auto"``) and its rates, ``dropout_``."""
         self.loss_curve_, self.validation_loss_curve_ = history_curves(net_)
+        self.history_ = plain_history(net_.history)
         self.n_iter_ = len(net_.history)
         tracked = self.validation_loss_curve_[self._n_warmup_epochs(self.max_iter) :]
         self.best_validation_loss_ = min(tracked) if self.early_stopping and tracked else None
@@ -293,6 +296,7 @@ class _MCDropoutBase(TrainedEstimator):
         optional = {
             "feature_names_in_": P.is_array(ndim=1, kinds="UO"),
             "dropout_": P.list_of(P.is_float),  # absent from files written before "auto"
+            "history_": check_history,  # absent from files written before it was kept
         }
         if is_classifier(self):  # absent from files written before the calibration
             from ._sampling_state import _check_temperature, _check_temperature_posterior

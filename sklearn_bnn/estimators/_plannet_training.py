@@ -12,15 +12,15 @@ from torch import nn
 from .._seeding import child, torch_seed
 from ..losses import cholesky_gaussian_loss
 from ..nets import PlanNet
-from ._skorch import history_curves, split_weights, train_net, weighted_mean
+from ._skorch import history_curves, plain_history, split_weights, train_net, weighted_mean
 
 __all__ = ["train_member"]
 
 
 def train_member(est, net: PlanNet, member, data, valid, penalty, device, desc: str):
     """Train ``net`` (member of seed sequence ``member``) on ``data``, early stopping on
-    ``valid``; returns the trained network, its epochs and its best validation loss (NaN
-    without early stopping)."""
+    ``valid``; returns the trained network, its epochs, its best validation loss (NaN
+    without early stopping) and its training history (a list of dicts, a row per epoch)."""
     trained = train_net(
         est,
         _FixedValidationNoise(net, torch_seed(child(member, "validation_noise"))),
@@ -38,7 +38,7 @@ def train_member(est, net: PlanNet, member, data, valid, penalty, device, desc: 
     )
     curve = history_curves(trained)[1]
     best = min(curve) if est.early_stopping and curve else np.nan
-    return trained.module_.net.cpu(), len(trained.history), best
+    return trained.module_.net.cpu(), len(trained.history), best, plain_history(trained.history)
 
 
 def _plannet_loss(net, y_pred, y_true, X, training) -> torch.Tensor:

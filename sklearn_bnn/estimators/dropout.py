@@ -55,7 +55,7 @@ from ._dropout_base import _MCDropoutBase
 from ._dropout_masks import draw_masks, forward_with_masks
 from ._dropout_noise import NoiseFromResiduals, WithNoise, gaussian_nll
 from ._nested import NestedSettingsMixin
-from ._skorch import split_weights, standardize_targets, weighted_mean
+from ._skorch import skorch_params, split_weights, standardize_targets, weighted_mean
 from ._variance_parts import PredictiveVarianceParts, variance_parts
 from ._weights import sample_weights
 
@@ -113,6 +113,12 @@ _COMMON_PARAMS_DOC = """
         results are reproducible on a given device and the caller's global random state (torch's
         and numpy's) is unchanged by ``fit`` and ``predict``. (Two threads fitting at once share
         torch's global generator and lose reproducibility.)
+    **kwargs
+        skorch's ``optimizer__<setting>`` (to Adam; ``optimizer__weight_decay`` adds to the
+        prior's decay) and ``callbacks__<name>=None`` / ``callbacks__<name>__<setting>``
+        (remove or set a named callback: ``"progress"``, ``"early_stopping"``, a user's pair).
+        Any other keyword is a TypeError naming the parameter that takes its place (skorch's
+        ``lr`` is ``learning_rate_init``, ``max_epochs`` ``max_iter``).
 """
 
 
@@ -162,6 +168,8 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
     best_validation_loss_ : float or None
     n_iter_ : int
         Epochs run.
+    history_ : list of dict
+        skorch's training history as plain dicts, one per epoch (its ``batches`` included).
     mc_seed_ : int
         Seed of the dropout masks used at prediction.
     calibration_temperature_ : float
@@ -204,6 +212,7 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
         dtype="float32",
         verbose=False,
         random_state=None,
+        **kwargs,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -223,6 +232,7 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
         self.dtype = dtype
         self.verbose = verbose
         self.random_state = random_state
+        self._skorch_params = skorch_params(type(self), kwargs)
 
     _parameter_constraints: dict = {
         **_MCDropoutBase._parameter_constraints,
@@ -420,6 +430,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         dtype="float32",
         verbose=False,
         random_state=None,
+        **kwargs,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -438,6 +449,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         self.dtype = dtype
         self.verbose = verbose
         self.random_state = random_state
+        self._skorch_params = skorch_params(type(self), kwargs)
 
     _parameter_constraints: dict = {
         **_MCDropoutBase._parameter_constraints,

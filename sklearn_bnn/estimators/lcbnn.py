@@ -155,6 +155,7 @@ class LossCalibratedBNN(MCDropoutClassifier):
         dtype="float32",
         verbose=False,
         random_state=None,
+        **kwargs,
     ):
         self.utility = utility
         self.utility_bound = utility_bound
@@ -178,6 +179,7 @@ class LossCalibratedBNN(MCDropoutClassifier):
             dtype=dtype,
             verbose=verbose,
             random_state=random_state,
+            **kwargs,
         )
         # MCDropoutClassifier's held-out temperature is not a parameter here: tempering the
         # predictive would move the Bayes actions of a utility the network was trained for

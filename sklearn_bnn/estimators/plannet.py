@@ -33,7 +33,13 @@ from ._plannet_predictive import (
     pass_draws,
 )
 from ._plannet_training import train_member
-from ._skorch import TensorData, row_weight_tensor, standardize_targets
+from ._skorch import (
+    TensorData,
+    check_history,
+    row_weight_tensor,
+    skorch_params,
+    standardize_targets,
+)
 from ._trained import TrainedEstimator
 from ._variance_parts import PredictiveCovarianceParts, variance_parts
 from ._weights import row_weights, sample_weights
@@ -103,6 +109,12 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         Seeds initialisation, shuffling, the validation split and the dropout masks; prediction
         is deterministic once fitted. Training runs with torch's global generator forked and
         seeded from it, so the caller's global random state is unchanged.
+    **kwargs
+        skorch's ``optimizer__<setting>`` (to Adam; ``optimizer__weight_decay`` adds to the
+        prior's decay) and ``callbacks__<name>=None`` / ``callbacks__<name>__<setting>``
+        (remove or set a named callback: ``"progress"``, ``"early_stopping"``, a user's pair).
+        Any other keyword is a TypeError naming the parameter that takes its place (skorch's
+        ``lr`` is ``learning_rate_init``, ``max_epochs`` ``max_iter``).
 
     Attributes
     ----------
@@ -114,6 +126,8 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
     n_outputs_ : int
     n_iter_ : ndarray of shape (n_estimators,)
         Epochs run by each network.
+    history_ : list of list of dict
+        Each network's skorch training history as plain dicts, one per epoch.
     validation_loss_ : ndarray of shape (n_estimators,)
         Best held-out eq. 7.1 loss per point (standardised units; NaN without early stopping).
     dropout_rates_ : ndarray of shape (n_estimators, n_layers)
@@ -162,6 +176,7 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         dtype="float32",
         verbose=0,
         random_state=None,
+        **kwargs,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -184,6 +199,7 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         self.dtype = dtype
         self.verbose = verbose
         self.random_state = random_state
+        self._skorch_params = skorch_params(type(self), kwargs)
 
     # ------------------------------------------------------------------ checks and set-up
     def __sklearn_tags__(self):
@@ -250,12 +266,15 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         def penalty(module):
             return module.net.regularizer(weight_reg, dropout_reg)
 
-        self.estimators_, n_iter, val_loss = [], [], []
+        self.estimators_, n_iter, val_loss, self.history_ = [], [], [], []
         for m, member in enumerate(members):
             with seeded_torch(torch_seed(child(member, "network"))):
                 net = self._new_net().to(dtype=dtype)
             desc = f"plan-net {m + 1}/{self.n_estimators}"
-            net, epochs, best = train_member(self, net, member, data, valid, penalty, device, desc)
+            net, epochs, best, history = train_member(
+                self, net, member, data, valid, penalty, device, desc
+            )
+            self.history_.append(history)
             self.estimators_.append(net)
             n_iter.append(epochs)
             val_loss.append(best)
@@ -452,7 +471,11 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
                 "y_scale_": P.is_array(kinds="f", shape=(n_out,)),
                 "mc_seeds_": P.list_of(P.is_seed, length=m),
             },
-            {"feature_names_in_": P.is_array(ndim=1, kinds="UO")},
+            {
+                "feature_names_in_": P.is_array(ndim=1, kinds="UO"),
+                # absent from files written before it was kept
+                "history_": P.list_of(check_history, length=m),
+            },
         )
         P.check_feature_names(state)
         if state["single_target_"] and n_out != 1:

@@ -188,8 +188,10 @@ def test_weights_are_routed_by_cross_validate_and_grid_search(routing):
     np.testing.assert_allclose(search.predict(Xr), refit.predict(Xr))
 
     # a sampling estimator through the same routing
-    hmc = HMCClassifier(hidden_layer_sizes=(2,), n_draws=5, n_warmup=5, calibration=None,
-                        init=MAPStart(n_steps=5), sampler=HMC(n_steps=2), random_state=0)  # fmt: skip
+    hmc = HMCClassifier(
+        hidden_layer_sizes=(2,), n_draws=5, n_warmup=5, calibration=None,
+        init=MAPStart(n_steps=5), sampler=HMC(n_steps=2), random_state=0,
+    )  # fmt: skip
     hmc.set_fit_request(sample_weight=True).set_score_request(sample_weight=False)
     res = cross_validate(hmc, Xr, yr > 0, cv=cv,
                          params={"sample_weight": w}, return_estimator=True)  # fmt: skip
@@ -235,8 +237,10 @@ def test_balanced_class_weight_is_its_sample_weight():
     yc = (Xc[:, 0] + 0.8 > 0).astype(int)  # imbalanced
     per_class = compute_class_weight("balanced", classes=np.array([0, 1]), y=yc)
     sw = per_class[yc]
-    hmc = dict(hidden_layer_sizes=(3,), n_draws=8, n_warmup=8, init=MAPStart(n_steps=20),
-               sampler=HMC(n_steps=3), calibration=None, dtype="float64", random_state=0)  # fmt: skip
+    hmc = dict(
+        hidden_layer_sizes=(3,), n_draws=8, n_warmup=8, init=MAPStart(n_steps=20),
+        sampler=HMC(n_steps=3), calibration=None, dtype="float64", random_state=0,
+    )  # fmt: skip
     a = HMCClassifier(class_weight="balanced", **hmc).fit(Xc, yc)
     b = HMCClassifier(**hmc).fit(Xc, yc, sample_weight=sw)
     c = HMCClassifier(**hmc).fit(Xc, yc)
