@@ -256,3 +256,35 @@ def test_balanced_class_weight_is_its_sample_weight():
     f = MCDropoutClassifier(class_weight="balanced", **drop).fit(Xc, yc)
     g = MCDropoutClassifier(**drop).fit(Xc, yc, sample_weight=sw)
     np.testing.assert_allclose(f.predict_proba(Xc), g.predict_proba(Xc), rtol=1e-6)
+
+
+def test_meta_estimators_pass_weights_on(routing):
+    """BayesDecisionClassifier and EnsembleReducer route ``sample_weight`` to the wrapped
+    estimator's fit (the reducer on the rows it fits it on)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+
+    from sklearn_bnn import BayesDecisionClassifier, EnsembleReducer
+
+    rng = np.random.default_rng(6)
+    Xm = rng.normal(size=(40, 2))
+    ym = (Xm[:, 0] + 0.5 * rng.normal(size=40) > 0).astype(int)
+    w = rng.uniform(0.1, 3.0, size=40)
+    inner = LogisticRegression().set_fit_request(sample_weight=True)
+    meta = BayesDecisionClassifier(inner).fit(Xm, ym, sample_weight=w)
+    direct = LogisticRegression().fit(Xm, ym, sample_weight=w)
+    np.testing.assert_allclose(meta.estimator_.coef_, direct.coef_)
+
+    mc = dict(hidden_layer_sizes=(4,), max_iter=3, calibration=None, n_predict_draws=4,
+              random_state=0)  # fmt: skip
+    reducer = EnsembleReducer(
+        MCDropoutClassifier(**mc).set_fit_request(sample_weight=True), n_repeats=2, random_state=0
+    ).fit(Xm, ym, sample_weight=w)
+    rows = train_test_split(
+        np.arange(40), test_size=reducer.validation_fraction,
+        random_state=np.random.RandomState(0), stratify=ym,
+    )[0]  # fmt: skip
+    fitted = MCDropoutClassifier(**mc).fit(Xm[rows], ym[rows], sample_weight=w[rows])
+    np.testing.assert_allclose(
+        reducer.estimator_.predict_samples(Xm), fitted.predict_samples(Xm)
+    )
