@@ -246,6 +246,9 @@ def test_balanced_class_weight_is_its_sample_weight():
     c = HMCClassifier(**hmc).fit(Xc, yc)
     np.testing.assert_array_equal(a.samples_.draws.numpy(), b.samples_.draws.numpy())
     assert not np.allclose(a.samples_.draws.numpy(), c.samples_.draws.numpy())
+    # all-one weights are the unweighted fit, computed as it is
+    ones = HMCClassifier(**hmc).fit(Xc, yc, sample_weight=np.ones(40))
+    np.testing.assert_array_equal(ones.samples_.draws.numpy(), c.samples_.draws.numpy())
     # the same rows' weights, a dict's and sample_weight's, multiply
     d = HMCClassifier(class_weight={0: 2.0, 1: 1.0}, **hmc).fit(Xc, yc, sample_weight=sw)
     e = HMCClassifier(**hmc).fit(Xc, yc, sample_weight=sw * np.where(yc == 0, 2.0, 1.0))
