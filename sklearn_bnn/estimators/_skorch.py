@@ -99,11 +99,9 @@ def refuse_unknown(cls, name: str) -> str:
 
 
 def skorch_params(cls, kwargs: dict) -> dict:
-    """The ``optimizer__*`` / ``callbacks__*`` keywords of ``kwargs``; any other keyword is a
-    TypeError naming the estimator's own parameter for it, as a signature would refuse it."""
-    for name in kwargs:
-        if not name.startswith(SKORCH_PREFIXES):
-            raise TypeError(refuse_unknown(cls, name))
+    """The keywords an ``__init__`` got beyond its signature, kept as they are (scikit-learn's
+    contract: nothing raises in ``__init__``): ``optimizer__*`` / ``callbacks__*`` go to
+    skorch, any other is refused by ``fit`` naming the parameter that takes its place."""
     return dict(kwargs)
 
 
@@ -120,14 +118,23 @@ class SkorchParamsMixin:
         params.update(getattr(self, "_skorch_params", {}))
         return params
 
+    def _validate_params(self):
+        """scikit-learn's parameter validation, after refusing a keyword ``__init__`` got that
+        is neither a parameter nor skorch's ``optimizer__*`` / ``callbacks__*``."""
+        for name in getattr(self, "_skorch_params", {}):
+            if not name.startswith(SKORCH_PREFIXES):
+                raise ValueError(refuse_unknown(type(self), name))
+        super()._validate_params()
+
     def set_params(self, **params):
         """Set parameters; ``optimizer__*`` and ``callbacks__*`` as skorch takes them, a name
         skorch has and these estimators call otherwise (``lr``) a ValueError naming it."""
         valid = set(super().get_params(deep=True))
+        kept = vars(self).setdefault("_skorch_params", {})
         own = {}
         for name, value in params.items():
-            if name.startswith(SKORCH_PREFIXES):
-                vars(self).setdefault("_skorch_params", {})[name] = value
+            if name.startswith(SKORCH_PREFIXES) or name in kept:
+                kept[name] = value
             elif name not in valid and name in SKORCH_EQUIVALENTS:
                 raise ValueError(refuse_unknown(type(self), name))
             else:

@@ -117,8 +117,9 @@ _COMMON_PARAMS_DOC = """
         skorch's ``optimizer__<setting>`` (to Adam; ``optimizer__weight_decay`` adds to the
         prior's decay) and ``callbacks__<name>=None`` / ``callbacks__<name>__<setting>``
         (remove or set a named callback: ``"progress"``, ``"early_stopping"``, a user's pair).
-        Any other keyword is a TypeError naming the parameter that takes its place (skorch's
-        ``lr`` is ``learning_rate_init``, ``max_epochs`` ``max_iter``).
+        Any other keyword is refused by ``fit`` (and ``set_params``) with a ValueError naming
+        the parameter that takes its place (skorch's ``lr`` is ``learning_rate_init``,
+        ``max_epochs`` ``max_iter``).
 """
 
 

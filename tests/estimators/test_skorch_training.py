@@ -184,8 +184,10 @@ def test_callbacks_settings_and_removal_by_name(capfd):
 
 
 def test_skorch_names_the_package_calls_otherwise_are_refused_naming_them():
-    with pytest.raises(TypeError, match="'lr' is learning_rate_init"):
-        MCDropoutClassifier(lr=0.01)
+    X, y = sine(30)
+    est = MCDropoutRegressor(lr=0.01)  # nothing raises in __init__ (scikit-learn's contract)
+    with pytest.raises(ValueError, match="'lr' is learning_rate_init"):
+        est.fit(X, y)
     with pytest.raises(ValueError, match="'max_epochs' is max_iter"):
         PlanNetRegressor().set_params(max_epochs=3)
     with pytest.raises(ValueError, match="'lr' is learning_rate_init"):
