@@ -473,11 +473,13 @@ class BaseSamplingEstimator(
         if weights is None:
             return targets
         prior, sampler = self.prior_precision, resolve_sampler(self.sampler)
-        if isinstance(prior, HierarchicalPrior) or isinstance(sampler, S3HMC):
+        joint = isinstance(prior, HierarchicalPrior) and prior.scheme == "joint"
+        if joint or isinstance(sampler, S3HMC):
             raise ValueError(
                 f"{type(self).__name__} takes no sample_weight (nor class_weight) with a "
-                "hierarchical prior or the S3HMC sampler: fit without weights, or use a "
-                "Gaussian prior_precision."
+                'hierarchical prior sampled jointly (scheme="joint") or the S3HMC sampler: fit '
+                'without weights, or use HierarchicalPrior(scheme="gibbs") or a Gaussian '
+                "prior_precision."
             )
         return weighted_targets(targets, weights)
 

@@ -75,6 +75,17 @@ def test_weighted_densities_equal_the_repeated_rows_on_every_target(kind):
                     target._residual_sum_of_squares(theta),
                     repeated._residual_sum_of_squares(theta),
                 )
+    if kind == "gaussian":  # a hierarchical prior's learned noise keeps the weights
+        prior = HierarchicalPrior(learn_noise=True)
+        target = Target(net, X, packed, weighted, prior)
+        assert isinstance(target.likelihood, RowWeighted) and target.likelihood.learns_precision
+        plain = Target(net, repeated.X, repeated.y, likelihood, prior)
+        tau = torch.tensor([[3.0, 0.5]], dtype=torch.float64)
+        theta = theta[:1]
+        torch.testing.assert_close(
+            target.with_noise_precision(tau).value_and_grad(theta),
+            plain.with_noise_precision(tau).value_and_grad(theta),
+        )
     if kind == "gaussian":  # the conditional of the learned noise: n is the total weight
         learned = RowWeighted(Gaussian(1.0, prior=(2.0, 1.0)), W.sum())
         sum_sq = torch.ones(2, 1, dtype=torch.float64)
@@ -222,8 +233,9 @@ def test_bad_weights_are_refused_with_scikit_learns_messages(est):
 
 def test_weights_the_model_cannot_take_are_refused():
     y = X[:, 0]
+    joint = HierarchicalPrior(scheme="joint")
     with pytest.raises(ValueError, match="takes no sample_weight .* hierarchical prior"):
-        HMCRegressor(prior_precision=HierarchicalPrior()).fit(X, y, sample_weight=W)
+        HMCRegressor(prior_precision=joint).fit(X, y, sample_weight=W)
     # weights that leave one class: an error naming the classes, for both families
     yc = (np.arange(24) % 2).astype(int)
     for est in (HMCClassifier(), MCDropoutClassifier()):
