@@ -8,8 +8,14 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.model_selection import train_test_split
-from sklearn.utils import check_random_state, column_or_1d
+from sklearn.utils import _safe_indexing, check_random_state, column_or_1d
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.metadata_routing import (
+    MetadataRouter,
+    MethodMapping,
+    _routing_enabled,
+    process_routing,
+)
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
@@ -159,6 +165,17 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
         self.n_resamples = n_resamples
         self.random_state = random_state
 
+    def get_metadata_routing(self):
+        """Metadata routing (scikit-learn's): what ``fit`` is given goes to the wrapped
+        estimator's ``fit`` as that estimator requests it (``set_fit_request``)."""
+        router = MetadataRouter(owner=self)
+        if self.estimator is not None:
+            router.add(
+                estimator=self.estimator,
+                method_mapping=MethodMapping().add(caller="fit", callee="fit"),
+            )
+        return router
+
     def fit(self, X, y, **fit_params):
         """Fit the estimator (unless frozen) and select the members to keep.
 
@@ -168,7 +185,9 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
             Features; with ``estimator=None``, the stack of member predictions.
         y : array-like of shape (n_samples,)
         **fit_params
-            Passed to the estimator's ``fit``.
+            Passed to the estimator's ``fit`` (row-aligned ones, such as ``sample_weight``,
+            on the rows it is fitted on; with metadata routing on, those it requests). The
+            member selection on the held-out rows is unweighted.
 
         Returns
         -------
@@ -186,6 +205,8 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
                 f"required by {type(self).__name__}."
             )
         check_classification_targets(y)
+        if _routing_enabled() and self.estimator is not None:
+            fit_params = process_routing(self, "fit", **fit_params).estimator.fit
         rng = check_random_state(self.random_state)
         if self.estimator is None:
             samples, y_val = X, y
@@ -235,13 +256,19 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
             self.estimator_ = self.estimator
             return X, y
         _, counts = np.unique(y, return_counts=True)
-        X_fit, X_val, y_fit, y_val = train_test_split(
+        X_fit, X_val, y_fit, y_val, rows, _ = train_test_split(
             X,
             y,
+            np.arange(len(y)),
             test_size=self.validation_fraction,
             random_state=rng,
             stratify=y if counts.min() >= 2 else None,
         )
+        # per-row fit parameters (sample_weight) follow the rows the estimator is fitted on
+        fit_params = {
+            k: _safe_indexing(v, rows) if _num_samples_or_none(v) == len(y) else v
+            for k, v in fit_params.items()
+        }
         self.estimator_ = clone(self.estimator).fit(X_fit, y_fit, **fit_params)
         return X_val, y_val
 
@@ -356,3 +383,13 @@ def _n_members(estimator) -> int | None:
     if hasattr(estimator, "samples_"):
         return len(estimator.samples_)
     return getattr(estimator, "n_predict_draws", None)
+
+
+def _num_samples_or_none(value):
+    """The number of rows of an array-like fit parameter, or None for anything else."""
+    if isinstance(value, str) or not hasattr(value, "__len__"):
+        return None
+    try:
+        return len(value)
+    except TypeError:
+        return None

@@ -9,6 +9,7 @@ from .._registry import register
 from ._base import BaseSamplingEstimator, store_params
 from ._calibration import CALIBRATION_ATTRS_DOC, CALIBRATION_DOC
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
+from ._weights import CLASS_WEIGHT_DOC
 
 __all__ = ["HMCClassifier", "HMCRegressor"]
 
@@ -134,6 +135,7 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
     """
         + _PARAMS_DOC
         + CALIBRATION_DOC
+        + CLASS_WEIGHT_DOC
         + """
     Attributes
     ----------
@@ -176,6 +178,7 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
         random_state=None,
         temperature=1.0,
         calibration="temperature",
+        class_weight=None,
         **kwargs,
     ):
         store_params(self, locals())

@@ -412,12 +412,13 @@ class Target:
         the data (the whole data, its subsets or its batches), one piece on the device at a
         time; chains batched by :meth:`FunctionalNetwork.map_draws`."""
         total = 0
+        weighted = getattr(self.likelihood, "sum_of_squares", None)  # row weights
         with torch.no_grad():
             for X, y in pieces:
                 out = self.network.map_draws(
                     lambda t, X=X: self.network.forward(t, X), theta.detach()
                 )
-                total = total + ((out - y) ** 2).sum(1)
+                total = total + (((out - y) ** 2).sum(1) if weighted is None else weighted(out, y))
         return total
 
     def select_chains(self, idx: torch.Tensor) -> Target:

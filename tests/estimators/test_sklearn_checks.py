@@ -7,7 +7,11 @@ S3HMC/RMHMC configurations (a hierarchical prior) are checked in ``test_s3hmc_es
 
 Budgets are the smallest that keep scikit-learn's quality thresholds (accuracy above 0.83 in
 ``check_classifiers_train``, R^2 above 0.5 in ``check_regressors_train``) with a margin: tiny
-networks and few draws or epochs. No check is listed as an expected failure.
+networks and few draws or epochs. No check is listed as an expected failure; one is not run:
+scikit-learn's ``check_sample_weight_equivalence_on_dense_data`` asks that integer weights give
+the same predictions as repeated rows to 1e-7, which holds for a deterministic fit; a sampler's
+(or a stochastic optimiser's) draws differ with the data's layout, so the equivalence is
+checked in distribution instead, in ``test_sample_weight.py``.
 """
 
 import pytest
@@ -133,8 +137,28 @@ META_ESTIMATORS = [
 ESTIMATORS = MCMC_ESTIMATORS + TRAINED_ESTIMATORS + META_ESTIMATORS
 
 
+# checked in distribution in test_sample_weight.py (module docstring)
+CHECKED_ELSEWHERE = {"check_sample_weight_equivalence_on_dense_data"}
+# The forms sample_weight may take (list, Series, wrong shapes, not overwritten): every estimator
+# reads it through one helper (estimators/_weights.py, sample_weights), so these fits run on
+# one sampling and one trained family's estimator, not on all ten.
+WEIGHT_FORM_CHECKS = {
+    "check_sample_weights_pandas_series",
+    "check_sample_weights_not_an_array",
+    "check_sample_weights_list",
+    "check_sample_weights_shape",
+    "check_sample_weights_not_overwritten",
+}
+WEIGHT_FORMS_CHECKED_ON = {"HMCClassifier", "MCDropoutRegressor"}
+
+
 @parametrize_with_checks(ESTIMATORS)
 def test_sklearn_contract(estimator, check):
+    name = getattr(check, "func", check).__name__
+    if name in CHECKED_ELSEWHERE:
+        pytest.skip("weights equal repeated rows in distribution: test_sample_weight.py")
+    if name in WEIGHT_FORM_CHECKS and type(estimator).__name__ not in WEIGHT_FORMS_CHECKED_ON:
+        pytest.skip("sample_weight's forms are checked on HMCClassifier and MCDropoutRegressor")
     check(estimator)
 
 
