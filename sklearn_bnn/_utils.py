@@ -12,6 +12,8 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
+from ._config import switch
+
 _DTYPES = {
     "float32": torch.float32,
     "float64": torch.float64,
@@ -34,17 +36,12 @@ AUTO_CUDA_WORK = 7.6e7
 AUTO_CUDA_WORK_REPLAYED = 5e4
 
 
-#: Whether code may read a tensor's value on the host to take a shorter path when the tensor
-#: is on the CPU, where a read is free (on a GPU it is a synchronisation, and the same code
-#: takes a path that reads nothing). The tests that count host reads turn it off, to see what
-#: a GPU would.
-HOST_READS_ON_CPU = True
-
-
 def host_reads_are_free(tensor: torch.Tensor) -> bool:
-    """Whether reading ``tensor``'s values on the host costs nothing (see
-    :data:`HOST_READS_ON_CPU`)."""
-    return HOST_READS_ON_CPU and tensor.device.type == "cpu"
+    """Whether code may read ``tensor``'s values on the host to take a shorter path: on the
+    CPU a read is free (unless the ``host_reads_on_cpu`` switch of
+    :func:`sklearn_bnn.config_context` is off, as in the tests that count what a GPU would
+    see); on a GPU it is a synchronisation."""
+    return switch("host_reads_on_cpu") and tensor.device.type == "cpu"
 
 
 def resolve_device(
