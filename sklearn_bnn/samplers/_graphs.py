@@ -45,15 +45,6 @@ MAX_TARGETS = 2
 _GRAPHED_INTEGRATORS = (leapfrog, naive_split)
 
 
-class _StaticDiagonal(DiagonalMetric):
-    """A diagonal metric over a buffer the graphs read (no checks: the buffer's values are
-    copied in from a metric that passed them)."""
-
-    def __init__(self, inv_mass: torch.Tensor):
-        self.inv_mass = inv_mass
-        self._unit = None
-
-
 class ConditionedRecording:
     """What a recording reads of its target: the target it was made for (``source``) and, for
     a target whose conditioned copies differ only by their :meth:`graph_inputs` (a Gibbs

@@ -12,6 +12,7 @@ summed over data points.
 from __future__ import annotations
 
 import copy
+import itertools
 
 import torch
 from torch import nn
@@ -49,6 +50,9 @@ class FunctionalNetwork:
         self.shapes = [p.shape for _, p in trainable]
         self.sizes = [p.numel() for _, p in trainable]
         self.dim = sum(self.sizes)
+        #: Where each parameter starts in the flat weight vector, by name.
+        starts = itertools.accumulate(self.sizes[:-1], initial=0)
+        self.offsets = dict(zip(self.names, starts, strict=True))
         self._constants = {
             n: p.detach() for n, p in self.module.named_parameters() if not p.requires_grad
         }
