@@ -17,6 +17,7 @@ from .._utils import flush_subnormals
 from .._warnings import warn
 from ._run import ChainRun
 from .budget import DrawRule, WarmupRule
+from .defaults import TARGET_ACCEPT
 from .warmup import WindowAdaptation
 
 __all__ = ["run_chains"]
@@ -32,7 +33,7 @@ def run_chains(
     n_draws: int | DrawRule,
     thin: int = 1,
     step_size="auto",
-    target_accept: float = 0.8,
+    target_accept: float = TARGET_ACCEPT,
     inv_mass=None,
     adapt_mass: bool = False,
     verbose: bool = False,
