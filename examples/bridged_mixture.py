@@ -1,4 +1,4 @@
-"""Bridged HMC on a two-mode Gaussian mixture (seeds/001 §4.1).
+"""Bridged HMC on a two-mode Gaussian mixture (the bridged-HMC thesis, §4.1).
 
 One HMC chain rarely crosses between the modes of 0.5 N([0, 0], S) + 0.5 N([5, 5], S), so its
 mean is off; bridged HMC splits the plane at y = 1, samples each half with reflecting walls and

@@ -1,5 +1,5 @@
 """A Bayesian network on moons sampled by bridged HMC, its boxes run as parallel jobs
-(seeds/001 §4.2).
+(the bridged-HMC thesis, §4.2).
 
 Four boxes (two weights split at zero), each a joblib job with its own seed; the estimator gets
 an equal-weight resample of the boxes' draws, and per-box diagnostics in ``diagnostics_``.

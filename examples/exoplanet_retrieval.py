@@ -1,8 +1,8 @@
-"""Atmospheric retrieval of WASP-12b with plan-net (seeds/003 ch. 7).
+"""Atmospheric retrieval of WASP-12b with plan-net (Cobb 2019, ch. 7).
 
 Trains a small ``PlanNetRegressor`` ensemble on the HELA WFC3 spectra (Márquez-Neila et al. 2018,
 Nature Astronomy 2, 719-724), retrieves the five atmospheric parameters of WASP-12b from its
-observed spectrum, prints them beside the published retrievals (seeds/003 Table 7.2), and draws
+observed spectrum, prints them beside the published retrievals (Cobb 2019, Table 7.2), and draws
 the pairwise marginals of the predictive distribution (saved to ``exoplanet_retrieval.png`` when
 matplotlib is installed). A heteroscedastic (diagonal) model is trained too, to show the T-H2O
 correlation that only the full covariance of eq. 7.1 can express.
@@ -35,7 +35,7 @@ diagonal = PlanNetRegressor(n_estimators=1, covariance="diagonal", **small).fit(
 
 mean, cov = model.predict(wasp.data, return_cov=True)
 std = np.sqrt(np.diag(cov[0]))
-print("WASP-12b: retrieved mean +- std, beside seeds/003 Table 7.2")
+print("WASP-12b: retrieved mean +- std, beside Cobb 2019, Table 7.2")
 print(f"{'':<44}" + "".join(f"{n:>20}" for n in names))
 print(
     f"{'this run (2 small plan-nets)':<44}"

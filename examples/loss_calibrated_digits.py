@@ -1,4 +1,4 @@
-"""Loss-calibrated BNN on digits with corrupted training labels (seeds/003, section 4.3.1).
+"""Loss-calibrated BNN on digits with corrupted training labels (Cobb 2019, section 4.3.1).
 
 40 % of the training labels are reassigned uniformly at random; the test labels are clean. The
 task's preferences are the utility of Table 4.3: a right answer is worth 1, and when the truth

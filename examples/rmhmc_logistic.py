@@ -1,4 +1,4 @@
-"""Riemannian HMC on a 2-D Bayesian logistic regression (seeds/003 §5.5.1).
+"""Riemannian HMC on a 2-D Bayesian logistic regression (Cobb 2019, §5.5.1).
 
 The metric follows the local curvature (SoftAbs of the Hessian), so the sampler needs no mass
 matrix. Three ways to integrate the non-separable Hamiltonian are compared on the same problem,
@@ -7,7 +7,7 @@ started at w = 10 as in the thesis's Fig. 5.1:
 - the implicit generalized leapfrog (the default): exact, step size adapted in warmup;
 - Tao's explicit integrator with random copies (``copy_scale > 0``): exact on the doubled phase
   space, cheaper per step, but wants a hand-set step and binding (docs/rmhmc.md);
-- the explicit integrator as seeds/003 Algorithm 4 prints it: biased where the metric varies.
+- the explicit integrator as Cobb (2019, Algorithm 4) prints it: biased where the metric varies.
 
 Dense metrics are for small models. Run: python examples/rmhmc_logistic.py (about a minute).
 """

@@ -1,4 +1,4 @@
-"""S3HMC: a regressor that learns its prior precisions and its noise (seeds/002 App. C).
+"""S3HMC: a regressor that learns its prior precisions and its noise (Cobb et al. 2019, App. C).
 
 ``prior_precision=HierarchicalPrior()`` puts Gamma hyperpriors on one precision per weight and
 bias tensor and on the output noise precision; ``sampler="s3hmc"`` samples them jointly with

@@ -1,12 +1,12 @@
 """Stochastic-gradient MCMC on scikit-learn's digits, and a smaller ensemble of its draws.
 
 An MLP (64 -> 100 -> 10) sampled by SGHMC, generalized SGHMC (GSGHMC) and the Hamiltonian
-trajectory ensemble (HTE) with 64-row minibatches (seeds/004), each started at a mode found by
-minibatch Adam (``init="map"``): one draw per epoch after a short burn-in. For each:
+trajectory ensemble (HTE) with 64-row minibatches (Schmal & Mäder 2026), each started at a mode
+found by minibatch Adam (``init="map"``): one draw per epoch after a short burn-in. For each:
 held-out accuracy, negative log-likelihood, expected calibration error and the acceptance
 rate. Then :class:`~sklearn_bnn.ensemble.EnsembleReducer` keeps the fewest SGHMC draws that
-preserve validation accuracy, and again for calibration (seeds/004 Fig. 5: accuracy needs under
-half of the ensemble, calibration almost all of it). About 20 seconds on a CPU.
+preserve validation accuracy, and again for calibration (Schmal & Mäder 2026, Fig. 5: accuracy needs
+under half of the ensemble, calibration almost all of it). About 20 seconds on a CPU.
 """
 
 import warnings

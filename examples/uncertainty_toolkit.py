@@ -71,7 +71,7 @@ def main(out_dir: Path | None) -> None:
     )
 
     # 1. One report for a point estimate and for an ensemble of 200 members.
-    # seeds/003 Table 4.3: utility 1 on the diagonal, 0.3 for any decision when the truth is 3
+    # Cobb 2019, Table 4.3: utility 1 on the diagonal, 0.3 for any decision when the truth is 3
     # or 8 (rows: true digit, columns: decision).
     U = np.eye(10)
     U[[3, 8], :] = np.maximum(U[[3, 8], :], 0.3)
@@ -86,7 +86,7 @@ def main(out_dir: Path | None) -> None:
     )
 
     # 2. Ensemble-size reduction: selection on validation data, scores on test data. The greedy
-    # passes of seeds/004 (tolerance 0) against the default, a prefix of a random order.
+    # passes of Schmal & Mäder 2026 (tolerance 0) against the default, a prefix of a random order.
     rows = {"all 200 members": {"members": 200, **_scores(ensemble, X_test, y_test)}}
     for method, metric in (("greedy", "accuracy"), ("greedy", "ece"), ("random_order", "accuracy")):
         tolerance = 0.0 if method == "greedy" else 0.005

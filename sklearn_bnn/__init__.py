@@ -1,5 +1,6 @@
 """sklearn_bnn: Bayesian neural networks with the scikit-learn interface."""
 
+from ._config import config_context, get_config, set_config
 from ._persistence import load, save
 from ._threads import fit_threads
 from .decision import BayesDecisionClassifier
@@ -26,6 +27,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "config_context",
+    "get_config",
+    "set_config",
     "BayesDecisionClassifier",
     "ConvergenceWarning",
     "EnsembleReducer",

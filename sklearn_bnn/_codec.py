@@ -427,7 +427,13 @@ def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
     missing = [
         _RENAMED_PARAMS.get(m, m) if type(m) is str and m not in known else m for m in missing
     ]
-    unknown = [str(k) for k in [*params, *missing] if k not in known]
+    # the trained family's optimizer__* / callbacks__* (skorch's) are parameters too
+    prefixes = getattr(cls, "skorch_prefixes", ())
+    unknown = [
+        str(k)
+        for k in [*params, *missing]
+        if k not in known and not (prefixes and type(k) is str and k.startswith(prefixes))
+    ]
     if unknown:
         raise ValueError(f"{where}: {name} has no parameter(s) {unknown[:5]}.")
     missing = [m for m in missing if m not in overrides]

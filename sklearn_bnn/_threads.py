@@ -3,16 +3,11 @@
 A sampler runs thousands of small, dependent gradient evaluations. Split over torch's
 intra-op (OpenMP) threads, each operation ends at a barrier where every thread waits for the
 slowest; on a machine where another process holds a core, one thread is descheduled and the
-others wait for it at every barrier. Measured on a 2-core machine (``python -m sklearn_bnn
-demo``'s HMCClassifier, digits, one hidden layer of 100): 30 draws/s alone fell to 0.17 draws/s
-beside one busy process at torch's default 2 threads, and back to 30 when it ended
-(``benchmarks/speed/shared_machine.py`` measures it with and without this module's choice).
-
-Threads also defeat the package's flush of subnormal floats: ``torch.set_flush_denormal``
-sets the calling thread only, so the OpenMP workers of a multi-threaded fit still compute on
-subnormals (a confident softmax near the MAP start makes them). On the same machine, the
-first warmup transitions of the demo took 2.6 s at 2 threads, 0.30 s at 2 threads with the
-workers flushing too, and 0.077 s at 1 thread.
+others wait for it at every barrier. Threads also defeat the package's flush of subnormal
+floats: ``torch.set_flush_denormal`` sets the calling thread only, so the OpenMP workers of a
+multi-threaded fit still compute on subnormals (a confident softmax near the MAP start makes
+them). The measurements are in docs/architecture.md (the bullet on thread counts) and
+docs/mc_dropout.md, "Threads"; ``benchmarks/speed/shared_machine.py`` repeats them.
 
 So a fit uses one thread per ``WORK_PER_THREAD`` multiply-adds of one forward pass (rows x
 parameters x chains), at least one and at most torch's current setting, and restores the
@@ -22,9 +17,7 @@ inside it.
 The trained family (MC dropout, ``LossCalibratedBNN``, ``PlanNetRegressor``) follows the same
 rule: its training is just as many small, dependent minibatch steps, and a forward pass there
 is one minibatch through the network (:func:`module_work`); its predictions, a chunk of rows
-times the Monte Carlo passes. ``MCDropoutClassifier(hidden_layer_sizes=(100,))`` on 380 rows of
-breast cancer took 48.7 s to fit beside one busy process at torch's default 2 threads, against
-1.85 s at one (docs/mc_dropout.md, "Threads").
+times the Monte Carlo passes.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Utility-matrix helpers shared by :mod:`sklearn_bnn.decision` and :mod:`sklearn_bnn.metrics`.
 
-A utility matrix ``U`` has one row per true class and one column per decision (seeds/003
+A utility matrix ``U`` has one row per true class and one column per decision (Cobb 2019,
 Table 4.2). These functions are public through :mod:`sklearn_bnn.decision`; they live here so
 that ``decision`` (which scores with :func:`sklearn_bnn.metrics.mean_utility`) and ``metrics``
 (which takes Bayes actions in :func:`~sklearn_bnn.metrics.expected_utility_score`) both import
@@ -64,7 +64,7 @@ def expected_utilities(y_prob, utility) -> np.ndarray:
 
     Examples
     --------
-    seeds/003 Table 4.2 (classes and decisions Healthy, Mild, Severe):
+    Cobb 2019, Table 4.2 (classes and decisions Healthy, Mild, Severe):
 
     >>> U = [[100, 60, 55], [50, 100, 70], [0, 65, 100]]
     >>> expected_utilities([[0.1, 0.2, 0.7]], U).round(1)

@@ -12,6 +12,8 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
+from ._config import switch
+
 _DTYPES = {
     "float32": torch.float32,
     "float64": torch.float64,
@@ -23,37 +25,23 @@ _DTYPES = {
 #: Forward multiply-adds per gradient (rows x parameters x chains) from which
 #: ``device="auto"`` runs on CUDA rather than the CPU, for work that runs eagerly there (one
 #: kernel launch per operation: NUTS, the split integrators, the stochastic-gradient samplers,
-#: MC dropout's training). The log-midpoint of two H100 measurements of issue 31 (one chain,
-#: the default 100-unit MLP): digits 0-6, 884 rows x 7,207 parameters = 6.4e6, where the CPU was
-#: faster (0.067 s against CUDA's 0.083 s per transition), and 160,000 rows x 5,605 parameters
-#: = 9.0e8, where CUDA was far faster (0.071 s); sqrt(6.4e6 x 9.0e8) = 7.6e7. On an H200 the
-#: stochastic-gradient epoch of the 160,000-row set (batches of 128 rows: 7.2e5), launched
-#: eagerly, took 1.55-2.96 s on CUDA against 0.91-1.50 s on the 16-core CPU beside it.
+#: MC dropout's training). Below it a small network on a small data set runs faster on the CPU;
+#: the measurements it comes from are in docs/hmc.md, "Choosing the device automatically".
 AUTO_CUDA_WORK = 7.6e7
 
-#: The same threshold for HMC whose leapfrog trajectories are replayed from CUDA graphs
-#: (:mod:`sklearn_bnn.samplers._graphs`). On an H200 against its machine's 16-core CPU
-#: (``benchmarks/gpu/gpu_speed.py``, docs/hmc.md "On a GPU"), CUDA was the faster at every size
-#: measured, down to iris (120 rows x 803 parameters = 9.6e4; 0.0044 s against 0.011 s per
-#: transition) and breast cancer (1.5e6; 0.0047 s against 0.020 s): below 5e4 (toy problems,
-#: where the transition's fixed cost on the device dominates) the CPU is kept. The SGLD and
-#: SGHMC minibatch steps replayed from a CUDA graph (:mod:`sklearn_bnn.samplers._sg_graphs`)
-#: follow it too: 0.12-0.17 ms a step on the H200 from iris (batch 120 x 803 parameters =
-#: 1.0e5) to 8 chains on digits (7.4e6), against 0.37-1.42 ms on its CPU.
+#: The threshold for work replayed from CUDA graphs (HMC's leapfrog trajectories, the SGLD and
+#: SGHMC minibatch steps): CUDA is the faster from toy problems on; below it the transition's
+#: fixed cost on the device dominates (docs/hmc.md, "Choosing the device
+#: automatically").
 AUTO_CUDA_WORK_REPLAYED = 5e4
 
 
-#: Whether code may read a tensor's value on the host to take a shorter path when the tensor
-#: is on the CPU, where a read is free (on a GPU it is a synchronisation, and the same code
-#: takes a path that reads nothing). The tests that count host reads turn it off, to see what
-#: a GPU would.
-HOST_READS_ON_CPU = True
-
-
 def host_reads_are_free(tensor: torch.Tensor) -> bool:
-    """Whether reading ``tensor``'s values on the host costs nothing (see
-    :data:`HOST_READS_ON_CPU`)."""
-    return HOST_READS_ON_CPU and tensor.device.type == "cpu"
+    """Whether code may read ``tensor``'s values on the host to take a shorter path: on the
+    CPU a read is free (unless the ``host_reads_on_cpu`` switch of
+    :func:`sklearn_bnn.config_context` is off, as in the tests that count what a GPU would
+    see); on a GPU it is a synchronisation."""
+    return switch("host_reads_on_cpu") and tensor.device.type == "cpu"
 
 
 def resolve_device(

@@ -1,9 +1,9 @@
-"""Bayes-optimal decisions from a utility matrix (seeds/003, ch. 4).
+"""Bayes-optimal decisions from a utility matrix (Cobb 2019, ch. 4).
 
 A utility matrix ``U`` has one row per true class ``y`` and one column per decision ``h``:
-``U[y, h] = u(h, y)``, the layout of seeds/003 Table 4.2 (rows "True", columns "Decision").
+``U[y, h] = u(h, y)``, the layout of Cobb 2019, Table 4.2 (rows "True", columns "Decision").
 Rows follow the classifier's ``classes_`` (sorted labels). Given predictive probabilities
-``q``, the expected utility of decision ``h`` is ``sum_y q(y) U[y, h]`` (seeds/003 eq. 4.1) and
+``q``, the expected utility of decision ``h`` is ``sum_y q(y) U[y, h]`` (Cobb 2019, eq. 4.1) and
 the Bayes action maximises it (eq. 4.2).
 """
 
@@ -13,6 +13,12 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.utils import get_tags
 from sklearn.utils._param_validation import HasMethods, InvalidParameterError
+from sklearn.utils.metadata_routing import (
+    MetadataRouter,
+    MethodMapping,
+    _routing_enabled,
+    process_routing,
+)
 from sklearn.utils.validation import check_is_fitted
 
 from ._registry import WeightsOnlyMixin, register
@@ -28,7 +34,7 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
 
     Wraps any classifier with ``predict_proba`` (one of ours, or any scikit-learn classifier):
     ``predict`` returns, for each point, the decision with the highest expected utility under
-    the wrapped model's predictive distribution (seeds/003 eq. 4.1-4.2). The wrapped model is
+    the wrapped model's predictive distribution (Cobb 2019, eq. 4.1-4.2). The wrapped model is
     cloned and fitted in :meth:`fit`, so the meta-estimator clones, pipelines and grid-searches
     (e.g. over ``estimator__C``) like any classifier.
 
@@ -66,7 +72,7 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
 
     Examples
     --------
-    The medical example of seeds/003 Table 4.2: a prediction of [0.1, 0.2, 0.7] for (Healthy,
+    The medical example of Cobb 2019, Table 4.2: a prediction of [0.1, 0.2, 0.7] for (Healthy,
     Mild, Severe) has expected utilities 20.0, 71.5 and 89.5, so the Bayes action is Severe.
 
     >>> import numpy as np
@@ -90,6 +96,17 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
         self.utility = utility
         self.decision_labels = decision_labels
 
+    def get_metadata_routing(self):
+        """Metadata routing (scikit-learn's): what ``fit`` is given goes to the wrapped
+        estimator's ``fit`` as that estimator requests it (``set_fit_request``)."""
+        router = MetadataRouter(owner=self)
+        if self.estimator is not None:
+            router.add(
+                estimator=self.estimator,
+                method_mapping=MethodMapping().add(caller="fit", callee="fit"),
+            )
+        return router
+
     def fit(self, X, y, **fit_params):
         """Fit a clone of ``estimator`` on ``(X, y)`` and validate the utility against its classes.
 
@@ -99,8 +116,9 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
         y : array-like of shape (n_samples,)
         **fit_params
             Passed to the wrapped estimator's ``fit``, for one that takes them (e.g.
-            ``sample_weight`` of a scikit-learn classifier; this package's Bayesian estimators
-            take no sample weights: their likelihood counts every row once).
+            ``sample_weight``, which scikit-learn's classifiers and this package's estimators
+            take); with metadata routing on, those the estimator requests
+            (``estimator.set_fit_request(sample_weight=True)``).
 
         Returns
         -------
@@ -114,6 +132,8 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
                 "(for SVC, set probability=True)."
             )
         self._validate_params()
+        if _routing_enabled():  # with routing on, what the estimator requested
+            fit_params = process_routing(self, "fit", **fit_params).estimator.fit
         self.estimator_ = clone(self.estimator).fit(X, y, **fit_params)
         self.classes_ = self.estimator_.classes_
         n_classes = len(self.classes_)

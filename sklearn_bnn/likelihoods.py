@@ -2,7 +2,7 @@
 
 Each likelihood maps the network output ``f`` (n, n_out) and the targets to the summed
 log-probability (a scalar), and turns outputs into predictive quantities. Sums, never means:
-the likelihood of N points is N times heavier than that of one (seeds/000 eq. 2).
+the likelihood of N points is N times heavier than that of one (Cobb & Jalaian 2021, eq. 2).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Categorical", "Bernoulli", "Gaussian"]
+__all__ = ["Categorical", "Bernoulli", "Gaussian", "RowWeighted", "weighted_targets"]
 
 
 class Categorical:
@@ -176,3 +176,85 @@ def sample_gamma(shape: torch.Tensor, generator: torch.Generator) -> torch.Tenso
     out = torch.where(ok.any(0), (d * v).gather(0, first).squeeze(0), d)
     u = torch.rand(a.shape, **opts)
     return torch.where(boost, out * u ** (1.0 / shape), out)
+
+
+class RowWeighted:
+    """A likelihood whose every row's log-probability is multiplied by a weight.
+
+    The weights travel with the rows as the last column of the targets (see
+    :func:`weighted_targets`), so subsets and minibatches of the data carry their own;
+    ``log_prob`` sums ``w_i log p(y_i | f_i)``. Integer weights give exactly the likelihood of
+    the data with row ``i`` repeated ``w_i`` times.
+
+    Parameters
+    ----------
+    base : Categorical, Bernoulli or Gaussian
+        The unweighted likelihood.
+    total_weight : float
+        The sum of the weights over the whole data: the number of observations a Gaussian's
+        noise precision is learned from (:meth:`sample_precision`).
+    """
+
+    def __init__(self, base, total_weight: float):
+        self.base = base
+        self.total_weight = float(total_weight)
+        self.name = base.name
+
+    def __getattr__(self, name):
+        # precision, prior, chain_precision, learns_precision, ... are the base's
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+    def split(self, y: torch.Tensor):
+        """``(targets, weights)`` of packed targets: the base likelihood's ``y`` and (n,)."""
+        w = y[..., -1]
+        if self.base.name == "categorical":
+            return y[..., 0].long(), w
+        return y[..., :-1], w
+
+    def log_prob(self, output: torch.Tensor, y: torch.Tensor, precision=None) -> torch.Tensor:
+        """The weighted sum of the rows' log-probabilities."""
+        y, w = self.split(y)
+        name = self.base.name
+        if name == "categorical":
+            return -(F.cross_entropy(output, y, reduction="none") * w.to(output)).sum()
+        if name == "bernoulli":
+            per_row = F.binary_cross_entropy_with_logits(output, y, reduction="none").sum(-1)
+            return -(per_row * w.to(output)).sum()
+        n_out = output.shape[-1]
+        base = self.base
+        if precision is None and base.chain_precision is not None:
+            precision = base.chain_precision.reshape(-1, n_out)[0]
+        tau = base.precision if precision is None else precision
+        tau = torch.as_tensor(tau).to(output).reshape(-1)
+        per_row = (
+            0.5 * (torch.log(tau).sum() - n_out * math.log(2 * math.pi))
+            - 0.5 * ((output - y) ** 2 * tau).sum(-1)
+        )
+        return (per_row * w.to(output)).sum()
+
+    def sum_of_squares(self, output: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Weighted squared residuals summed over rows: (..., n_out) from (..., n, n_out)."""
+        y, w = self.split(y)
+        return ((output - y) ** 2 * w.to(output)[:, None]).sum(-2)
+
+    def sample_precision(self, sum_sq, n, generator, temperature=1.0):
+        """The base's conditional draw, ``n`` the total weight (``sum_sq`` weighted)."""
+        return self.base.sample_precision(sum_sq, self.total_weight, generator, temperature)
+
+    def with_chain_precision(self, tau: torch.Tensor) -> RowWeighted:
+        """This weighting of the base likelihood with the chains' precisions ``tau``."""
+        return RowWeighted(self.base.with_chain_precision(tau), self.total_weight)
+
+    def predictive(self, output: torch.Tensor) -> torch.Tensor:
+        return self.base.predictive(output)
+
+
+def weighted_targets(targets: torch.Tensor, weights) -> torch.Tensor:
+    """Targets with the rows' weights appended as a last column, in floating point (class
+    indices are exact in float32 below 2**24)."""
+    weights = torch.as_tensor(weights, dtype=torch.float64)
+    y = targets.double()
+    y = y[:, None] if y.ndim == 1 else y
+    return torch.cat([y, weights[:, None]], dim=1)

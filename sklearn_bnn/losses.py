@@ -1,4 +1,4 @@
-"""Training losses for full-covariance Gaussian regression (seeds/003, ch. 7).
+"""Training losses for full-covariance Gaussian regression (Cobb 2019, ch. 7).
 
 A network outputs, for every input, a mean ``mu`` (D values) and a lower-triangular factor ``L``
 of the precision ``Lambda = L L^T``: the D log-diagonal entries ``s`` (``l_dd = exp(s_d)``) and
@@ -59,7 +59,7 @@ def cholesky_gaussian_loss(
     off_diag: torch.Tensor | None = None,
     reduction: str = "mean",
 ) -> torch.Tensor:
-    """The plan-net loss: seeds/003 eq. 7.1.
+    """The plan-net loss: Cobb 2019, eq. 7.1.
 
     ``-2 sum_d log l_dd + (y - mu)^T L L^T (y - mu)``, i.e. twice the negative log density of
     ``N(mu, (L L^T)^-1)`` less the constant ``D log(2 pi)``.

@@ -169,7 +169,7 @@ class ConcreteDropout(nn.Module):
     The Bernoulli keep/drop mask is replaced by its Concrete (relaxed Bernoulli) relaxation
     ``z = sigmoid((logit p + logit u) / t)``, ``u ~ U(0, 1)``, so that the drop probability ``p``
     gets gradients; inputs are scaled by ``(1 - z) / (1 - p)``. This is the layer plan-net stacks
-    (seeds/003 §7.4.2, and §3.2.5 for the ELBO it optimises). The mask is always sampled: the
+    (Cobb 2019, §7.4.2, and §3.2.5 for the ELBO it optimises). The mask is always sampled: the
     layer is meant for Monte Carlo prediction.
 
     Parameters
@@ -237,7 +237,7 @@ class ConcreteDropout(nn.Module):
 
 
 class CholeskyGaussianHead(nn.Module):
-    """Linear output layer for a full-covariance Gaussian (seeds/003 §7.4.1).
+    """Linear output layer for a full-covariance Gaussian (Cobb 2019, §7.4.1).
 
     Outputs a mean ``mu`` (D), the log-diagonal of a lower-triangular ``L`` (D; ``l_dd`` is its
     ``exp``) and the ``D (D - 1) / 2`` strictly-lower entries; the precision is ``L L^T``.
@@ -263,7 +263,7 @@ class CholeskyGaussianHead(nn.Module):
 
 
 class PlanNet(nn.Module):
-    """Concrete-dropout MLP with a Cholesky Gaussian head: the plan-net of seeds/003 Fig. 7.3.
+    """Concrete-dropout MLP with a Cholesky Gaussian head: the plan-net of Cobb 2019, Fig. 7.3.
 
     Every hidden ``Linear`` and the head take their input through a :class:`ConcreteDropout`.
 

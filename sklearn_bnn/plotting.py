@@ -116,9 +116,9 @@ def _legend_below(ax) -> None:
 def plot_entropy_cdf(y_true, y_prob, *, labels=None, ax=None, label: str | None = None):
     """Empirical CDF of the predictive entropy over the misclassified points.
 
-    seeds/000 Fig. 2: a model that warns of its errors has high entropy where it is wrong, so
-    its curve stays low and rises late (close to the bottom-right corner). Call it once per
-    model on the same axes to compare models.
+    Cobb & Jalaian 2021, Fig. 2: a model that warns of its errors has high entropy where it is
+    wrong, so its curve stays low and rises late (close to the bottom-right corner). Call it once
+    per model on the same axes to compare models.
 
     Parameters
     ----------
@@ -169,8 +169,8 @@ def plot_mutual_information_matrix(
 ):
     """Average mutual information per (true, predicted) cell, as a confusion-style matrix.
 
-    seeds/000 Fig. 3: cells with no points are blank, the diagonal (correct predictions) is
-    outlined in red. Low values on the diagonal and high values off it are desirable.
+    Cobb & Jalaian 2021, Fig. 3: cells with no points are blank, the diagonal (correct predictions)
+    is outlined in red. Low values on the diagonal and high values off it are desirable.
 
     Parameters
     ----------
@@ -224,7 +224,7 @@ def _square(k: int, **style):
 def plot_cumulative_accuracy(
     y_true, y_prob_samples, *, labels=None, ax=None, label: str | None = None
 ):
-    """Accuracy of the ensemble of the first ``s`` draws against ``s`` (seeds/000 App. B.4).
+    """Accuracy of the first ``s`` draws' average against ``s`` (Cobb & Jalaian 2021, App. B.4).
 
     A curve still rising at the last draw suggests more draws would help; a plateau that more
     draws do not lift is what the ensemble can reach (see also

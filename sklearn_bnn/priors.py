@@ -1,7 +1,7 @@
 """Priors over network weights.
 
-The Gaussian prior N(0, 1/tau) with one precision tau per parameter tensor (seeds/000 §3.1,
-seeds/002 eq. 2), or a single float for all of them.
+The Gaussian prior N(0, 1/tau) with one precision tau per parameter tensor (Cobb & Jalaian 2021,
+§3.1; Cobb et al. 2019, eq. 2), or a single float for all of them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class Prior:
     flattened parameters and returns the object the targets evaluate, with
     ``log_prob(theta, weight)`` (C,), ``grad(theta, weight)`` (C, D) and the in-place forms the
     hot paths use. ``weight`` multiplies the log density (1/M for one of M data subsets,
-    seeds/000 eq. 6).
+    Cobb & Jalaian 2021, eq. 6).
     """
 
     def bind(self, names: Sequence[str], sizes: Sequence[int], *, dtype, device):
@@ -103,7 +103,7 @@ class GaussianPrior(Prior):
 class BoundGaussianPrior:
     """log N(theta | 0, diag(1/tau)) = -tau . theta^2 / 2 (+ const), in closed form.
 
-    The one place the Gaussian prior's value and gradient are written (seeds/000 §3.1).
+    The one place the Gaussian prior's value and gradient are written (Cobb & Jalaian 2021, §3.1).
     ``precision`` (D,) may be replaced or updated in place (e.g. by a Gibbs step on a
     hyperprior); the weighted copies are cached against its version.
 
@@ -155,8 +155,7 @@ class BoundGaussianPrior:
         if tau.ndim == 1 and not (square.is_cuda and square.ndim == 2 and square.shape[0] == 1):
             return torch.matmul(square, tau).mul_(-0.5)
         # per-chain precisions, or one chain on a GPU: there cuBLAS's matrix-vector kernel for a
-        # single row of ~7,000 took 11.2 us on an H200 against 3.8 us for a product and a sum
-        # (benchmarks/gpu/gpu_gemm_shapes.py, "value" rows)
+        # single row is slower than a product and a sum (docs/hmc.md, "On a GPU")
         return square.mul_(tau).sum(-1).mul_(-0.5)
 
     def grad(self, theta: torch.Tensor, weight: float = 1.0) -> torch.Tensor:
@@ -179,17 +178,17 @@ class HierarchicalPrior(Prior, BaseEstimator):
 
     w_i | tau ~ N(0, 1/tau_l) for the weights of tensor l (each layer's weights and biases
     separately), tau_l ~ Gamma(alpha, beta), and for regression the output noise precision
-    lambda ~ Gamma(noise_alpha, noise_beta) (seeds/002 §2, App. C; seeds/003 §6.2). The
+    lambda ~ Gamma(noise_alpha, noise_beta) (Cobb et al. 2019, §2, App. C; Cobb 2019, §6.2). The
     precisions are sampled with the weights; nothing needs guessing.
 
     Parameters
     ----------
     alpha, beta : float, default=2.0, 1.0
-        Gamma shape and rate of every weight/bias precision (the seeds' choice, seeds/003 §6.4);
-        alpha > 1/2 keeps the metric G_tau positive definite (seeds/002 eq. 6).
+        Gamma shape and rate of every weight/bias precision (Cobb 2019, §6.4);
+        alpha > 1/2 keeps the metric G_tau positive definite (Cobb et al. 2019, eq. 6).
     noise_alpha, noise_beta : float, default=2.0, 0.1
-        Gamma shape and rate of the regression noise precision (alpha > 1, seeds/002 footnote 1);
-        the default has its mode at 10 on the regressors' standardised targets.
+        Gamma shape and rate of the regression noise precision (alpha > 1, Cobb et al. 2019,
+        footnote 1); the default has its mode at 10 on the regressors' standardised targets.
     learn_noise : bool, default=True
         Regression: sample the output noise precision (the estimator's ``noise_precision`` is
         then only its starting value). With ``scheme="gibbs"`` and ``learn_noise=False``, the
@@ -201,7 +200,7 @@ class HierarchicalPrior(Prior, BaseEstimator):
         beta + |w_l|^2/2), and of the noise precision given the residuals (Neal 1996, §3.2;
         :class:`~sklearn_bnn.targets.PriorPrecisionGibbs`). ``"joint"``: weights and
         log-precisions form one position, sampled together by ``sampler="s3hmc"``
-        (seeds/002). ``sampler="s3hmc"`` always samples jointly. See docs/rmhmc.md for the
+        (Cobb et al. 2019). ``sampler="s3hmc"`` always samples jointly. See docs/rmhmc.md for the
         comparison that made ``"gibbs"`` the default.
     interweave : int, default=0
         With ``scheme="gibbs"``: after each draw of the precisions, this many rounds of a

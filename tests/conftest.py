@@ -92,3 +92,14 @@ def assert_draws_match_gaussian(draws, mean, cov, n_se=4.0):
         n_eff_var = min(n_eff, ess((x - mean[k]) ** 2))
         rel_err = abs(x.var() / cov[k, k] - 1)
         assert rel_err < n_se * np.sqrt(2 / n_eff_var), (k, rel_err, n_eff_var)
+
+
+@pytest.fixture(autouse=True)
+def _restore_configuration():
+    """Every test starts from the package's default switches and leaves them as it found
+    them (tests turn the CUDA-graph and host-read switches off with ``set_config``)."""
+    from sklearn_bnn import get_config, set_config
+
+    before = get_config()
+    yield
+    set_config(**before)

@@ -400,6 +400,7 @@ def test_classifier_relabelled_as_regressor(files, tmp_path):
     payload = _payload(files)
     payload["class"] = "HMCRegressor"
     payload["params"].pop("calibration")  # the classifiers' only
+    payload["params"].pop("class_weight")
     payload["params"]["noise_precision"] = 1.0
     payload["params"]["normalize_y"] = True
     _expect_rejected(payload, tmp_path, r"lacks \['_y_2d', 'y_mean_', 'y_scale_'\]")

@@ -1,14 +1,27 @@
-"""README.md opens with the two commands, and CI runs its test command."""
+"""README.md says what the package is, then gives the two commands; CI runs its test command."""
 
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _readme_lines():
+    return (ROOT / "README.md").read_text().splitlines()
+
+
 def _readme_commands():
-    lines = (ROOT / "README.md").read_text().splitlines()
-    assert lines[0].startswith("```")
-    return lines[1], lines[2]
+    lines = _readme_lines()
+    fence = next(i for i, line in enumerate(lines) if line.startswith("```"))
+    return lines[fence + 1], lines[fence + 2]
+
+
+def test_readme_says_what_the_package_is_before_the_commands():
+    lines = _readme_lines()
+    fence = next(i for i, line in enumerate(lines) if line.startswith("```"))
+    assert lines[0].startswith("# ")
+    intro = " ".join(lines[1:fence])
+    assert "Bayesian neural networks" in intro and "scikit-learn" in intro
+    assert not any(line.startswith("## ") for line in lines[:fence]), "commands come first"
 
 
 def test_readme_starts_with_demo_and_test_commands():

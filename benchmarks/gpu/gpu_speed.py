@@ -80,7 +80,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
 from harness import digits_split  # noqa: E402
 
-from sklearn_bnn import HMCClassifier, SGMCMCClassifier  # noqa: E402
+from sklearn_bnn import HMCClassifier, SGMCMCClassifier, set_config  # noqa: E402
 from sklearn_bnn._utils import (  # noqa: E402
     AUTO_CUDA_WORK,
     AUTO_CUDA_WORK_REPLAYED,
@@ -92,7 +92,7 @@ from sklearn_bnn.likelihoods import Categorical  # noqa: E402
 from sklearn_bnn.nets import MLP  # noqa: E402
 from sklearn_bnn.priors import GaussianPrior  # noqa: E402
 from sklearn_bnn.samplers import HMC as OurHMC  # noqa: E402
-from sklearn_bnn.samplers import SGHMC, _graphs, _sg_graphs, run_chains  # noqa: E402
+from sklearn_bnn.samplers import SGHMC, run_chains  # noqa: E402
 from sklearn_bnn.samplers.init import MAPStart  # noqa: E402
 from sklearn_bnn.targets import FunctionalNetwork, MinibatchTarget, Target  # noqa: E402
 
@@ -207,13 +207,13 @@ def transitions_section(data, devices, chains, clock, smoke, per_config=40.0):
                 paths = ["graphs", "eager"] if device == "cuda" and C <= 8 else ["default"]
                 for path in paths:
                     row = dict(data=name, device=device, chains=C, path=path, rows=len(X))
-                    _graphs.ENABLED = path != "eager"
+                    set_config(hmc_cuda_graphs=path != "eager")
                     try:
                         row.update(one_configuration(X, y, device, C, clock, smoke, per_config))
                     except Exception as exc:  # noqa: BLE001 - one configuration's failure
                         row["error"] = repr(exc)
                     finally:
-                        _graphs.ENABLED = True
+                        set_config(hmc_cuda_graphs=True)
                     rows.append(row)
                     print_row("transition", row)
     return rows
@@ -458,7 +458,7 @@ def sgmcmc_section(X, y, devices, clock, smoke, sg_sets):
     for device in devices:
         for path in ["graphs", "eager"] if device == "cuda" else ["default"]:
             row = dict(device=device, path=path, rows=len(X))
-            _sg_graphs.ENABLED = path != "eager"
+            set_config(sg_cuda_graphs=path != "eager")
             try:
                 budgets = (2, 4) if smoke else (2, 6)
                 times = []
@@ -483,7 +483,7 @@ def sgmcmc_section(X, y, devices, clock, smoke, sg_sets):
                 row["traceback"] = traceback.format_exc()
                 print(row["traceback"])
             finally:
-                _sg_graphs.ENABLED = True
+                set_config(sg_cuda_graphs=True)
             rows.append(row)
             print_row("sgmcmc", row)
     for name, (Xd, yd) in sg_sets.items():
@@ -491,7 +491,7 @@ def sgmcmc_section(X, y, devices, clock, smoke, sg_sets):
             for C in (1, 8):
                 for path in ["graphs", "eager"] if device == "cuda" else ["default"]:
                     row = dict(sg_steps=name, device=device, path=path, chains=C, rows=len(Xd))
-                    _sg_graphs.ENABLED = path != "eager"
+                    set_config(sg_cuda_graphs=path != "eager")
                     try:
                         if not clock.fits(20):
                             raise TimeoutError("budget")
@@ -499,7 +499,7 @@ def sgmcmc_section(X, y, devices, clock, smoke, sg_sets):
                     except Exception as exc:  # noqa: BLE001
                         row["error"] = repr(exc)
                     finally:
-                        _sg_graphs.ENABLED = True
+                        set_config(sg_cuda_graphs=True)
                     rows.append(row)
                     print_row("sgmcmc", row)
     if "cuda" in devices or smoke:
@@ -710,7 +710,7 @@ def profile_section(X, y, device, n_transitions=5):
 
     out = {}
     for path in ("graphs", "graphs_with_values", "eager"):
-        _graphs.ENABLED = path != "eager"
+        set_config(hmc_cuda_graphs=path != "eager")
         try:
             net, target = network_target(X, y, device)
             if path == "graphs_with_values":
@@ -759,7 +759,7 @@ def profile_section(X, y, device, n_transitions=5):
         except Exception as exc:  # noqa: BLE001
             out[path] = dict(error=repr(exc), traceback=traceback.format_exc())
         finally:
-            _graphs.ENABLED = True
+            set_config(hmc_cuda_graphs=True)
         print_row("profile", {"path": path, **{k: v for k, v in out[path].items() if k != "top"}})
         for row in out[path].get("top", []):
             print_row("  kernel", row)

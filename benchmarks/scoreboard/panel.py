@@ -102,6 +102,7 @@ from sklearn_bnn.metrics import (  # noqa: E402
     predict_samples,
     predictive_entropy,
 )
+from sklearn_bnn.samplers.init import MAPStart  # noqa: E402
 
 # --- the only estimator parameter names the panel ever uses -------------------------------------
 # Every estimator runs at its defaults. These names are read (to project a fit time) or set (only
@@ -153,6 +154,8 @@ VARIANTS = {
     "hmc_tanh": ("hmc", {"activation": "tanh"}),
     "hmc_4chains": ("hmc", {"n_chains": 4}),
     "hmc_fixed": ("hmc", {"n_warmup": 500, "n_draws": 500}),  # the fixed budget of 0.1
+    "hmc_random_init": ("hmc", {"init": "random"}),  # chains from the prior's draws
+    "hmc_short_map": ("hmc", {"init": MAPStart(n_steps=200)}),  # a less over-fit start
 }
 PACKAGE_MODELS = ("hmc", "split_hmc", "sgmcmc", "mc_dropout", "lcbnn", "plannet", *VARIANTS)
 LABELS = {
@@ -160,6 +163,8 @@ LABELS = {
     "hmc_tanh": "HMC, tanh",
     "hmc_4chains": "HMC, 4 chains",
     "hmc_fixed": "HMC, 500 + 500 transitions",
+    "hmc_random_init": "HMC, chains started from the prior",
+    "hmc_short_map": "HMC, a 200-step MAP start",
     "split_hmc": "split HMC",
     "sgmcmc": "SG-MCMC",
     "mc_dropout": "MC dropout",

@@ -11,7 +11,7 @@ __all__ = ["load_exoplanet_spectra", "load_wasp12b"]
 
 TARGET_NAMES = ["T", "log_X_H2O", "log_X_HCN", "log_X_NH3", "log_kappa_0"]
 
-# seeds/003 Table 7.2: retrieved parameters of WASP-12b, (value, -1 sigma, +1 sigma)
+# Cobb 2019, Table 7.2: retrieved parameters of WASP-12b, (value, -1 sigma, +1 sigma)
 PUBLISHED_WASP12B = {
     "Kreidberg et al. 2015": {"T": (1371, 343, 466), "log_X_H2O": (-2.7, 1.1, 1.0)},
     "nested sampling (Márquez-Neila et al. 2018)": {
@@ -101,7 +101,7 @@ def load_wasp12b():
     -------
     Bunch with ``data`` (1, 13): the spectrum, ready for ``predict``; ``errors`` (13,): its
     one-sigma errors; ``wavelength`` (13,) in micrometres; ``feature_names``; ``published``: the
-    retrieved parameters of seeds/003 Table 7.2 as ``{source: {parameter: (value, minus, plus)}}``.
+    retrieved parameters of Cobb 2019, Table 7.2 as ``{source: {parameter: (value, minus, plus)}}``.
 
     Examples
     --------

@@ -8,8 +8,14 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.frozen import FrozenEstimator
 from sklearn.model_selection import train_test_split
-from sklearn.utils import check_random_state, column_or_1d
+from sklearn.utils import _safe_indexing, check_random_state, column_or_1d
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.metadata_routing import (
+    MetadataRouter,
+    MethodMapping,
+    _routing_enabled,
+    process_routing,
+)
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
@@ -37,8 +43,9 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
     full ensemble has a statistical upper bound within ``tolerance``: no member is chosen for
     its validation score, so the validation data judge the reduced ensemble without the
     optimism of a selection (see :func:`random_order_member_selection`). ``method="greedy"``
-    is the procedure of seeds/004 ("Ensemble size reduction"), :func:`greedy_member_selection`,
-    which picks members on the validation data and is over-optimistic when they are few.
+    is the procedure of Schmal & Mäder 2026 ("Ensemble size reduction"),
+    :func:`greedy_member_selection`, which picks members on the validation data and is
+    over-optimistic when they are few.
 
     Works with any classifier exposing ``predict_samples(X)`` that returns per-member
     probabilities of shape ``(n_members, n_samples, n_classes)``, such as this package's
@@ -57,7 +64,7 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
     estimator : classifier with ``predict_samples``, or None
     method : {"random_order", "greedy"}, default="random_order"
         ``"random_order"``: a prefix of a random order, sized by a fixed-sequence test of an
-        upper confidence bound on its loss. ``"greedy"``: the greedy passes of seeds/004.
+        upper confidence bound on its loss. ``"greedy"``: the greedy passes of Schmal & Mäder 2026.
     scoring : {"accuracy", "nll", "brier", "ece"}, default="accuracy"
         The validation score that must hold (scikit-learn's name for what a meta-estimator
         scores by; ``metric`` on the samplers is their mass matrix).
@@ -75,7 +82,7 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
         ``"random_order"``: random orders over which the loss of a subset of each size is
         averaged (the kept members are a prefix of the first); None means 20. ``"greedy"``:
         greedy passes over different random orders, of which the smallest kept set is used;
-        None means 5, as in seeds/004.
+        None means 5, as in Schmal & Mäder 2026.
     n_resamples : int >= 1, default=500
         Bootstrap resamples of the validation points for the upper bound (``"random_order"``
         only).
@@ -100,8 +107,8 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
         of them, or the validation loss of the first k of ``member_order_`` where higher: the
         statistic compared with ``tolerance`` (``"random_order"``).
     n_members_per_repeat_ : ndarray of shape (n_repeats,)
-        Kept members in each greedy pass (their spread is the error bar of seeds/004 Fig. 5;
-        ``"greedy"`` only).
+        Kept members in each greedy pass (their spread is the error bar of Schmal & Mäder's
+        (2026) Fig. 5; ``"greedy"`` only).
     score_full_, score_reduced_ : float
         The metric of the full and of the reduced ensemble on the validation data.
 
@@ -158,6 +165,17 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
         self.n_resamples = n_resamples
         self.random_state = random_state
 
+    def get_metadata_routing(self):
+        """Metadata routing (scikit-learn's): what ``fit`` is given goes to the wrapped
+        estimator's ``fit`` as that estimator requests it (``set_fit_request``)."""
+        router = MetadataRouter(owner=self)
+        if self.estimator is not None:
+            router.add(
+                estimator=self.estimator,
+                method_mapping=MethodMapping().add(caller="fit", callee="fit"),
+            )
+        return router
+
     def fit(self, X, y, **fit_params):
         """Fit the estimator (unless frozen) and select the members to keep.
 
@@ -167,7 +185,9 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
             Features; with ``estimator=None``, the stack of member predictions.
         y : array-like of shape (n_samples,)
         **fit_params
-            Passed to the estimator's ``fit``.
+            Passed to the estimator's ``fit`` (row-aligned ones, such as ``sample_weight``,
+            on the rows it is fitted on; with metadata routing on, those it requests). The
+            member selection on the held-out rows is unweighted.
 
         Returns
         -------
@@ -185,6 +205,8 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
                 f"required by {type(self).__name__}."
             )
         check_classification_targets(y)
+        if _routing_enabled() and self.estimator is not None:
+            fit_params = process_routing(self, "fit", **fit_params).estimator.fit
         rng = check_random_state(self.random_state)
         if self.estimator is None:
             samples, y_val = X, y
@@ -234,13 +256,19 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
             self.estimator_ = self.estimator
             return X, y
         _, counts = np.unique(y, return_counts=True)
-        X_fit, X_val, y_fit, y_val = train_test_split(
+        X_fit, X_val, y_fit, y_val, rows, _ = train_test_split(
             X,
             y,
+            np.arange(len(y)),
             test_size=self.validation_fraction,
             random_state=rng,
             stratify=y if counts.min() >= 2 else None,
         )
+        # per-row fit parameters (sample_weight) follow the rows the estimator is fitted on
+        fit_params = {
+            k: _safe_indexing(v, rows) if _num_samples_or_none(v) == len(y) else v
+            for k, v in fit_params.items()
+        }
         self.estimator_ = clone(self.estimator).fit(X_fit, y_fit, **fit_params)
         return X_val, y_val
 
@@ -355,3 +383,13 @@ def _n_members(estimator) -> int | None:
     if hasattr(estimator, "samples_"):
         return len(estimator.samples_)
     return getattr(estimator, "n_predict_draws", None)
+
+
+def _num_samples_or_none(value):
+    """The number of rows of an array-like fit parameter, or None for anything else."""
+    if isinstance(value, str) or not hasattr(value, "__len__"):
+        return None
+    try:
+        return len(value)
+    except TypeError:
+        return None

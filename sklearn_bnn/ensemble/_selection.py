@@ -1,5 +1,5 @@
-"""Member selection on a stack of member predictions: the greedy passes of seeds/004 and the
-random-order prefix sized by an upper confidence bound (see :mod:`sklearn_bnn.ensemble`)."""
+"""Member selection on a stack of member predictions: the greedy passes of Schmal & Mäder 2026 and
+the random-order prefix sized by an upper confidence bound (see :mod:`sklearn_bnn.ensemble`)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def greedy_member_selection(
     labels=None,
     random_state=None,
 ) -> dict:
-    """Greedy ensemble-size reduction on a stack of member predictions (seeds/004, Fig. 5).
+    """Greedy ensemble-size reduction on stacked member predictions (Schmal & Mäder 2026).
 
     One greedy pass visits the members in a random order and drops a member when the ensemble
     without it still scores within ``tolerance`` of the full ensemble on ``y_true``; members

@@ -33,9 +33,11 @@ from .._utils import (
     to_numpy,
 )
 from .._warnings import one_convergence_warning
+from ..likelihoods import RowWeighted, weighted_targets
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
 from ..priors import GaussianPrior, HierarchicalPrior, as_prior
 from ..samplers import (
+    S3HMC,
     SAMPLERS,
     RunConfig,
     resolve_sampler,
@@ -52,6 +54,7 @@ from ._hierarchical import record_precisions
 from ._nested import NestedSettingsMixin
 from ._sampling_report import SamplingReportMixin
 from ._sampling_state import SamplingStateMixin
+from ._weights import class_weights, row_weights, sample_weights
 
 # the training rows whose per-draw predictions the convergence checks monitor
 N_REFERENCE_ROWS = 64
@@ -208,7 +211,7 @@ class BaseSamplingEstimator(
     def _continuing(self) -> bool:
         return bool(self.warm_start) and hasattr(self, "samples_")
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Sample the posterior over the network's weights given ``(X, y)``.
 
         With ``warm_start=True`` and a previous fit, the chains continue from where they stopped
@@ -218,6 +221,10 @@ class BaseSamplingEstimator(
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row: it multiplies the row's log-likelihood, so an
+            integer weight k gives the posterior of the data with the row repeated k times
+            (a classifier's ``class_weight`` multiplies into it). None: every row weighs 1.
 
         Returns
         -------
@@ -228,7 +235,7 @@ class BaseSamplingEstimator(
         # stored (turned into an error by a filter, it leaves the fit to inspect)
         with one_convergence_warning():
             try:
-                return self._fit(X, y)
+                return self._fit(X, y, sample_weight)
             except BaseException:
                 # a fit that fails or is interrupted part-way (e.g. Ctrl-C during the MAP
                 # start) leaves the estimator as it was: unfitted, or the previous fit intact
@@ -236,7 +243,7 @@ class BaseSamplingEstimator(
                 vars(self).update(before)
                 raise
 
-    def _fit(self, X, y):
+    def _fit(self, X, y, sample_weight=None):
         self._check_params()
         continuing = self._continuing()
         X, y = validate_data(
@@ -248,7 +255,15 @@ class BaseSamplingEstimator(
             multi_output=self._multi_output(),
             y_numeric=not self._is_classifier(),
         )
+        self._row_weights = sample_weights(sample_weight, X)  # read while the target is built
+        try:
+            return self._fit_checked(X, y, continuing)
+        finally:
+            del self._row_weights
+
+    def _fit_checked(self, X, y, continuing: bool):
         targets, n_outputs = self._prepare_targets(y, reset=not continuing)
+        targets = self._weighted_targets(targets, y)
         device = resolve_device(
             self.device,
             work=lambda: self._work_per_gradient(X.shape[0], X.shape[1], n_outputs),
@@ -429,6 +444,35 @@ class BaseSamplingEstimator(
                 "set them back, or warm_start=False to sample afresh."
             )
 
+    def _weighted_targets(self, targets, y):
+        """``targets`` with the rows' weights (``sample_weight`` times the class weights) as a
+        last column, kept in ``_row_weights``; unchanged when there are none."""
+        per_class = codes = None
+        if self._is_classifier():
+            codes = np.searchsorted(self.classes_, y)
+            per_class = class_weights(self.class_weight, self.classes_, y)
+        weights = row_weights(self._row_weights, per_class, codes, type(self).__name__)
+        self._row_weights = weights
+        if weights is None:
+            return targets
+        prior, sampler = self.prior_precision, resolve_sampler(self.sampler)
+        joint = isinstance(prior, HierarchicalPrior) and prior.scheme == "joint"
+        if joint or isinstance(sampler, S3HMC):
+            raise ValueError(
+                f"{type(self).__name__} takes no sample_weight (nor class_weight) with a "
+                'hierarchical prior sampled jointly (scheme="joint") or the S3HMC sampler: fit '
+                'without weights, or use HierarchicalPrior(scheme="gibbs") or a Gaussian '
+                "prior_precision."
+            )
+        return weighted_targets(targets, weights)
+
+    def _fit_likelihood(self):
+        """The likelihood the fit's target sums: :meth:`_likelihood`, its rows weighted by
+        ``_row_weights`` when there are weights."""
+        likelihood = self._likelihood()
+        weights = getattr(self, "_row_weights", None)
+        return likelihood if weights is None else RowWeighted(likelihood, weights.sum())
+
     def _make_target(self, network: FunctionalNetwork, X, targets, seed) -> Target:
         """The posterior density to sample (subclasses may split the data, drawing from
         ``seed``, the fit's "data" ``SeedSequence``). A hierarchical prior sampled jointly gives
@@ -436,9 +480,9 @@ class BaseSamplingEstimator(
         steps, the network target with its Gibbs blocks."""
         prior = self.prior_precision
         if isinstance(prior, HierarchicalPrior) and prior.scheme == "joint":
-            base = Target(network, X, targets, self._likelihood(), GaussianPrior(1.0))
+            base = Target(network, X, targets, self._fit_likelihood(), GaussianPrior(1.0))
             return hierarchical_target(base, prior)
-        return Target(network, X, targets, self._likelihood(), as_prior(prior))
+        return Target(network, X, targets, self._fit_likelihood(), as_prior(prior))
 
     def _target_options(self) -> dict:
         """Attributes a family sets on the target before sampling (``rescale_moves``)."""

@@ -37,6 +37,7 @@ from .._registry import register
 from .._seeding import child, root_seed
 from .._utils import SettingsObject, check_scalar_param
 from .._warnings import one_convergence_warning
+from ._weights import class_weights, sample_weights
 
 __all__ = [
     "MIN_VALIDATION_ROWS",
@@ -81,12 +82,27 @@ def temper(proba: np.ndarray, temperature: float) -> np.ndarray:
     return out / out.sum(axis=-1, keepdims=True)
 
 
-def _held_out_log_likelihood(proba: np.ndarray, y: np.ndarray, temperature: float) -> float:
+def _held_out_log_likelihood(
+    proba: np.ndarray, y: np.ndarray, temperature: float, weights=None
+) -> float:
     p = temper(proba, temperature)[np.arange(len(y)), y]
-    return float(np.sum(np.log(np.clip(p, 1e-300, None))))
+    log_p = np.log(np.clip(p, 1e-300, None))
+    return float(np.sum(log_p if weights is None else weights * log_p))
 
 
-def temperature_posterior(proba: np.ndarray, y: np.ndarray) -> np.ndarray:
+def held_out_weights(estimator, y, sample_weight, held) -> np.ndarray | None:
+    """The held-out rows' weights in the temperature's likelihood: their ``sample_weight``
+    times their class's weight (``class_weight``, computed on all of ``y``, as the fit's);
+    None when there are none."""
+    per_class = class_weights(estimator.class_weight, estimator.classes_, y)
+    weights = None if sample_weight is None else np.asarray(sample_weight)[held]
+    if np.any(per_class != 1.0):
+        by_class = per_class[np.searchsorted(estimator.classes_, _safe_indexing(y, held))]
+        weights = by_class if weights is None else weights * by_class
+    return weights
+
+
+def temperature_posterior(proba: np.ndarray, y: np.ndarray, weights=None) -> np.ndarray:
     """The posterior of the predictive temperature given held-out rows, on a grid.
 
     log T ~ N(0, LOG_T_PRIOR_SD^2) a priori; the likelihood of the held-out labels is
@@ -98,6 +114,8 @@ def temperature_posterior(proba: np.ndarray, y: np.ndarray) -> np.ndarray:
         The posterior predictive (mean over draws) on the held-out rows.
     y : ndarray of int, shape (n_samples,)
         Their classes as column indices of ``proba``.
+    weights : ndarray of shape (n_samples,), optional
+        The rows' weights, multiplying their log-likelihoods.
 
     Returns
     -------
@@ -106,7 +124,7 @@ def temperature_posterior(proba: np.ndarray, y: np.ndarray) -> np.ndarray:
         weight below 1e-6 are left out.
     """
     log_post = np.array(
-        [_held_out_log_likelihood(proba, y, math.exp(t)) for t in _LOG_T_GRID]
+        [_held_out_log_likelihood(proba, y, math.exp(t), weights) for t in _LOG_T_GRID]
     ) - 0.5 * (_LOG_T_GRID / LOG_T_PRIOR_SD) ** 2
     weights = np.exp(log_post - log_post.max())
     weights /= weights.sum()
@@ -235,9 +253,9 @@ class TemperatureCalibrationMixin:
         "calibration": CALIBRATION_CONSTRAINT,
     }
 
-    def _fit(self, X, y):
+    def _fit(self, X, y, sample_weight=None):
         if self._continuing():  # a warm start keeps the temperature it had
-            return super()._fit(X, y)
+            return super()._fit(X, y, sample_weight)
         self.calibration_temperature_ = 1.0
         self.calibration_posterior_ = _NO_CALIBRATION
         split = None
@@ -249,8 +267,9 @@ class TemperatureCalibrationMixin:
         if calibration is not None and not on_disk:
             split = calibration.held_out_split(y, self.random_state)
         if split is None:
-            return super()._fit(X, y)
+            return super()._fit(X, y, sample_weight)
         fit_rows, held = split
+        weights = sample_weights(sample_weight, X)  # scikit-learn's messages before indexing
         n_phase = calibration_draws(self.n_draws, self.thin)
         name = type(self).__name__  # the two stages' progress bars say which is which
         stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
@@ -267,20 +286,26 @@ class TemperatureCalibrationMixin:
             ),
             one_convergence_warning(keep=keep),
         ):
-            super()._fit(_safe_indexing(X, fit_rows), _safe_indexing(y, fit_rows))
+            super()._fit(
+                _safe_indexing(X, fit_rows),
+                _safe_indexing(y, fit_rows),
+                None if weights is None else weights[fit_rows],
+            )
         if self.diagnostics_.get("interrupted"):
             return self  # Ctrl-C in the calibration phase: keep its draws, T = 1, stop there
         start = {k: v for k, v in self.diagnostics_.items() if k.startswith("init_")}
         proba = self._predictive_mean(_safe_indexing(X, held))
         codes = np.searchsorted(self.classes_, _safe_indexing(np.asarray(y), held))
-        posterior = temperature_posterior(proba, codes)
+        posterior = temperature_posterior(
+            proba, codes, held_out_weights(self, np.asarray(y), weights, held)
+        )
         with _overridden(
             self,
             warm_start=True,
             _drop_previous_draws=True,
             _progress_desc=f"{name} sampling (all {len(fit_rows) + len(held)} rows)",
         ):
-            super()._fit(X, y)
+            super()._fit(X, y, sample_weight)
         self.diagnostics_ = {**start, **self.diagnostics_}  # the MAP start's figures
         self.calibration_posterior_ = posterior
         # the posterior mean of log T, reported as one temperature

@@ -88,7 +88,8 @@ class LearnedDropoutPenalty:
 
     def __init__(self, prior_precision: float, n_train: int):
         self.lam = float(prior_precision)
-        self.n = int(n_train)
+        # the number of training rows, or the sum of their weights
+        self.n = n_train if isinstance(n_train, float) else int(n_train)
 
     def __call__(self, module) -> torch.Tensor:
         net = module if isinstance(module, nn.Sequential) else module.net

@@ -33,8 +33,18 @@ from ._concrete_dropout import (
     with_learned_dropout,
 )
 from ._dropout_masks import _PREDICT_CHUNK_ELEMENTS, masked_output_samples
-from ._skorch import TensorData, history_curves, train_net
+from ._skorch import (
+    TensorData,
+    check_history,
+    history_curves,
+    plain_history,
+    row_weight_tensor,
+    split_weights,
+    train_net,
+    weighted_mean,
+)
 from ._trained import TrainedEstimator
+from ._weights import row_weights, sample_weights
 
 
 class _MCDropoutBase(TrainedEstimator):
@@ -72,12 +82,14 @@ class _MCDropoutBase(TrainedEstimator):
         return []
 
     def _loss(self, net, y_pred, y_true, X, training) -> torch.Tensor:
-        """skorch loss hook: the mean data term of a batch (eq. 3.20).
+        """skorch loss hook: the mean data term of a batch (eq. 3.20), each point's term times
+        its weight (scaled to mean 1 over the training rows) when the fit has weights.
 
         In training the module's ``nn.Dropout`` layers draw one fresh mask per point; in
         validation skorch puts the module in eval mode, replacing dropout by its expectation.
         """
-        return self._nll(y_pred, y_true, None).mean()
+        y_true, weights = split_weights(y_true)
+        return weighted_mean(self._nll(y_pred, y_true, None), weights)
 
     def _finish(self, module) -> nn.Sequential:
         """Keep fitted values of extra parameters as attributes; return the bare network."""
@@ -120,29 +132,46 @@ class _MCDropoutBase(TrainedEstimator):
 
     # -------------------------------------------------------------------- fit
     @one_warning_per_call
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Train the dropout network on ``(X, y)``.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row. The data term becomes the weighted mean
+            ``sum_n w_n l_n / sum_n w_n`` (estimated on each batch with the weights scaled to
+            mean 1) and ``N`` in the KL term ``sum_n w_n``: the objective of the data with
+            each row repeated by its (integer) weight. None: every row weighs 1.
 
         Returns
         -------
         self
         """
         X, y, device, dtype, seeds = self._begin_fit(X, y, **self._validate_kwargs())
+        self._row_weights = sample_weights(sample_weight, X)  # read by _prepare_targets
+        try:
+            return self._fit_checked(X, y, device, dtype, seeds)
+        finally:
+            del self._row_weights
+
+    def _fit_checked(self, X, y, device, dtype, seeds):
         targets = self._prepare_targets(y)
+        codes = targets if isinstance(self, ClassifierMixin) else None
+        weights = row_weights(self._row_weights, codes=codes, name=type(self).__name__)
         with seeded_torch(torch_seed(child(seeds, "network"))):
             net = self._build_net(dtype)
         stratify = targets if isinstance(self, ClassifierMixin) else None
         idx_train, idx_val = self._split_rows(len(X), seeds, stratify=stratify)
         Xt = torch.tensor(X, dtype=dtype, device=device)
         yt = self._targets_tensor(targets, device, dtype)
-        module, groups, penalty = self._training_setup(net, device, len(idx_train))
-        train = TensorData(Xt[idx_train], yt[idx_train])
-        valid = None if idx_val is None else TensorData(Xt[idx_val], yt[idx_val])
+        n_train = len(idx_train) if weights is None else float(weights[idx_train].sum())
+        train_w = row_weight_tensor(weights, idx_train, Xt)
+        valid_w = row_weight_tensor(weights, idx_val, Xt)
+        module, groups, penalty = self._training_setup(net, device, n_train)
+        train = TensorData(Xt[idx_train], yt[idx_train], train_w)
+        valid = None if idx_val is None else TensorData(Xt[idx_val], yt[idx_val], valid_w)
         net_ = train_net(
             self,
             module,
@@ -184,6 +213,7 @@ class _MCDropoutBase(TrainedEstimator):
         network on the CPU (``net``, the network built for the fit, given the trained weights
         and learned rates under ``dropout="auto"``) and its rates, ``dropout_``."""
         self.loss_curve_, self.validation_loss_curve_ = history_curves(net_)
+        self.history_ = plain_history(net_.history)
         self.n_iter_ = len(net_.history)
         tracked = self.validation_loss_curve_[self._n_warmup_epochs(self.max_iter) :]
         self.best_validation_loss_ = min(tracked) if self.early_stopping and tracked else None
@@ -266,6 +296,7 @@ class _MCDropoutBase(TrainedEstimator):
         optional = {
             "feature_names_in_": P.is_array(ndim=1, kinds="UO"),
             "dropout_": P.list_of(P.is_float),  # absent from files written before "auto"
+            "history_": check_history,  # absent from files written before it was kept
         }
         if is_classifier(self):  # absent from files written before the calibration
             from ._sampling_state import _check_temperature, _check_temperature_posterior

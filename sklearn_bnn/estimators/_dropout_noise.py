@@ -38,10 +38,14 @@ class WithNoise(nn.Module):
         return self.net(x)
 
     @torch.no_grad()
-    def record(self, sq) -> None:
+    def record(self, sq, weights=None) -> None:
         # in-place (``+=`` on a module attribute would go through Module.__setattr__)
-        self.sq_sum.add_(sq.sum(0))
-        self.count.add_(len(sq))
+        if weights is None:
+            self.sq_sum.add_(sq.sum(0))
+            self.count.add_(len(sq))
+        else:  # rows weighted: the noise of the data with each row repeated by its weight
+            self.sq_sum.add_((sq * weights[:, None]).sum(0))
+            self.count.add_(weights.sum())
 
 
 class NoiseFromResiduals(Callback):

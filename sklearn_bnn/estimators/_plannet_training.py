@@ -12,15 +12,15 @@ from torch import nn
 from .._seeding import child, torch_seed
 from ..losses import cholesky_gaussian_loss
 from ..nets import PlanNet
-from ._skorch import history_curves, train_net
+from ._skorch import history_curves, plain_history, split_weights, train_net, weighted_mean
 
 __all__ = ["train_member"]
 
 
 def train_member(est, net: PlanNet, member, data, valid, penalty, device, desc: str):
     """Train ``net`` (member of seed sequence ``member``) on ``data``, early stopping on
-    ``valid``; returns the trained network, its epochs and its best validation loss (NaN
-    without early stopping)."""
+    ``valid``; returns the trained network, its epochs, its best validation loss (NaN
+    without early stopping) and its training history (a list of dicts, a row per epoch)."""
     trained = train_net(
         est,
         _FixedValidationNoise(net, torch_seed(child(member, "validation_noise"))),
@@ -38,12 +38,16 @@ def train_member(est, net: PlanNet, member, data, valid, penalty, device, desc: 
     )
     curve = history_curves(trained)[1]
     best = min(curve) if est.early_stopping and curve else np.nan
-    return trained.module_.net.cpu(), len(trained.history), best
+    return trained.module_.net.cpu(), len(trained.history), best, plain_history(trained.history)
 
 
 def _plannet_loss(net, y_pred, y_true, X, training) -> torch.Tensor:
-    """skorch loss hook: eq. 7.1 per point (standardised units)."""
-    return cholesky_gaussian_loss(y_true, *y_pred)
+    """skorch loss hook: eq. 7.1 per point (standardised units), its mean over the batch
+    (each point's term times its weight when the fit has weights)."""
+    y_true, weights = split_weights(y_true)
+    if weights is None:
+        return cholesky_gaussian_loss(y_true, *y_pred)
+    return weighted_mean(cholesky_gaussian_loss(y_true, *y_pred, reduction="none"), weights)
 
 
 class _FixedValidationNoise(nn.Module):

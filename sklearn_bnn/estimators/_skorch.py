@@ -69,6 +69,105 @@ TRAINING_CONSTRAINTS = {
 }
 
 
+# skorch's own parameters, taken as skorch takes them: ``optimizer__<setting>`` goes to the
+# optimiser (Adam), ``callbacks__<name>=None`` removes a named callback and
+# ``callbacks__<name>__<setting>`` sets one of its settings.
+SKORCH_PREFIXES = ("optimizer__", "callbacks__")
+
+# skorch's names of what these estimators call otherwise, for the refusal of the former.
+SKORCH_EQUIVALENTS = {
+    "lr": "learning_rate_init",
+    "max_epochs": "max_iter",
+    "optimizer": "nothing: the optimiser is Adam, configured by optimizer__<setting>",
+    "criterion": "nothing: the loss is the model's likelihood and KL term",
+    "module": "hidden_layer_sizes and activation",
+    "train_split": "validation_fraction with early_stopping=True",
+    "iterator_train": "batch_size",
+    "iterator_valid": "batch_size",
+    "warm_start": "nothing: each fit trains afresh",
+}
+
+
+def refuse_unknown(cls, name: str) -> str:
+    """The message refusing keyword ``name`` on the trained estimator ``cls``."""
+    hint = SKORCH_EQUIVALENTS.get(name)
+    where = f": skorch's {name!r} is {hint} here" if hint else ""
+    return (
+        f"{cls.__name__} has no parameter {name!r}{where} (skorch's optimizer__<setting> and "
+        "callbacks__<name>[__<setting>] are taken)."
+    )
+
+
+def skorch_params(cls, kwargs: dict) -> dict:
+    """The keywords an ``__init__`` got beyond its signature, kept as they are (scikit-learn's
+    contract: nothing raises in ``__init__``): ``optimizer__*`` / ``callbacks__*`` go to
+    skorch, any other is refused by ``fit`` naming the parameter that takes its place."""
+    return dict(kwargs)
+
+
+class SkorchParamsMixin:
+    """``optimizer__*`` and ``callbacks__*`` beside an estimator's own parameters: listed by
+    ``get_params`` (so ``clone`` and ``GridSearchCV`` keep and set them), set by
+    ``set_params``, passed to skorch's ``NeuralNet`` at fit (:func:`train_net`)."""
+
+    #: the keyword prefixes taken (read by the package's loader too)
+    skorch_prefixes = SKORCH_PREFIXES
+
+    def get_params(self, deep=True):
+        params = super().get_params(deep=deep)
+        params.update(getattr(self, "_skorch_params", {}))
+        return params
+
+    def _validate_params(self):
+        """scikit-learn's parameter validation, after refusing a keyword ``__init__`` got that
+        is neither a parameter nor skorch's ``optimizer__*`` / ``callbacks__*``."""
+        for name in getattr(self, "_skorch_params", {}):
+            if not name.startswith(SKORCH_PREFIXES):
+                raise ValueError(refuse_unknown(type(self), name))
+        super()._validate_params()
+
+    def set_params(self, **params):
+        """Set parameters; ``optimizer__*`` and ``callbacks__*`` as skorch takes them, a name
+        skorch has and these estimators call otherwise (``lr``) a ValueError naming it."""
+        valid = set(super().get_params(deep=True))
+        kept = vars(self).setdefault("_skorch_params", {})
+        own = {}
+        for name, value in params.items():
+            if name.startswith(SKORCH_PREFIXES) or name in kept:
+                kept[name] = value
+            elif name not in valid and name in SKORCH_EQUIVALENTS:
+                raise ValueError(refuse_unknown(type(self), name))
+            else:
+                own[name] = value
+        return super().set_params(**own) if own else self
+
+
+def plain_history(history) -> list[dict]:
+    """A skorch History as a plain list of dicts (numbers, strings, lists, dicts), which
+    pickles and saves without skorch: numpy and 0-d torch numbers become Python numbers."""
+
+    def plain(value):
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        if isinstance(value, np.generic):
+            return value.item()
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            return value.item()
+        return value
+
+    return [plain(dict(row)) for row in history]
+
+
+def check_history(value, field: str) -> None:
+    """A loaded ``history_``: a list of dicts with string keys (a row per epoch)."""
+    if not isinstance(value, list) or not all(
+        isinstance(row, dict) and all(isinstance(k, str) for k in row) for row in value
+    ):
+        raise ValueError(f"{field} must be a list of dicts with string keys.")
+
+
 # ----------------------------------------------------------------------------- random state
 @contextlib.contextmanager
 def isolated_rng(seed: int, device: torch.device | None = None) -> Iterator[None]:
@@ -119,16 +218,21 @@ def _monitors_validation(callbacks) -> bool:
 
 
 # ----------------------------------------------------------------------------- data
-def standardize_targets(est, Y: np.ndarray) -> np.ndarray:
+def standardize_targets(est, Y: np.ndarray, weights=None) -> np.ndarray:
     """Set ``est.y_mean_`` and ``est.y_scale_`` (1 for a constant column); return the scaled Y.
 
     ``Y`` is 2-D, one column per output. Predictions are mapped back with
     ``f * y_scale_ + y_mean_``; a noise precision ``tau`` in standardised units is
-    ``tau / y_scale_**2`` in the units of ``y``.
+    ``tau / y_scale_**2`` in the units of ``y``. With row ``weights``, the moments of the data
+    with each row repeated by its weight.
     """
     Y = np.asarray(Y, dtype=np.float64)
-    est.y_mean_ = Y.mean(axis=0)
-    scale = Y.std(axis=0)
+    if weights is None:
+        est.y_mean_ = Y.mean(axis=0)
+        scale = Y.std(axis=0)
+    else:
+        est.y_mean_ = np.average(Y, axis=0, weights=weights)
+        scale = np.sqrt(np.average((Y - est.y_mean_) ** 2, axis=0, weights=weights))
     est.y_scale_ = np.where(scale > 0, scale, 1.0)
     return (Y - est.y_mean_) / est.y_scale_
 
@@ -159,16 +263,50 @@ def validation_split(n: int, fraction: float, rng, stratify=None):
 
 
 class TensorData(torch.utils.data.Dataset):
-    """Inputs and targets as two tensors of equal length (already on the training device)."""
+    """Inputs and targets as two tensors of equal length (already on the training device).
 
-    def __init__(self, X: torch.Tensor, y: torch.Tensor):
-        self.X, self.y = X, y
+    With ``weights`` (one per row), the targets of a row or batch come as the pair
+    ``(y, weights)``, which the loss hooks split with :func:`split_weights`.
+    """
+
+    def __init__(self, X: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None = None):
+        self.X, self.y, self.weights = X, y, weights
 
     def __len__(self) -> int:
         return len(self.X)
 
     def __getitem__(self, i):
-        return self.X[i], self.y[i]
+        if self.weights is None:
+            return self.X[i], self.y[i]
+        return self.X[i], (self.y[i], self.weights[i])
+
+
+def row_weight_tensor(weights, rows, like: torch.Tensor) -> torch.Tensor | None:
+    """The weights of ``rows`` scaled to mean 1 over them (so that the weighted mean loss
+    estimates ``sum w l / sum w``), as a tensor of ``like``'s dtype and device; None for
+    None. A part whose weights are all zero is refused."""
+    if weights is None or rows is None:
+        return None
+    part = np.asarray(weights)[rows]
+    if not part.sum() > 0:
+        raise ValueError(
+            "sample_weight is zero on every row of the training (or validation) part; give "
+            "more rows a positive weight, or set early_stopping=False."
+        )
+    return torch.as_tensor(part / part.mean(), dtype=like.dtype, device=like.device)
+
+
+def split_weights(y_true):
+    """``(targets, weights or None)`` of a batch's targets (see :class:`TensorData`)."""
+    if isinstance(y_true, (tuple, list)):
+        return y_true[0], y_true[1]
+    return y_true, None
+
+
+def weighted_mean(values: torch.Tensor, weights) -> torch.Tensor:
+    """The mean of the per-row ``values``, each times its row's weight (the plain mean when
+    ``weights`` is None)."""
+    return values.mean() if weights is None else (values * weights).mean()
 
 
 class TensorBatches:
@@ -186,12 +324,25 @@ class TensorBatches:
 
     def __iter__(self):
         X, y = self.dataset.X, self.dataset.y
+        w = getattr(self.dataset, "weights", None)
+        if w is not None:
+            yield from self._weighted(X, y, w)
+            return
         if not self.shuffle:
             yield from zip(X.split(self.batch_size), y.split(self.batch_size), strict=True)
             return
         order = torch.randperm(len(X), device=X.device)
         for idx in order.split(self.batch_size):
             yield X[idx], y[idx]
+
+    def _weighted(self, X, y, w):
+        """Batches whose targets are ``(y, weights)``, in the order of the unweighted ones."""
+        if not self.shuffle:
+            order = torch.arange(len(X), device=X.device)
+        else:
+            order = torch.randperm(len(X), device=X.device)
+        for idx in order.split(self.batch_size):
+            yield X[idx], (y[idx], w[idx])
 
 
 # ----------------------------------------------------------------------------- skorch pieces
@@ -398,7 +549,40 @@ def train_net(
         )
     if est.verbose:
         callbacks.append(("progress", EpochProgress(max_iter, desc or type(est).__name__)))
+    # copies of the user's callbacks: skorch initialises (mutates) the callbacks it runs, and
+    # scikit-learn's contract is that fit leaves every parameter as it was (clone, caching,
+    # one callback object shared by estimators fitted in parallel); what they record is in
+    # the kept history_
     callbacks += copy.deepcopy(check_callbacks(est.callbacks))
+    user = dict(getattr(est, "_skorch_params", {}))
+    for key in [k for k in user if k.startswith("callbacks__") and k.count("__") == 1]:
+        name = key[len("callbacks__") :]
+        present = [cb for cb in callbacks if _callback_name(cb) == name]
+        # callbacks__<name>=None removes that callback: here for the callbacks this function
+        # adds or not (the bar, early stopping) and the user's; skorch's own defaults by skorch
+        if user[key] is None and (present or name in ("progress", "early_stopping")):
+            del user[key]
+            callbacks = [cb for cb in callbacks if _callback_name(cb) != name]
+    known = {_callback_name(cb) for cb in callbacks} | {
+        name for name, _ in BNNNet._default_callbacks.fget(None)
+    }
+    for key in [k for k in user if k.startswith("callbacks__")]:
+        name = key.split("__")[1]
+        if name not in known:
+            raise ValueError(
+                f"{key}: {type(est).__name__}'s training has no callback named {name!r}; "
+                f"it has {sorted(known)}."
+            )
+    groups = (optimizer_params or {}).get("param_groups")
+    if groups and "optimizer__weight_decay" in user:
+        # the user's decay is added to the prior's, not replaced by the groups' own
+        extra = float(user["optimizer__weight_decay"])
+        optimizer_params = {
+            **optimizer_params,
+            "param_groups": [
+                (n, {**g, "weight_decay": g.get("weight_decay", 0.0) + extra}) for n, g in groups
+            ],
+        }
     # the torch threads of the sampling fits, by the work of one minibatch (_threads.py)
     work = module_work(module, min(len(data), int(est.batch_size)))
     with isolated_rng(seed, device), sampling_threads(work):
@@ -419,10 +603,19 @@ def train_net(
             device=device,
             verbose=0,
             **{f"optimizer__{k}": v for k, v in (optimizer_params or {}).items()},
+            **user,
         )
         net.fit(data, None)
     _warn_unless_converged(est, net, early_stopping, patience, tol, warmup)
     return net
+
+
+def _callback_name(cb) -> str | None:
+    """A callback's name: the first of a ``(name, callback)`` pair, or skorch's default name
+    for a bare callback (its class's name)."""
+    if isinstance(cb, tuple):
+        return cb[0]
+    return (cb if isinstance(cb, type) else type(cb)).__name__
 
 
 def stopping_epoch(losses, patience: int, tol: float = 0.0) -> int | None:

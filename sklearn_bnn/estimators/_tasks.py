@@ -23,6 +23,7 @@ from ..likelihoods import Bernoulli, Categorical, Gaussian
 from ._base import BaseSamplingEstimator
 from ._calibration import TemperatureCalibrationMixin
 from ._variance_parts import PredictiveVarianceParts, variance_parts
+from ._weights import CLASS_WEIGHT_CONSTRAINT
 
 __all__ = ["SamplingClassifierMixin", "SamplingRegressorMixin"]
 
@@ -54,11 +55,17 @@ def _per_draw_outputs(estimator, X, n_columns: int, transform=None) -> np.ndarra
     return result
 
 
+def _weighted_moments(y: np.ndarray, weights: np.ndarray):
+    """Mean and (biased) variance along the rows of ``y`` with the rows weighted."""
+    mean = np.average(y, axis=0, weights=weights)
+    return mean, np.average((y - mean) ** 2, axis=0, weights=weights)
+
+
 class SamplingClassifierMixin(TemperatureCalibrationMixin, ClassifierMixin):
     """Classification: labels encoded as classes, a categorical likelihood (Bernoulli for two
     classes), ``predict_proba`` the posterior predictive mean over the draws."""
 
-    _own_constraints: dict = {}
+    _own_constraints: dict = {"class_weight": CLASS_WEIGHT_CONSTRAINT}
 
     def _is_classifier(self) -> bool:
         return True
@@ -171,13 +178,21 @@ class SamplingRegressorMixin(RegressorMixin):
 
     def _prepare_targets(self, y, reset: bool):
         y = np.asarray(y, dtype=np.float64)
+        weights = getattr(self, "_row_weights", None)
         if reset:
             self._y_2d = y.ndim == 2
-            y_var = y.reshape(len(y), -1).var(axis=0)
+            if weights is None:
+                y_var = y.reshape(len(y), -1).var(axis=0)
+            else:  # the moments of the data with each row repeated by its weight
+                y_var = _weighted_moments(y.reshape(len(y), -1), weights)[1]
             self._y_var = np.where(y_var > 0, y_var, 1.0)
             if self.normalize_y:
-                self.y_mean_ = y.mean(axis=0)
-                scale = y.std(axis=0)
+                if weights is None:
+                    self.y_mean_ = y.mean(axis=0)
+                    scale = y.std(axis=0)
+                else:
+                    self.y_mean_, var = _weighted_moments(y, weights)
+                    scale = np.sqrt(var)
                 self.y_scale_ = np.where(scale > 0, scale, 1.0)
             else:
                 n_out = y.shape[1] if y.ndim == 2 else 1
@@ -200,20 +215,24 @@ class SamplingRegressorMixin(RegressorMixin):
         rel = self._y_var / scale2  # Var(y) in fitted units
         return Gaussian(torch.as_tensor(25.0 / rel), prior=(float(a), torch.as_tensor(b * rel)))
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Sample the posterior over the weights (and the noise precision, when learned).
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row, multiplying its log-likelihood: an integer weight
+            k is the row repeated k times (for the learned noise precision and
+            ``normalize_y``'s moments too). None: every row weighs 1.
 
         Returns
         -------
         self
         """
         n_before = self.samples_.n_draws if self._continuing() else 0
-        super().fit(X, y)
+        super().fit(X, y, sample_weight=sample_weight)
         scale2 = torch.as_tensor(np.reshape(self.y_scale_, -1) ** 2)
         stats = self.samples_.stats
         if "noise_precision" in stats:  # fitted units -> y units, the new draws only

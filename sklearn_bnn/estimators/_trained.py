@@ -22,12 +22,18 @@ from .._registry import WeightsOnlyMixin
 from .._seeding import child, root_seed
 from .._utils import FitDeviceMixin, mlp_parameter_count, resolve_device, resolve_dtype
 from ..nets import ACTIVATIONS, check_hidden_layer_sizes
-from ._skorch import TRAINING_CONSTRAINTS, needs_validation, predict_device, validation_split
+from ._skorch import (
+    TRAINING_CONSTRAINTS,
+    SkorchParamsMixin,
+    needs_validation,
+    predict_device,
+    validation_split,
+)
 
 __all__ = ["TrainedEstimator"]
 
 
-class TrainedEstimator(FitDeviceMixin, WeightsOnlyMixin, BaseEstimator):
+class TrainedEstimator(SkorchParamsMixin, FitDeviceMixin, WeightsOnlyMixin, BaseEstimator):
     """Base of the gradient-trained estimators (see the module docstring).
 
     Subclasses extend ``_parameter_constraints`` with their own parameters and call

@@ -47,6 +47,7 @@ from ._calibration import (
     CALIBRATION_CONSTRAINT,
     _overridden,
     calibrated,
+    held_out_weights,
     resolve_calibration,
     temperature_posterior,
 )
@@ -54,8 +55,9 @@ from ._dropout_base import _MCDropoutBase
 from ._dropout_masks import draw_masks, forward_with_masks
 from ._dropout_noise import NoiseFromResiduals, WithNoise, gaussian_nll
 from ._nested import NestedSettingsMixin
-from ._skorch import standardize_targets
+from ._skorch import skorch_params, split_weights, standardize_targets, weighted_mean
 from ._variance_parts import PredictiveVarianceParts, variance_parts
+from ._weights import sample_weights
 
 # draw_masks and forward_with_masks are imported from here (lcbnn, tests, benchmarks)
 __all__ = ["MCDropoutClassifier", "MCDropoutRegressor", "draw_masks", "forward_with_masks"]
@@ -111,6 +113,13 @@ _COMMON_PARAMS_DOC = """
         results are reproducible on a given device and the caller's global random state (torch's
         and numpy's) is unchanged by ``fit`` and ``predict``. (Two threads fitting at once share
         torch's global generator and lose reproducibility.)
+    **kwargs
+        skorch's ``optimizer__<setting>`` (to Adam; ``optimizer__weight_decay`` adds to the
+        prior's decay) and ``callbacks__<name>=None`` / ``callbacks__<name>__<setting>``
+        (remove or set a named callback: ``"progress"``, ``"early_stopping"``, a user's pair).
+        Any other keyword is refused by ``fit`` (and ``set_params``) with a ValueError naming
+        the parameter that takes its place (skorch's ``lr`` is ``learning_rate_init``,
+        ``max_epochs`` ``max_iter``).
 """
 
 
@@ -160,6 +169,8 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
     best_validation_loss_ : float or None
     n_iter_ : int
         Epochs run.
+    history_ : list of dict
+        skorch's training history as plain dicts, one per epoch (its ``batches`` included).
     mc_seed_ : int
         Seed of the dropout masks used at prediction.
     calibration_temperature_ : float
@@ -202,6 +213,7 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
         dtype="float32",
         verbose=False,
         random_state=None,
+        **kwargs,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -221,6 +233,7 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
         self.dtype = dtype
         self.verbose = verbose
         self.random_state = random_state
+        self._skorch_params = skorch_params(type(self), kwargs)
 
     _parameter_constraints: dict = {
         **_MCDropoutBase._parameter_constraints,
@@ -230,7 +243,7 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
     _NAMED_OBJECTS = {"calibration": resolve_calibration}
 
     @one_warning_per_call
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Train the dropout network on ``(X, y)``, after learning the predictive temperature
         on held-out rows when ``calibration="temperature"``.
 
@@ -238,12 +251,17 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row, multiplying its term of the loss (the weighted
+            mean, ``N`` in the KL term the sum of the weights; the held-out temperature's
+            likelihood weighted too). None: every row weighs 1.
 
         Returns
         -------
         self
         """
         self._validate_params()
+        weights = sample_weights(sample_weight, X)  # scikit-learn's messages before indexing
         split = None
         calibration = resolve_calibration(getattr(self, "calibration", None))
         if calibration is not None:  # LossCalibratedBNN has none
@@ -256,13 +274,19 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
             stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
             # the fit's convergence warning is the final training's
             with _overridden(self, _progress_desc=stage), one_convergence_warning(keep=()):
-                super().fit(_safe_indexing(X, fit_rows), _safe_indexing(y, fit_rows))
+                super().fit(
+                    _safe_indexing(X, fit_rows),
+                    _safe_indexing(y, fit_rows),
+                    None if weights is None else weights[fit_rows],
+                )
             proba = self._dropout_average(_safe_indexing(X, held))
             classes = np.searchsorted(self.classes_, _safe_indexing(np.asarray(y), held))
-            posterior = temperature_posterior(proba, classes)
+            posterior = temperature_posterior(
+                proba, classes, held_out_weights(self, np.asarray(y), weights, held)
+            )
             last = f"{name} training (all {len(fit_rows) + len(held)} rows)"
         with _overridden(self, _progress_desc=last or name):
-            super().fit(X, y)  # every row: the network calibration=None gives
+            super().fit(X, y, weights)  # every row: the network calibration=None gives
         self.calibration_posterior_ = posterior
         self.calibration_temperature_ = float(np.exp(np.sum(posterior[1] * np.log(posterior[0]))))
         return self
@@ -292,10 +316,11 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
         return len(self.classes_)
 
     def _loss(self, net, y_pred, y_true, X, training):
-        """skorch loss hook: mean (weighted) cross-entropy of a batch."""
-        if self._unweighted:
+        """skorch loss hook: mean (class- and row-weighted) cross-entropy of a batch."""
+        y_true, weights = split_weights(y_true)
+        if self._unweighted and weights is None:
             return F.cross_entropy(y_pred, y_true)
-        return self._nll(y_pred, y_true, None).mean()
+        return weighted_mean(self._nll(y_pred, y_true, None), weights)
 
     def _nll(self, out, yb, log_tau):
         """Weighted cross-entropy ``-alpha_y log softmax(out)_y`` (eq. 4.12)."""
@@ -406,6 +431,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         dtype="float32",
         verbose=False,
         random_state=None,
+        **kwargs,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -424,6 +450,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         self.dtype = dtype
         self.verbose = verbose
         self.random_state = random_state
+        self._skorch_params = skorch_params(type(self), kwargs)
 
     _parameter_constraints: dict = {
         **_MCDropoutBase._parameter_constraints,
@@ -441,7 +468,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
     def _prepare_targets(self, y):
         y2 = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
         self.n_outputs_ = y2.shape[1]
-        return standardize_targets(self, y2)
+        return standardize_targets(self, y2, getattr(self, "_row_weights", None))
 
     def _targets_tensor(self, targets, device, dtype):
         return torch.as_tensor(targets, dtype=dtype, device=device)
@@ -462,10 +489,11 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
     def _loss(self, net, y_pred, y_true, X, training):
         """Gaussian data term; in training also accumulates the residuals for the noise update."""
         module = net.module_
+        y_true, weights = split_weights(y_true)
         sq = (y_true - y_pred).pow(2)
         if training and self.noise_precision is None:
-            module.record(sq.detach())
-        return gaussian_nll(sq, module.log_tau).mean()
+            module.record(sq.detach(), weights)
+        return weighted_mean(gaussian_nll(sq, module.log_tau), weights)
 
     def _nll(self, out, yb, log_tau):
         """Gaussian ``-log N(y; f, tau^-1)`` summed over outputs (standardised units)."""

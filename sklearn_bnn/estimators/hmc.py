@@ -9,6 +9,7 @@ from .._registry import register
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_ATTRS_DOC, CALIBRATION_DOC
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
+from ._weights import CLASS_WEIGHT_DOC
 
 __all__ = ["HMCClassifier", "HMCRegressor"]
 
@@ -131,6 +132,7 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
     """
         + _PARAMS_DOC
         + CALIBRATION_DOC
+        + CLASS_WEIGHT_DOC
         + """
     Attributes
     ----------
@@ -173,6 +175,7 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
         random_state=None,
         temperature=1.0,
         calibration="temperature",
+        class_weight=None,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -193,6 +196,7 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
         self.random_state = random_state
         self.temperature = temperature
         self.calibration = calibration
+        self.class_weight = class_weight
 
 
 @register

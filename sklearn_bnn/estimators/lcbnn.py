@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._registry import register
 from .._utils import to_numpy
 from ..decision import bayes_decision, check_utility, expected_utilities
+from ._skorch import split_weights, weighted_mean
 from .dropout import _COMMON_PARAMS_DOC, MCDropoutClassifier, draw_masks, forward_with_masks
 
 __all__ = ["LossCalibratedBNN", "loss_calibrated_penalty", "transformed_utility"]
@@ -154,6 +155,7 @@ class LossCalibratedBNN(MCDropoutClassifier):
         dtype="float32",
         verbose=False,
         random_state=None,
+        **kwargs,
     ):
         self.utility = utility
         self.utility_bound = utility_bound
@@ -177,6 +179,7 @@ class LossCalibratedBNN(MCDropoutClassifier):
             dtype=dtype,
             verbose=verbose,
             random_state=random_state,
+            **kwargs,
         )
         # MCDropoutClassifier's held-out temperature is not a parameter here: tempering the
         # predictive would move the Bayes actions of a utility the network was trained for
@@ -230,6 +233,7 @@ class LossCalibratedBNN(MCDropoutClassifier):
         """
         if net.epoch < self._n_warmup_epochs(net.max_epochs):
             return super()._loss(net, y_pred, y_true, X, training)
+        y_true, weights = split_weights(y_true)
         if training:
             module, n = net.module_, len(X)
             with torch.no_grad():
@@ -238,7 +242,7 @@ class LossCalibratedBNN(MCDropoutClassifier):
         else:
             probs = torch.softmax(y_pred.detach(), dim=-1)
         decisions = bayes_decision(to_numpy(probs), self.utility_)
-        return self._calibrated_loss(y_pred, y_true, decisions).mean()
+        return weighted_mean(self._calibrated_loss(y_pred, y_true, decisions), weights)
 
     def predict_expected_utility(self, X) -> np.ndarray:
         """Posterior expected utility of every decision, ``sum_c p(c | x) u[c, h]`` (eq. 4.3).

@@ -33,9 +33,16 @@ from ._plannet_predictive import (
     pass_draws,
 )
 from ._plannet_training import train_member
-from ._skorch import TensorData, standardize_targets
+from ._skorch import (
+    TensorData,
+    check_history,
+    row_weight_tensor,
+    skorch_params,
+    standardize_targets,
+)
 from ._trained import TrainedEstimator
 from ._variance_parts import PredictiveCovarianceParts, variance_parts
+from ._weights import row_weights, sample_weights
 
 __all__ = ["PlanNetRegressor", "combine_gaussians"]
 
@@ -102,6 +109,13 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         Seeds initialisation, shuffling, the validation split and the dropout masks; prediction
         is deterministic once fitted. Training runs with torch's global generator forked and
         seeded from it, so the caller's global random state is unchanged.
+    **kwargs
+        skorch's ``optimizer__<setting>`` (to Adam; ``optimizer__weight_decay`` adds to the
+        prior's decay) and ``callbacks__<name>=None`` / ``callbacks__<name>__<setting>``
+        (remove or set a named callback: ``"progress"``, ``"early_stopping"``, a user's pair).
+        Any other keyword is refused by ``fit`` (and ``set_params``) with a ValueError naming
+        the parameter that takes its place (skorch's ``lr`` is ``learning_rate_init``,
+        ``max_epochs`` ``max_iter``).
 
     Attributes
     ----------
@@ -113,6 +127,8 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
     n_outputs_ : int
     n_iter_ : ndarray of shape (n_estimators,)
         Epochs run by each network.
+    history_ : list of list of dict
+        Each network's skorch training history as plain dicts, one per epoch.
     validation_loss_ : ndarray of shape (n_estimators,)
         Best held-out eq. 7.1 loss per point (standardised units; NaN without early stopping).
     dropout_rates_ : ndarray of shape (n_estimators, n_layers)
@@ -161,6 +177,7 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         dtype="float32",
         verbose=0,
         random_state=None,
+        **kwargs,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -183,6 +200,7 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         self.dtype = dtype
         self.verbose = verbose
         self.random_state = random_state
+        self._skorch_params = skorch_params(type(self), kwargs)
 
     # ------------------------------------------------------------------ checks and set-up
     def __sklearn_tags__(self):
@@ -214,38 +232,50 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
 
     # ------------------------------------------------------------------ fit
     @one_warning_per_call
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Train ``n_estimators`` networks on ``(X, y)``.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row: the loss of eq. 7.1 becomes the weighted mean
+            ``sum_n w_n l_n / sum_n w_n`` and ``N`` in the regularisers ``sum_n w_n`` (the
+            objective of the data with each row repeated by its integer weight); the
+            standardisation of X and y uses the weighted moments. None: every row weighs 1.
 
         Returns
         -------
         self
         """
         X, y, device, dtype, seeds = self._begin_fit(X, y, multi_output=True, y_numeric=True)
-        Xs, Ys = self._standardize_fit_data(X, y, device, dtype)
+        weights = row_weights(sample_weights(sample_weight, X))
+        Xs, Ys = self._standardize_fit_data(X, y, device, dtype, weights)
         train, val = self._split_rows(len(X), seeds)
         if val is not None:
             train, val = np.sort(train), np.sort(val)
-        data = TensorData(Xs[train], Ys[train])
-        valid = None if val is None else TensorData(Xs[val], Ys[val])
+        data = TensorData(Xs[train], Ys[train], row_weight_tensor(weights, train, Xs))
+        valid = None
+        if val is not None:
+            valid = TensorData(Xs[val], Ys[val], row_weight_tensor(weights, val, Xs))
         members = [child(child(seeds, "members"), m) for m in range(self.n_estimators)]
         self.mc_seeds_ = [torch_seed(child(member, "predict")) for member in members]
-        weight_reg, dropout_reg = self.prior_precision / len(train), 2.0 / len(train)
+        n_train = len(train) if weights is None else float(weights[train].sum())
+        weight_reg, dropout_reg = self.prior_precision / n_train, 2.0 / n_train
 
         def penalty(module):
             return module.net.regularizer(weight_reg, dropout_reg)
 
-        self.estimators_, n_iter, val_loss = [], [], []
+        self.estimators_, n_iter, val_loss, self.history_ = [], [], [], []
         for m, member in enumerate(members):
             with seeded_torch(torch_seed(child(member, "network"))):
                 net = self._new_net().to(dtype=dtype)
             desc = f"plan-net {m + 1}/{self.n_estimators}"
-            net, epochs, best = train_member(self, net, member, data, valid, penalty, device, desc)
+            net, epochs, best, history = train_member(
+                self, net, member, data, valid, penalty, device, desc
+            )
+            self.history_.append(history)
             self.estimators_.append(net)
             n_iter.append(epochs)
             val_loss.append(best)
@@ -254,15 +284,21 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         self.dropout_rates_ = np.array([net.dropout_rates() for net in self.estimators_])
         return self
 
-    def _standardize_fit_data(self, X, y, device, dtype):
-        """Inputs and targets standardised, as tensors; records the shapes and scales."""
+    def _standardize_fit_data(self, X, y, device, dtype, weights=None):
+        """Inputs and targets standardised (by the rows' weighted moments when ``weights``
+        are given), as tensors; records the shapes and scales."""
         self.single_target_ = y.ndim == 1
         Y = y.reshape(len(y), -1)
         self.n_outputs_ = Y.shape[1]
-        self.x_mean_ = X.mean(0)
-        self.x_scale_ = np.where(X.std(0) > 0, X.std(0), 1.0)
+        if weights is None:
+            self.x_mean_ = X.mean(0)
+            x_std = X.std(0)
+        else:
+            self.x_mean_ = np.average(X, axis=0, weights=weights)
+            x_std = np.sqrt(np.average((X - self.x_mean_) ** 2, axis=0, weights=weights))
+        self.x_scale_ = np.where(x_std > 0, x_std, 1.0)
         Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=dtype, device=device)
-        Ys = torch.as_tensor(standardize_targets(self, Y), dtype=dtype, device=device)
+        Ys = torch.as_tensor(standardize_targets(self, Y, weights), dtype=dtype, device=device)
         return Xs, Ys
 
     # ------------------------------------------------------------------ prediction
@@ -436,7 +472,11 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
                 "y_scale_": P.is_array(kinds="f", shape=(n_out,)),
                 "mc_seeds_": P.list_of(P.is_seed, length=m),
             },
-            {"feature_names_in_": P.is_array(ndim=1, kinds="UO")},
+            {
+                "feature_names_in_": P.is_array(ndim=1, kinds="UO"),
+                # absent from files written before it was kept
+                "history_": P.list_of(check_history, length=m),
+            },
         )
         P.check_feature_names(state)
         if state["single_target_"] and n_out != 1:

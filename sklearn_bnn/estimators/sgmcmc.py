@@ -19,6 +19,7 @@ from ..targets import MinibatchTarget
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_DOC
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
+from ._weights import CLASS_WEIGHT_DOC
 
 __all__ = ["SGMCMCClassifier", "SGMCMCRegressor"]
 
@@ -99,7 +100,7 @@ class _MinibatchParams:
             network,
             X,
             targets,
-            self._likelihood(),
+            self._fit_likelihood(),
             GaussianPrior(self.prior_precision),
             batch_size=self.batch_size,
         )
@@ -131,6 +132,7 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
     """
         + _SG_PARAMS_DOC.replace("{base}", "HMCClassifier").replace("{{", "{").replace("}}", "}")
         + SG_CALIBRATION_DOC
+        + CLASS_WEIGHT_DOC
         + """
     Attributes
     ----------
@@ -162,6 +164,7 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
         batch_size=128,
         temperature=1.0,
         calibration="temperature",
+        class_weight=None,
         n_draws="auto",
         n_warmup="auto",
         thin=1,
@@ -183,6 +186,7 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
         self.batch_size = batch_size
         self.temperature = temperature
         self.calibration = calibration
+        self.class_weight = class_weight
         self.n_draws = n_draws
         self.n_warmup = n_warmup
         self.thin = thin

@@ -21,6 +21,7 @@ from ..targets import SplitTarget
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_DOC
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
+from ._weights import CLASS_WEIGHT_DOC
 from .hmc import _TrajectoryParams
 
 __all__ = ["SplitHMCClassifier", "SplitHMCRegressor"]
@@ -76,7 +77,7 @@ class _SplitParams(_TrajectoryParams):
             network,
             X[order],
             targets[torch.as_tensor(order)],
-            self._likelihood(),
+            self._fit_likelihood(),
             as_prior(self.prior_precision),
             n_splits=self.n_splits,
             split_size=self.split_size,
@@ -109,6 +110,7 @@ class SplitHMCClassifier(SamplingClassifierMixin, _SplitParams, BaseSamplingEsti
     """
         + _SPLIT_PARAMS_DOC.replace("{base}", "HMCClassifier")
         + CALIBRATION_DOC
+        + CLASS_WEIGHT_DOC
         + """
     Attributes
     ----------
@@ -154,6 +156,7 @@ class SplitHMCClassifier(SamplingClassifierMixin, _SplitParams, BaseSamplingEsti
         random_state=None,
         temperature=1.0,
         calibration="temperature",
+        class_weight=None,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -177,6 +180,7 @@ class SplitHMCClassifier(SamplingClassifierMixin, _SplitParams, BaseSamplingEsti
         self.random_state = random_state
         self.temperature = temperature
         self.calibration = calibration
+        self.class_weight = class_weight
 
 
 @register

@@ -1,4 +1,4 @@
-"""Calibration and proper scoring rules for predictive class probabilities (REFERENCE §9).
+"""Calibration and proper scoring rules for predictive class probabilities.
 
 Every function takes the true labels and a probability matrix ``y_prob`` of shape
 ``(n_samples, n_classes)`` whose columns follow the sorted labels (a classifier's ``classes_``).
@@ -105,7 +105,7 @@ def expected_calibration_error(
     """Expected calibration error of the top-label prediction.
 
     ``ECE = sum_b (n_b / n) |acc_b - conf_b|`` over confidence bins ``b`` (Naeini et al., 2015;
-    Guo et al., 2017, eq. 3), the calibration score of seeds/004 and REFERENCE §9. Zero for a
+    Guo et al., 2017, eq. 3), the calibration score of Schmal & Mäder 2026. Zero for a
     perfectly calibrated predictor (up to the sampling noise within bins); an over-confident one
     scores the gap between its confidence and its accuracy.
 
@@ -146,8 +146,8 @@ def maximum_calibration_error(
 ) -> float:
     """Maximum calibration error: the largest ``|acc_b - conf_b|`` over non-empty bins.
 
-    Guo et al. (2017, eq. 5); reported beside the ECE in seeds/004 ("Bayesian neural network
-    comparison"). Parameters as in :func:`top_label_calibration_curve`.
+    Guo et al. (2017, eq. 5); reported beside the ECE in Schmal & Mäder 2026 ("Bayesian neural
+    network comparison"). Parameters as in :func:`top_label_calibration_curve`.
 
     Examples
     --------
@@ -169,7 +169,7 @@ def maximum_calibration_error(
 def brier_score(y_true, y_prob, *, labels=None, sample_weight=None) -> float:
     """Multi-class Brier score: mean over points of ``sum_c (p_c - 1[y = c])^2``.
 
-    Brier (1950); the definition of REFERENCE §9 and seeds/000 Table 4, in [0, 2]. It is
+    Brier (1950); the definition of Cobb & Jalaian 2021, Table 4, in [0, 2]. It is
     :func:`sklearn.metrics.brier_score_loss` with ``scale_by_half=False``; for a binary problem
     that is twice scikit-learn's default binary Brier score ``mean (p_1 - y)^2``.
 
@@ -191,7 +191,7 @@ def brier_score(y_true, y_prob, *, labels=None, sample_weight=None) -> float:
 
 
 def negative_log_likelihood(y_true, y_prob, *, labels=None, sample_weight=None) -> float:
-    """Mean negative log predictive probability of the true class (REFERENCE §9).
+    """Mean negative log predictive probability of the true class.
 
     :func:`sklearn.metrics.log_loss` after our input checks (probabilities in [0, 1] summing
     to one, labels mapped to columns); probabilities are clipped at the float64 epsilon. Rows

@@ -1,4 +1,4 @@
-"""Probabilistic regression metrics for Gaussian predictive distributions (REFERENCE §9).
+"""Probabilistic regression metrics for Gaussian predictive distributions.
 
 A regressor's prediction is a mean ``y_mean`` and a standard deviation ``y_std`` per output,
 as ``predict(X, return_std=True)`` gives. For R^2 use :func:`sklearn.metrics.r2_score`.
@@ -63,7 +63,7 @@ def gaussian_nll(
 ):
     """Mean negative log density of the targets under ``N(y_mean, y_std^2)``.
 
-    ``0.5 log(2 pi sigma^2) + (y - mu)^2 / (2 sigma^2)``, averaged over points (REFERENCE §9).
+    ``0.5 log(2 pi sigma^2) + (y - mu)^2 / (2 sigma^2)``, averaged over points.
 
     Parameters
     ----------
@@ -133,7 +133,7 @@ def interval_coverage(y_true, y_mean, y_std, level=0.95, *, sample_weight=None):
     """Fraction of targets inside the central Gaussian predictive interval(s).
 
     The interval at level ``a`` is ``mu +- z sigma`` with ``z = Phi^-1((1 + a) / 2)``; a
-    calibrated regressor covers a fraction ``a`` of the targets (REFERENCE §9). All outputs are
+    calibrated regressor covers a fraction ``a`` of the targets. All outputs are
     pooled.
 
     Parameters

@@ -31,8 +31,8 @@ def _entropy(p: np.ndarray) -> np.ndarray:
 def predictive_entropy(y_prob) -> np.ndarray:
     """Entropy of the posterior predictive distribution, ``H[E_w p(y | x, w)]``, per point.
 
-    seeds/000 §6.4 (the quantity of its Fig. 2); total uncertainty, in nats, between 0 and
-    ``log(n_classes)``.
+    Cobb & Jalaian 2021, §6.4 (the quantity of its Fig. 2); total uncertainty, in nats, between 0
+    and ``log(n_classes)``.
 
     Parameters
     ----------
@@ -57,8 +57,8 @@ def predictive_entropy(y_prob) -> np.ndarray:
 def mutual_information(y_prob_samples) -> np.ndarray:
     """Mutual information between the prediction and the weights, per point.
 
-    ``I[y, w | x] = H[E_w p(y | x, w)] - E_w H[p(y | x, w)]`` (seeds/000 §6.4, Fig. 3;
-    REFERENCE §9): the part of the predictive entropy due to disagreement between draws
+    ``I[y, w | x] = H[E_w p(y | x, w)] - E_w H[p(y | x, w)]`` (Cobb & Jalaian 2021, §6.4,
+    Fig. 3): the part of the predictive entropy due to disagreement between draws
     (model uncertainty). Zero when all draws agree; non-negative by Jensen's inequality (tiny
     negative rounding errors are set to zero).
 
@@ -83,7 +83,7 @@ def mutual_information(y_prob_samples) -> np.ndarray:
 def mutual_information_matrix(y_true, y_prob_samples, *, labels=None):
     """Average mutual information per (true class, predicted class) cell.
 
-    The "confusion-style" matrix of seeds/000 Fig. 3: rows are true classes, columns the
+    The "confusion-style" matrix of Cobb & Jalaian 2021, Fig. 3: rows are true classes, columns the
     predicted class (argmax of the mean over draws), as in
     :func:`sklearn.metrics.confusion_matrix`. Low values on the diagonal (confident correct
     predictions) and high values off it (errors flagged by model uncertainty) are desirable.
@@ -111,8 +111,8 @@ def mutual_information_matrix(y_true, y_prob_samples, *, labels=None):
 def cumulative_accuracy(y_true, y_prob_samples, *, labels=None) -> np.ndarray:
     """Accuracy of the ensemble of the first ``s`` draws, for ``s = 1 .. n_draws``.
 
-    seeds/000 App. B.4 (Fig. 7): the prediction after ``s`` draws is the argmax of the mean of
-    those draws' probabilities.
+    Cobb & Jalaian 2021, App. B.4 (Fig. 7): the prediction after ``s`` draws is the argmax of the
+    mean of those draws' probabilities.
 
     Returns
     -------
@@ -134,7 +134,7 @@ def cumulative_accuracy(y_true, y_prob_samples, *, labels=None) -> np.ndarray:
 def mean_utility(y_true, decisions, utility, *, labels=None, sample_weight=None) -> float:
     """Average utility ``U[y_i, h_i]`` of decisions ``h_i`` taken on points of class ``y_i``.
 
-    The empirical expected utility of a decision rule (seeds/003 §4.1; the score of its Table
+    The empirical expected utility of a decision rule (Cobb 2019, §4.1; the score of its Table
     4.3). The utility matrix follows this package's convention: rows are the true classes in
     sorted label order, columns the decisions.
 
@@ -171,7 +171,7 @@ def mean_utility(y_true, decisions, utility, *, labels=None, sample_weight=None)
 def expected_utility_score(y_true, y_prob, utility, *, labels=None, sample_weight=None) -> float:
     """Average utility obtained by taking the Bayes action on each point.
 
-    The Bayes action maximises the expected utility under ``y_prob`` (seeds/003 eq. 4.1-4.2);
+    The Bayes action maximises the expected utility under ``y_prob`` (Cobb 2019, eq. 4.1-4.2);
     the score is :func:`mean_utility` of those actions against the true labels. With the
     identity utility it is the accuracy.
 

@@ -16,12 +16,9 @@ from __future__ import annotations
 
 import torch
 
+from .._config import switch
 from .._warnings import warn
 from ._graphs import record_graph
-
-#: Whether the MAP search's Adam steps on a CUDA device are recorded and replayed as CUDA
-#: graphs. Set to False to run every step eagerly.
-ENABLED = True
 
 BETA1, BETA2, TINY = 0.9, 0.999, 1e-8
 
@@ -48,7 +45,7 @@ class AdamSteps:
         self.active = torch.ones(C, dtype=torch.bool, device=self.theta.device)
         if record is None:
             resident = getattr(target, "batch_device", None) is not None
-            record = ENABLED and self.theta.is_cuda and resident
+            record = switch("map_cuda_graphs") and self.theta.is_cuda and resident
         self.record = record
         self.lr = torch.zeros((), dtype=self.theta.dtype, device=self.theta.device)
         self.graphs = {}  # batch size -> (rows buffer, graph)

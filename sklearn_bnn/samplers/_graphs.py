@@ -32,29 +32,17 @@ from __future__ import annotations
 
 import torch
 
+from .._config import switch
 from .._warnings import warn
 from ._base import State
 from .geometry.euclidean import DiagonalMetric, IdentityMetric, as_metric
 from .integrators import gradient_only, leapfrog, naive_split
-
-#: Whether trajectories on a CUDA device are recorded and replayed as CUDA graphs. Set to
-#: False to run every leapfrog step eagerly (for debugging, or to compare the two paths).
-ENABLED = True
 
 #: Distinct targets one kernel records graphs for before it stops recording (a target that a
 #: Gibbs block re-conditions at every transition would otherwise be recorded every time).
 MAX_TARGETS = 2
 
 _GRAPHED_INTEGRATORS = (leapfrog, naive_split)
-
-
-class _StaticDiagonal(DiagonalMetric):
-    """A diagonal metric over a buffer the graphs read (no checks: the buffer's values are
-    copied in from a metric that passed them)."""
-
-    def __init__(self, inv_mass: torch.Tensor):
-        self.inv_mass = inv_mass
-        self._unit = None
 
 
 class ConditionedRecording:
@@ -250,7 +238,9 @@ class GraphedLeapfrog:
         return rec.run(state, momentum, eps, n_steps, metric)
 
     def _applies(self, integrator, state: State, metric) -> bool:
-        if not ENABLED or self.off_reason is not None or integrator not in _GRAPHED_INTEGRATORS:
+        if not switch("hmc_cuda_graphs") or self.off_reason is not None:
+            return False
+        if integrator not in _GRAPHED_INTEGRATORS:
             return False
         if type(state) is not State or not state.position.is_cuda:
             return False

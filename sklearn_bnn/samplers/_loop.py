@@ -12,10 +12,12 @@ from __future__ import annotations
 import torch
 from tqdm.auto import tqdm
 
+from .._config import switch
 from .._utils import flush_subnormals
 from .._warnings import warn
 from ._run import ChainRun
 from .budget import DrawRule, WarmupRule
+from .defaults import TARGET_ACCEPT
 from .warmup import WindowAdaptation
 
 __all__ = ["run_chains"]
@@ -31,7 +33,7 @@ def run_chains(
     n_draws: int | DrawRule,
     thin: int = 1,
     step_size="auto",
-    target_accept: float = 0.8,
+    target_accept: float = TARGET_ACCEPT,
     inv_mass=None,
     adapt_mass: bool = False,
     verbose: bool = False,
@@ -181,8 +183,6 @@ class _Record:
     STAGE_BYTES = 64 * 2**20
     #: At most this many transitions staged between two transfers.
     MAX_CHUNK = 50
-    #: Stage on the CPU too (the tests count the host reads an accelerator would see).
-    STAGE_ON_CPU = False
 
     def __init__(self, state, n_draws: int, thin: int):
         C, D = state.position.shape
@@ -210,7 +210,7 @@ class _Record:
             "divergent": torch.zeros((C, self.n_kept_max), dtype=torch.bool),
             "energy_error": torch.empty((C, self.n_kept_max), dtype=dtype),
         }
-        self.staged = device.type != "cpu" or self.STAGE_ON_CPU
+        self.staged = device.type != "cpu" or switch("stage_draws_on_cpu")
         self.warmup_divergent = torch.zeros(C, dtype=torch.long, device=device)
         if self.staged:
             per_draw = max(1, C * D * dtype.itemsize)

@@ -12,6 +12,7 @@ import torch
 
 from .._seeding import child, root_seed, torch_seed
 from ._base import State
+from .defaults import TARGET_ACCEPT
 
 __all__ = ["ChainRun", "RunConfig", "chain_seeds", "merge_runs"]
 
@@ -35,7 +36,7 @@ class RunConfig:
     adapt_mass: bool | str | None = None
     inv_mass: torch.Tensor | None = None  # (D,) or (C, D): a continued run's mass
 
-    _LOOP_DEFAULTS = {"step_size": "auto", "target_accept": 0.8, "adapt_mass": False}
+    _LOOP_DEFAULTS = {"step_size": "auto", "target_accept": TARGET_ACCEPT, "adapt_mass": False}
 
     def with_warmup_of(self, sampler) -> RunConfig:
         """The warmup settings left at None taken from ``sampler`` (or the loop's defaults)."""

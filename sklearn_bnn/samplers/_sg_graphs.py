@@ -30,12 +30,9 @@ from __future__ import annotations
 
 import torch
 
+from .._config import switch
 from .._warnings import warn
 from ._graphs import MAX_TARGETS, ConditionedRecording, record_graph
-
-#: Whether SGLD and SGHMC minibatch steps on a CUDA device are recorded and replayed as CUDA
-#: graphs. Set to False to run every step eagerly.
-ENABLED = True
 
 
 class _Buffers:
@@ -193,7 +190,7 @@ class GraphedSGSteps:
         return fresh
 
     def applies(self, kernel, theta: torch.Tensor) -> bool:
-        if not ENABLED or self.off_reason is not None:
+        if not switch("sg_cuda_graphs") or self.off_reason is not None:
             return False
         if self.record and not theta.is_cuda:
             return False

@@ -14,6 +14,7 @@ import math
 import torch
 
 from ._base import State
+from .defaults import TARGET_ACCEPT
 from .geometry.euclidean import as_metric
 from .integrators import drift, kick
 
@@ -49,7 +50,7 @@ class DualAveraging:
     def __init__(
         self,
         initial_step_size: torch.Tensor,
-        target_accept: float = 0.8,
+        target_accept: float = TARGET_ACCEPT,
         gamma: float = 0.05,
         t0: float = 10.0,
         kappa: float = 0.75,

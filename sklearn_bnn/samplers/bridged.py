@@ -34,6 +34,7 @@ from ._run import ChainRun
 from .bridge import bridge_log_masses, bridge_terms, explicit_boxes, split_boxes
 from .budget import as_length
 from .constrained import ConstrainedHMC, _where, to_box
+from .defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
 from .gibbs import with_gibbs_blocks
 
 __all__ = ["BridgedHMC", "run_box"]
@@ -153,9 +154,9 @@ class BridgedHMC(Sampler):
         max_iter=1000,
         min_box_draws=20,
         min_overlap=0.01,
-        divergence_threshold=1000.0,
+        divergence_threshold=DIVERGENCE_THRESHOLD,
         step_size="auto",
-        target_accept=0.8,
+        target_accept=TARGET_ACCEPT,
         adapt_mass=False,
     ):
         self.n_split_params = n_split_params

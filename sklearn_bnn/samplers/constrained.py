@@ -19,6 +19,7 @@ import torch
 from .._utils import check_scalar_param
 from ._base import Sampler, State
 from ._registry import register_sampler
+from .defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
 from .geometry.euclidean import DenseMetric, as_metric
 from .hmc import HMCKernel
 from .integrators import drift, kick
@@ -219,10 +220,10 @@ class ConstrainedHMC(Sampler):
         lower=None,
         upper=None,
         n_steps=20,
-        divergence_threshold=1000.0,
+        divergence_threshold=DIVERGENCE_THRESHOLD,
         step_jitter=0.0,
         step_size="auto",
-        target_accept=0.8,
+        target_accept=TARGET_ACCEPT,
         adapt_mass=False,
     ):
         self.lower = lower

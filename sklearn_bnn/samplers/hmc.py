@@ -26,6 +26,7 @@ from ._base import (
 from ._graphs import GraphedLeapfrog
 from ._registry import register_sampler
 from .chees import ChEESTrajectory
+from .defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
 from .geometry.euclidean import DiagonalMetric, EuclideanMetric, as_metric, check_n_chains
 from .integrators import resolve_integrator
 
@@ -153,7 +154,7 @@ default=None
         self,
         n_steps=50,
         integrator=None,
-        divergence_threshold=1000.0,
+        divergence_threshold=DIVERGENCE_THRESHOLD,
         trajectory_length=None,
         max_steps=1024,
         metric=None,
@@ -161,7 +162,7 @@ default=None
         n_steps_jitter=0.0,
         initial_time=None,
         step_size="auto",
-        target_accept=0.8,
+        target_accept=TARGET_ACCEPT,
         adapt_mass=False,
     ):
         self.n_steps = n_steps

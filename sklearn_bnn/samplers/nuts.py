@@ -36,6 +36,7 @@ from .._utils import check_scalar_param
 from ._base import Info, Sampler, State, sample_momentum, sampler_setting
 from ._nuts_tree import Point, Trajectory, double
 from ._registry import register_sampler
+from .defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
 from .geometry.euclidean import IdentityMetric
 from .hmc import HMC, HMCKernel, check_metric, integrator_for
 from .integrators import drift, kick, resolve_integrator
@@ -86,11 +87,11 @@ class NUTS(Sampler):
     def __init__(
         self,
         max_tree_depth=10,
-        divergence_threshold=1000.0,
+        divergence_threshold=DIVERGENCE_THRESHOLD,
         integrator=None,
         metric=None,
         step_size="auto",
-        target_accept=0.8,
+        target_accept=TARGET_ACCEPT,
         adapt_mass=False,
     ):
         self.max_tree_depth = max_tree_depth

@@ -28,6 +28,7 @@ import torch
 from .._utils import check_scalar_param
 from ._base import Info, Kernel, Sampler, State, chain_step_size, default_step_size, sampler_setting
 from ._registry import register_sampler
+from .defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
 from .geometry.riemannian import FisherMetric, SoftAbsMetric, second_order_derivatives
 from .hmc import metropolis_hastings
 
@@ -202,9 +203,9 @@ class RMHMC(Sampler):
         copy_scale=0.0,
         tol=1e-6,
         max_iter=100,
-        divergence_threshold=1000.0,
+        divergence_threshold=DIVERGENCE_THRESHOLD,
         step_size="auto",
-        target_accept=0.8,
+        target_accept=TARGET_ACCEPT,
     ):
         self.n_steps = n_steps
         self.integrator = integrator

@@ -39,6 +39,7 @@ from ..priors import HierarchicalPrior
 from ..targets._hierarchical import HierarchicalTarget, hierarchical_target
 from ._base import Info, Kernel, Sampler, State, chain_step_size, default_step_size, sampler_setting
 from ._registry import register_sampler
+from .defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
 
 __all__ = ["HierarchicalTarget", "S3HMC", "S3HMCKernel"]
 
@@ -89,9 +90,9 @@ class S3HMC(Sampler):
         n_steps=20,
         tol=1e-8,
         max_iter=50,
-        divergence_threshold=1000.0,
+        divergence_threshold=DIVERGENCE_THRESHOLD,
         step_size="auto",
-        target_accept=0.8,
+        target_accept=TARGET_ACCEPT,
         adapt_mass=False,
     ):
         self.n_steps = n_steps

@@ -12,13 +12,14 @@ import math
 import torch
 
 from ._base import State, kinetic_energy
+from .defaults import DIVERGENCE_THRESHOLD
 from .sg_integrators import (
     bab,
     ornstein_uhlenbeck,
     skew_momentum,
     skew_noise_variance,
 )
-from .sg_kernels import DIVERGENCE_THRESHOLD, _SGKernel
+from .sg_kernels import _SGKernel
 
 __all__ = ["AMAGOLDKernel", "GSGHMCKernel", "HTEKernel", "amagold_trajectory"]
 

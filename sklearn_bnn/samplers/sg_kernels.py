@@ -26,7 +26,6 @@ from .sg_integrators import (
 __all__ = ["SGHMCKernel", "SGLDKernel"]
 
 
-DIVERGENCE_THRESHOLD = 1000.0
 #: During warmup the unadjusted kernels bound their step by this fraction of the full-data
 #: dynamics' stability scale (``sg_step_size.curvature_step_size``), measured at the chains'
 #: positions at each of the first :data:`CURVATURE_EVERY` transitions (where a chain leaving

@@ -28,6 +28,7 @@ from .adaptation import (
     stalled_chains,
     warmup_windows,
 )
+from .defaults import TARGET_ACCEPT
 
 __all__ = ["WindowAdaptation", "prior_variance"]
 
@@ -64,7 +65,13 @@ class WindowAdaptation:
     """
 
     def __init__(
-        self, n_warmup: int, *, step_size="auto", target_accept=0.8, adapt_mass=False, inv_mass=None
+        self,
+        n_warmup: int,
+        *,
+        step_size="auto",
+        target_accept=TARGET_ACCEPT,
+        adapt_mass=False,
+        inv_mass=None,
     ):
         self.n_warmup = n_warmup
         self.step_size = step_size

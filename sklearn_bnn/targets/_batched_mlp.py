@@ -172,7 +172,7 @@ class BatchedMLP:
             expected += [index[id(lin.weight)], index[id(lin.bias)]]
         if list(network.names) != expected:
             return None  # a frozen tensor, or another order: not the flat layout assumed
-        starts = dict(zip(network.names, _starts(network.sizes), strict=True))
+        starts = network.offsets
         layers = []
         for i, lin in enumerate(linears):
             act = activations[i] if i < len(activations) else None
@@ -468,9 +468,3 @@ def _flat(buffer):
     return None if buffer is None else buffer.view(-1, buffer.shape[-1])
 
 
-def _starts(sizes):
-    out, start = [], 0
-    for n in sizes:
-        out.append(start)
-        start += n
-    return out

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from ..likelihoods import Gaussian, sample_gamma
+from ..likelihoods import Gaussian, RowWeighted, sample_gamma
 from ..priors import HierarchicalPrior
 
 __all__ = [
@@ -162,11 +162,15 @@ def hierarchical_blocks(prior, network) -> list:
 def hierarchical_noise(prior, likelihood):
     """The likelihood under ``prior``: a Gaussian's noise precision learned with the
     Gamma(noise_alpha, noise_beta) of a ``HierarchicalPrior(learn_noise=True)`` (started at the
-    likelihood's own precision); any other likelihood or prior leaves it as it is."""
+    likelihood's own precision); any other likelihood or prior leaves it as it is. Row weights
+    (:class:`~sklearn_bnn.likelihoods.RowWeighted`) stay on the learned likelihood."""
     learn = isinstance(prior, HierarchicalPrior) and prior.learn_noise
-    if not (learn and isinstance(likelihood, Gaussian)):
+    weighted = isinstance(likelihood, RowWeighted)
+    base = likelihood.base if weighted else likelihood
+    if not (learn and isinstance(base, Gaussian)):
         return likelihood
-    return Gaussian(likelihood.precision, prior=(float(prior.noise_alpha), float(prior.noise_beta)))
+    learned = Gaussian(base.precision, prior=(float(prior.noise_alpha), float(prior.noise_beta)))
+    return RowWeighted(learned, likelihood.total_weight) if weighted else learned
 
 
 class InterweavedPrecisionGibbs(PriorPrecisionGibbs):

@@ -12,6 +12,7 @@ summed over data points.
 from __future__ import annotations
 
 import copy
+import itertools
 
 import torch
 from torch import nn
@@ -49,6 +50,9 @@ class FunctionalNetwork:
         self.shapes = [p.shape for _, p in trainable]
         self.sizes = [p.numel() for _, p in trainable]
         self.dim = sum(self.sizes)
+        #: Where each parameter starts in the flat weight vector, by name.
+        starts = itertools.accumulate(self.sizes[:-1], initial=0)
+        self.offsets = dict(zip(self.names, starts, strict=True))
         self._constants = {
             n: p.detach() for n, p in self.module.named_parameters() if not p.requires_grad
         }
@@ -412,12 +416,13 @@ class Target:
         the data (the whole data, its subsets or its batches), one piece on the device at a
         time; chains batched by :meth:`FunctionalNetwork.map_draws`."""
         total = 0
+        weighted = getattr(self.likelihood, "sum_of_squares", None)  # row weights
         with torch.no_grad():
             for X, y in pieces:
                 out = self.network.map_draws(
                     lambda t, X=X: self.network.forward(t, X), theta.detach()
                 )
-                total = total + ((out - y) ** 2).sum(1)
+                total = total + (((out - y) ** 2).sum(1) if weighted is None else weighted(out, y))
         return total
 
     def select_chains(self, idx: torch.Tensor) -> Target:

@@ -72,7 +72,7 @@ def homogeneous_layers(network) -> list | None:
     others = [m for m in module if not isinstance(m, nn.Linear | nn.Dropout)]
     if len(linears) < 2 or not all(isinstance(m, HOMOGENEOUS) for m in others):
         return None
-    offsets = dict(zip(network.names, _starts(network.sizes), strict=True))
+    offsets = network.offsets
     index = {id(p): n for n, p in module.named_parameters()}
     layers = []
     for lin, nxt in zip(linears[:-1], linears[1:], strict=True):
@@ -91,14 +91,6 @@ def homogeneous_layers(network) -> list | None:
             )
         )
     return layers
-
-
-def _starts(sizes):
-    out, start = [], 0
-    for n in sizes:
-        out.append(start)
-        start += n
-    return out
 
 
 def sample_log_gig(

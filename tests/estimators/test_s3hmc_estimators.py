@@ -10,7 +10,7 @@ from sklearn_bnn import HMCClassifier, HMCRegressor
 from sklearn_bnn._persistence import load, save
 from sklearn_bnn.estimators.split import SplitHMCRegressor
 from sklearn_bnn.priors import HierarchicalPrior
-from sklearn_bnn.samplers import HMC, NUTS, RMHMC, S3HMC
+from sklearn_bnn.samplers import HMC, RMHMC, S3HMC
 from sklearn_bnn.samplers.init import MAPStart
 
 FAST = dict(
@@ -24,15 +24,11 @@ FAST = dict(
 
 @parametrize_with_checks(
     [
+        # one estimator per prior scheme (the joint one under S3HMC, Gibbs blocks, the
+        # interweaving move); the samplers' own correctness is tested in tests/samplers/
         HMCClassifier(prior_precision=HierarchicalPrior(), sampler=S3HMC(n_steps=3), **FAST),
-        HMCRegressor(prior_precision=HierarchicalPrior(), sampler=S3HMC(n_steps=3), **FAST),
         HMCClassifier(
             prior_precision=HierarchicalPrior(scheme="gibbs"), sampler=HMC(n_steps=3), **FAST
-        ),
-        HMCRegressor(
-            prior_precision=HierarchicalPrior(scheme="gibbs"),
-            sampler=NUTS(max_tree_depth=4),
-            **FAST,
         ),
         HMCRegressor(
             prior_precision=HierarchicalPrior(interweave=2), sampler=HMC(n_steps=3), **FAST
@@ -40,7 +36,31 @@ FAST = dict(
     ]
 )
 def test_sklearn_contract_with_a_hierarchical_prior(estimator, check):
+    refuses = isinstance(estimator.sampler, S3HMC)  # weights: a ValueError (S3HMC's joint prior)
+    if refuses and getattr(check, "func", check).__name__ in REFUSED_WEIGHTS:
+        pytest.skip("S3HMC refuses weights (test_sample_weight.py)")
+    if getattr(check, "func", check).__name__ in CHECKED_ELSEWHERE:
+        pytest.skip("checked in test_sample_weight.py and test_sklearn_checks.py")
     check(estimator)
+
+
+# weights equal repeated rows in distribution (test_sample_weight.py); the forms weights take
+# are read by one helper, checked in test_sklearn_checks.py (a weighted fit with a hierarchical
+# prior runs here in check_sample_weights_not_overwritten and check_class_weight_classifiers)
+CHECKED_ELSEWHERE = {
+    "check_sample_weight_equivalence_on_dense_data",
+    "check_sample_weights_pandas_series",
+    "check_sample_weights_not_an_array",
+    "check_sample_weights_list",
+    "check_sample_weights_shape",
+}
+# checks that fit with weights other than 1: S3HMC refuses them with a ValueError
+REFUSED_WEIGHTS = {
+    "check_sample_weights_list",
+    "check_sample_weights_not_overwritten",
+    "check_sample_weight_equivalence_on_dense_data",
+    "check_class_weight_classifiers",
+}
 
 
 def _regression(n=60, seed=0):

@@ -1,13 +1,17 @@
 """The scikit-learn estimator contract, checked by scikit-learn itself, on every estimator.
 
-All of the package's estimators are here, in one list: the six MCMC estimators (HMC, NUTS,
+All of the package's estimators are here, in one list: the six MCMC estimators (HMC,
 bridged HMC, split HMC, SG-MCMC), the gradient-trained ones (MC dropout, the loss-calibrated BNN,
 plan-net) and the meta-estimators (``BayesDecisionClassifier``, ``EnsembleReducer``). The
 S3HMC/RMHMC configurations (a hierarchical prior) are checked in ``test_s3hmc_estimators.py``.
 
 Budgets are the smallest that keep scikit-learn's quality thresholds (accuracy above 0.83 in
 ``check_classifiers_train``, R^2 above 0.5 in ``check_regressors_train``) with a margin: tiny
-networks and few draws or epochs. No check is listed as an expected failure.
+networks and few draws or epochs. No check is listed as an expected failure; one is not run:
+scikit-learn's ``check_sample_weight_equivalence_on_dense_data`` asks that integer weights give
+the same predictions as repeated rows to 1e-7, which holds for a deterministic fit; a sampler's
+(or a stochastic optimiser's) draws differ with the data's layout, so the equivalence is
+checked in distribution instead, in ``test_sample_weight.py``.
 """
 
 import pytest
@@ -30,7 +34,7 @@ from sklearn_bnn import (
 )
 from sklearn_bnn.decision import BayesDecisionClassifier
 from sklearn_bnn.ensemble import EnsembleReducer
-from sklearn_bnn.samplers import HMC, NUTS, SGHMC, BridgedHMC
+from sklearn_bnn.samplers import HMC, SGHMC, BridgedHMC
 from sklearn_bnn.samplers.init import MAPStart
 
 # float64 networks: scikit-learn compares predictions on permuted and sliced inputs to 1e-7, and
@@ -40,7 +44,7 @@ PORTABLE = dict(dtype="float64")
 # A MAP start of 150 full-batch Adam steps (the default is 500): a quarter less time for the
 # checks, with scores far above their bounds over random_state 0-3 (accuracy 0.92-0.94 on
 # check_classifiers_train's blobs against 0.83, R^2 0.89-0.90 on check_regressors_train's data
-# against 0.5, for the HMC, NUTS, bridged and ChEES configurations below).
+# against 0.5, for the HMC, bridged and ChEES configurations below; NUTS gave the same).
 FAST = dict(
     hidden_layer_sizes=(16,),
     n_draws=30,
@@ -100,8 +104,6 @@ MCMC_ESTIMATORS = [
         sampler=_hmc(integrator="symmetric"),
         **{**FAST, "init": MAPStart(n_steps=100)},
     ),
-    # depth 2: R^2 0.93-0.96 on check_regressors_train's data over random_state 0-3 (its 0.5)
-    HMCRegressor(sampler=NUTS(max_tree_depth=2), **FAST),
     HMCRegressor(sampler=_hmc(trajectory_length="auto"), n_chains=2, **FAST),
     SGMCMCClassifier(sampler=SGHMC(step_size=0.01), calibration=None, **SG_FAST),
     # A smaller step for the regressor: at step_size=0.01 (learning rate eps**2 = 1e-4 on the
@@ -133,8 +135,28 @@ META_ESTIMATORS = [
 ESTIMATORS = MCMC_ESTIMATORS + TRAINED_ESTIMATORS + META_ESTIMATORS
 
 
+# checked in distribution in test_sample_weight.py (module docstring)
+CHECKED_ELSEWHERE = {"check_sample_weight_equivalence_on_dense_data"}
+# The forms sample_weight may take (list, Series, wrong shapes, not overwritten): every estimator
+# reads it through one helper (estimators/_weights.py, sample_weights), so these fits run on
+# one sampling and one trained family's estimator, not on all ten.
+WEIGHT_FORM_CHECKS = {
+    "check_sample_weights_pandas_series",
+    "check_sample_weights_not_an_array",
+    "check_sample_weights_list",
+    "check_sample_weights_shape",
+    "check_sample_weights_not_overwritten",
+}
+WEIGHT_FORMS_CHECKED_ON = {"HMCClassifier", "MCDropoutRegressor"}
+
+
 @parametrize_with_checks(ESTIMATORS)
 def test_sklearn_contract(estimator, check):
+    name = getattr(check, "func", check).__name__
+    if name in CHECKED_ELSEWHERE:
+        pytest.skip("weights equal repeated rows in distribution: test_sample_weight.py")
+    if name in WEIGHT_FORM_CHECKS and type(estimator).__name__ not in WEIGHT_FORMS_CHECKED_ON:
+        pytest.skip("sample_weight's forms are checked on HMCClassifier and MCDropoutRegressor")
     check(estimator)
 
 

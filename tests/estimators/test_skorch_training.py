@@ -132,3 +132,82 @@ def test_predict_proba_is_float64():
     clf = MCDropoutClassifier(max_iter=2, **SMALL).fit(X, y)
     assert clf.predict_proba(X).dtype == np.float64
     assert clf.predict_samples(X).dtype == np.float64
+
+
+# -- skorch's conventions: optimizer__*, callbacks__*, history_ ------------------------------
+
+
+def test_optimizer_settings_reach_adam_and_survive_clone_and_set_params():
+    from sklearn.base import clone
+
+    X, y = sine(64)
+    seen = []
+
+    class Groups(Callback):
+        def on_epoch_begin(self, net, **kwargs):
+            seen.append([(g["weight_decay"], g["betas"]) for g in net.optimizer_.param_groups])
+
+    kw = dict(max_iter=1, dropout=0.1, callbacks=[Groups()], **SMALL)
+    MCDropoutRegressor(**kw).fit(X, y)
+    MCDropoutRegressor(optimizer__weight_decay=0.5, **kw).fit(X, y)
+    plain, decayed = seen
+    # the user's decay is added to the prior's (the groups' own), and is the rest's default
+    assert [d for d, _ in decayed] == pytest.approx([d + 0.5 for d, _ in plain])
+    # set_params and clone keep them, as any parameter
+    est = MCDropoutRegressor(**kw).set_params(optimizer__betas=(0.5, 0.6))
+    assert clone(est).get_params()["optimizer__betas"] == (0.5, 0.6)
+    est.fit(X, y)
+    assert {b for _, b in seen[-1]} == {(0.5, 0.6)}
+
+
+def test_callbacks_settings_and_removal_by_name(capfd):
+    X, y = sine(64)
+    reg = MCDropoutRegressor(max_iter=50, early_stopping=True, **SMALL)
+    # callbacks__<name>__<setting>: the early stopping's patience, in the constructor
+    short = MCDropoutRegressor(
+        max_iter=50, early_stopping=True, callbacks__early_stopping__patience=1, **SMALL
+    ).fit(X, y)
+    assert short.n_iter_ < reg.fit(X, y).n_iter_
+    # callbacks__<name>=None removes it, here the progress bar verbose=True adds
+    capfd.readouterr()
+    MCDropoutRegressor(max_iter=2, verbose=True, **SMALL).fit(X, y)
+    assert "MCDropoutRegressor" in capfd.readouterr().err  # the bar
+    quiet = MCDropoutRegressor(max_iter=2, verbose=True, **SMALL)
+    quiet.set_params(callbacks__progress=None).fit(X, y)
+    assert "MCDropoutRegressor" not in capfd.readouterr().err
+    # skorch's own callbacks by their names; a name the training has not is an error
+    assert "dur" not in MCDropoutRegressor(max_iter=1, callbacks__epoch_timer=None, **SMALL).fit(
+        X, y
+    ).history_[0]
+    with pytest.raises(ValueError, match="callbacks__erly_stopping__patience: .* no callback"):
+        reg.set_params(callbacks__erly_stopping__patience=1).fit(X, y)
+
+
+def test_skorch_names_the_package_calls_otherwise_are_refused_naming_them():
+    X, y = sine(30)
+    est = MCDropoutRegressor(lr=0.01)  # nothing raises in __init__ (scikit-learn's contract)
+    with pytest.raises(ValueError, match="'lr' is learning_rate_init"):
+        est.fit(X, y)
+    with pytest.raises(ValueError, match="'max_epochs' is max_iter"):
+        PlanNetRegressor().set_params(max_epochs=3)
+    with pytest.raises(ValueError, match="'lr' is learning_rate_init"):
+        MCDropoutRegressor().set_params(lr=0.01)
+
+
+def test_history_is_kept_plain_picklable_and_saved(tmp_path):
+    import pickle
+
+    from sklearn_bnn import load, save
+
+    X, y = sine(64)
+    reg = MCDropoutRegressor(max_iter=3, **SMALL).fit(X, y)
+    assert len(reg.history_) == 3 and [r["epoch"] for r in reg.history_] == [1, 2, 3]
+    np.testing.assert_allclose([r["train_loss"] for r in reg.history_], reg.loss_curve_)
+    assert type(reg.history_[0]) is dict and type(reg.history_[0]["batches"]) is list
+    assert pickle.loads(pickle.dumps(reg)).history_ == reg.history_
+    save(reg, tmp_path / "reg.skbnn")
+    assert load(tmp_path / "reg.skbnn").history_ == reg.history_
+    plan = PlanNetRegressor(max_iter=2, **{**PLAN, "n_estimators": 2}).fit(X, y)
+    assert [len(h) for h in plan.history_] == [2, 2]  # one history per member
+    save(plan, tmp_path / "plan.skbnn")
+    assert load(tmp_path / "plan.skbnn").history_ == plan.history_

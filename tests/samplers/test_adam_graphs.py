@@ -12,7 +12,7 @@ import torch
 from test_host_sync import counting
 from test_sg_graphs import minibatch_target
 
-from sklearn_bnn.samplers import _adam_graphs
+from sklearn_bnn import set_config
 from sklearn_bnn.samplers._adam_graphs import AdamSteps
 from sklearn_bnn.samplers.init import find_mode_minibatch
 
@@ -87,7 +87,7 @@ def test_the_replayed_steps_are_the_eager_steps():
 def test_the_search_on_a_gpu_equals_the_eager_search(monkeypatch):
     target = minibatch_target("cuda")
     theta_r, search_r = find_mode_minibatch(target, starts(target), 300, seed=1)
-    monkeypatch.setattr(_adam_graphs, "ENABLED", False)
+    set_config(map_cuda_graphs=False)
     theta_e, search_e = find_mode_minibatch(target, starts(target), 300, seed=1)
     torch.testing.assert_close(theta_r, theta_e, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(search_r.loss_curve, search_e.loss_curve, rtol=1e-9)

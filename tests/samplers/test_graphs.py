@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from sklearn_bnn import ConvergenceWarning, _utils
+from sklearn_bnn import ConvergenceWarning, set_config
 from sklearn_bnn.likelihoods import Categorical, Gaussian
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import GaussianPrior
@@ -85,7 +85,7 @@ def test_replayed_trajectories_equal_eager_ones(monkeypatch, n_chains):
     inv_mass = torch.rand(target.dim, generator=torch.Generator().manual_seed(2)) + 0.5
     results = {}
     for enabled in (False, True):
-        monkeypatch.setattr(_graphs, "ENABLED", enabled)
+        set_config(hmc_cuda_graphs=enabled)
         kernel = sampler.build(target)
         kernel.inv_mass = inv_mass.cuda()
         state = kernel.init(q0.cuda())
@@ -105,7 +105,7 @@ def test_a_replayed_divergence_ends_as_the_eager_one(monkeypatch):
     eps = torch.full((2,), 5.0, device="cuda")
     metric = as_metric(torch.ones(3, device="cuda"))
     eager = leapfrog(target, state, p0, eps, 30, metric)
-    monkeypatch.setattr(_graphs, "ENABLED", True)
+    set_config(hmc_cuda_graphs=True)
     replayed = _graphs.GraphedLeapfrog()(leapfrog, target, state, p0, eps, 30, metric, None)
     assert not torch.isfinite(replayed[0].log_prob).any()
     torch.testing.assert_close(replayed[0].position, eager[0].position, equal_nan=True)
@@ -213,7 +213,7 @@ def test_a_divergence_in_the_recorded_steps_is_rejected_and_counted(monkeypatch)
     """Every chain leaves the finite region: the recorded steps end where the eager leapfrog
     ends (non-finite), and the HMC step rejects the trajectory, counts it divergent and keeps
     its state finite."""
-    monkeypatch.setattr(_utils, "HOST_READS_ON_CPU", False)
+    set_config(host_reads_on_cpu=False)
     target = Normal(
         torch.zeros(3, dtype=torch.float64), torch.full((3,), 1e-3, dtype=torch.float64)
     )

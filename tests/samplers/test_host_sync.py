@@ -16,7 +16,7 @@ import torch
 from conftest import correlated_gaussian
 from torch.overrides import TorchFunctionMode
 
-from sklearn_bnn import _utils
+from sklearn_bnn import set_config
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import HierarchicalPrior
@@ -35,7 +35,7 @@ F64 = torch.float64
 def _device_paths(monkeypatch):
     """The paths a GPU takes: the CPU's leapfrog reads the host (free there) to stop a
     trajectory whose every chain has diverged; these tests count what a device would see."""
-    monkeypatch.setattr(_utils, "HOST_READS_ON_CPU", False)
+    set_config(host_reads_on_cpu=False)
 
 #: Tensor methods and functions that read a value on the host (a device sync on a GPU).
 READS = {
@@ -259,7 +259,7 @@ LOOP_READS_PER_FLUSH = 7
 
 
 def _loop_reads(n_warmup, n_draws, monkeypatch):
-    monkeypatch.setattr(_Record, "STAGE_ON_CPU", True)  # as on an accelerator
+    set_config(stage_draws_on_cpu=True)  # as on an accelerator
     target, _ = _gaussian_state()
     kernel = HMC(n_steps=5, step_jitter=0.5).build(target)
     g = torch.Generator().manual_seed(0)
@@ -286,7 +286,7 @@ def test_staged_draws_equal_direct_ones(monkeypatch):
     target, _ = _gaussian_state()
     runs = []
     for staged in (False, True):
-        monkeypatch.setattr(_Record, "STAGE_ON_CPU", staged)
+        set_config(stage_draws_on_cpu=staged)
         monkeypatch.setattr(_Record, "MAX_CHUNK", 7)
         kernel = HMC(n_steps=5, trajectory_length=0.5).build(target)
         g = torch.Generator().manual_seed(0)

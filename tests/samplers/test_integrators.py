@@ -4,7 +4,7 @@ import pytest
 import torch
 from conftest import GaussianTarget, correlated_gaussian
 
-from sklearn_bnn import _utils
+from sklearn_bnn import set_config
 from sklearn_bnn.samplers import State, leapfrog
 from sklearn_bnn.samplers._base import kinetic_energy
 
@@ -92,7 +92,7 @@ def test_the_cpu_leapfrog_takes_the_device_leapfrogs_steps(monkeypatch, metric):
     p0_before = p0.clone()
     eps = torch.tensor([0.1, 0.2, 0.05, 0.15], dtype=torch.float64)
     host = integrators.leapfrog(Gauss(), state, p0, eps, 17, m)
-    monkeypatch.setattr(_utils, "HOST_READS_ON_CPU", False)
+    set_config(host_reads_on_cpu=False)
     device = integrators.leapfrog(Gauss(), state, p0, eps, 17, m)
     torch.testing.assert_close(host[0].position, device[0].position, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(host[1], device[1], rtol=1e-12, atol=1e-12)
@@ -102,7 +102,7 @@ def test_the_cpu_leapfrog_takes_the_device_leapfrogs_steps(monkeypatch, metric):
     # non-finite, which the Metropolis test rejects
     big = torch.full((4,), 1e4, dtype=torch.float64)
     run_on = integrators.leapfrog(Gauss(), state, p0 * 1e3, big, 40, m)
-    monkeypatch.setattr(_utils, "HOST_READS_ON_CPU", True)
+    set_config(host_reads_on_cpu=True)
     stopped = integrators.leapfrog(Gauss(), state, p0 * 1e3, big, 40, m)
     assert not torch.isfinite(stopped[0].log_prob).any()
     assert not torch.isfinite(run_on[0].log_prob).any()
@@ -135,7 +135,7 @@ def test_the_device_leapfrog_takes_the_gradient_alone_inside_a_trajectory(monkey
         monkeypatch.setattr(target, name, lambda *a, _m=method, _n=name: calls.append(_n) or _m(*a))
     host = integrators.leapfrog(target, state, p0, eps, 9, IdentityMetric())
     assert calls == ["log_prob_grad"] * 8 + ["value_and_grad"]
-    monkeypatch.setattr(_utils, "HOST_READS_ON_CPU", False)
+    set_config(host_reads_on_cpu=False)
     calls.clear()
     device = integrators.leapfrog(target, state, p0, eps, 9, IdentityMetric())
     assert calls == ["log_prob_grad"] * 8 + ["value_and_grad"]
@@ -143,7 +143,7 @@ def test_the_device_leapfrog_takes_the_gradient_alone_inside_a_trajectory(monkey
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)  # fused and unfused steps
     # a divergence: the CPU stops at the first step whose gradient and log density are not
     # finite (the density computed there to tell); the end is rejected by the caller
-    monkeypatch.setattr(_utils, "HOST_READS_ON_CPU", True)
+    set_config(host_reads_on_cpu=True)
     calls.clear()
     big = torch.full((2,), 1e3, dtype=torch.float64)
     stopped = integrators.leapfrog(target, state, p0 * 1e300, big, 40, IdentityMetric())

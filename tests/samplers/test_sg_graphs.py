@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 import torch
 
+from sklearn_bnn import set_config
 from sklearn_bnn.likelihoods import Categorical, Gaussian
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers import SGHMC, SGLD, _sg_graphs
+from sklearn_bnn.samplers import SGHMC, SGLD
 from sklearn_bnn.samplers._sg_graphs import GraphedSGSteps
 from sklearn_bnn.targets import FunctionalNetwork, MinibatchTarget
 
@@ -182,7 +183,7 @@ def test_a_kernel_with_the_recorder_copies_and_pickles():
 
 
 def test_disabled_means_eager(monkeypatch):
-    monkeypatch.setattr(_sg_graphs, "ENABLED", False)
+    set_config(sg_cuda_graphs=False)
     kernel = SGHMC(step_size=1e-2).build(minibatch_target())
     kernel.graphs = GraphedSGSteps(record=False)
     transitions(kernel, kernel.target.network.initial_position()[None], 1)

@@ -17,7 +17,7 @@ from scipy import stats
 from torch import nn
 
 import sklearn_bnn.targets._rescale as rescale_module
-from sklearn_bnn import _utils
+from sklearn_bnn import set_config
 from sklearn_bnn.likelihoods import Gaussian, sample_gamma
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import BoundGaussianPrior, GaussianPrior, HierarchicalPrior
@@ -51,7 +51,7 @@ from sklearn_bnn.targets._rescale import homogeneous_layers, sample_log_gig
 def test_log_gig_draws_match_scipy(p, a, b, host_reads, monkeypatch):
     """Both ways of drawing the rejection rounds: passes of 25 until every element has its
     draw (the CPU), and all 100 rounds in one pass, reading nothing (a GPU's)."""
-    monkeypatch.setattr(_utils, "HOST_READS_ON_CPU", host_reads)
+    set_config(host_reads_on_cpu=host_reads)
     monkeypatch.setattr(rescale_module, "MAX_PASS_SIZE", 2**22)  # 20,000 x 100 in one pass
     n = 20_000
     g = torch.Generator().manual_seed(0)
