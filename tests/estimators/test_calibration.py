@@ -167,8 +167,6 @@ def test_warm_start_keeps_the_temperature(iris):
         ({"calibration": "isotonic"}, "calibration"),
         ({"calibration": TemperatureCalibration(validation_fraction=1.0)}, "validation_fraction"),
         ({"calibration__validation_fraction": 0.0}, "validation_fraction"),
-        # the held-out share is calibration's own: given flat, fit says where it went
-        ({"validation_fraction": 0.3}, "calibration=TemperatureCalibration"),
     ],
 )
 def test_bad_calibration_parameters_are_named(iris, bad, name):
@@ -177,6 +175,12 @@ def test_bad_calibration_parameters_are_named(iris, bad, name):
     flat = {k: v for k, v in bad.items() if "__" not in k}
     with pytest.raises(ValueError, match=name):
         HMCClassifier(**SMALL, **flat).set_params(**nested).fit(X, y)
+
+
+def test_the_held_out_share_given_flat_is_refused_at_construction():
+    # it is calibration's own setting (calibration__validation_fraction)
+    with pytest.raises(TypeError, match="validation_fraction"):
+        HMCClassifier(validation_fraction=0.3)
 
 
 @pytest.mark.parametrize("cls", [HMCClassifier, MCDropoutClassifier])
