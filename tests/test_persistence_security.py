@@ -687,16 +687,13 @@ def test_sampler_parameter_not_of_its_class_is_refused(files, tmp_path):
     _expect_rejected(payload, tmp_path, "do not match its class")
 
 
-def test_regressor_file_with_the_old_private_target_scaling_names_loads(files, tmp_path):
-    model = files[0]["hmc_reg"]
+def test_regressor_file_without_its_target_scaling_is_refused_naming_it(files, tmp_path):
     payload = _payload(files, "hmc_reg")
     state = _state(payload)
     state["_y_mean"], state["_y_scale"] = state.pop("y_mean_"), state.pop("y_scale_")
-    torch.save(payload, tmp_path / "old.pt")
-    back = sklearn_bnn.load(tmp_path / "old.pt")
-    X, _, _ = _data()
-    np.testing.assert_array_equal(back.predict(X), model.predict(X))
-    assert back.y_scale_ == model.y_scale_
+    torch.save(payload, tmp_path / "renamed.pt")
+    with pytest.raises(ValueError, match=r"lacks \['y_mean_', 'y_scale_'\]"):
+        sklearn_bnn.load(tmp_path / "renamed.pt")
 
 
 # -- pipelines ----------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._registry import WeightsOnlyMixin
 from .._seeding import child, root_seed, torch_seed
 from .._state_checks import meta_module
 from .._threads import in_sampling_threads
@@ -33,9 +32,10 @@ from .._utils import (
     to_numpy,
 )
 from .._warnings import one_convergence_warning
+from ..diagnostics import format_summary
 from ..likelihoods import RowWeighted, weighted_targets
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
-from ..priors import GaussianPrior, HierarchicalPrior, as_prior
+from ..priors import HierarchicalPrior
 from ..samplers import (
     S3HMC,
     SAMPLERS,
@@ -48,12 +48,19 @@ from ..samplers._chains import check_n_jobs
 from ..samplers.budget import DrawRule, WarmupRule, is_auto
 from ..samplers.init import resolve_start
 from ..samples import PosteriorSamples
-from ..targets import FunctionalNetwork, Target, hierarchical_target
+from ..targets import FunctionalNetwork, Target
 from ._calibration import resolve_calibration
+from ._families import FullData
 from ._hierarchical import record_precisions
-from ._nested import NestedSettingsMixin
-from ._sampling_report import SamplingReportMixin
-from ._sampling_state import SamplingStateMixin
+from ._nested import named_as_objects, with_named_settings
+from ._sampling_report import record_diagnostics
+from ._sampling_state import (
+    PRIVATE_STATE,
+    check_loaded_state,
+    get_state,
+    loaded_state_spec,
+    set_state,
+)
 from ._weights import class_weights, row_weights, sample_weights
 
 # the training rows whose per-draw predictions the convergence checks monitor
@@ -73,35 +80,23 @@ class _ChainStart(NamedTuple):
     inv_mass: torch.Tensor | None
 
 
-class BaseSamplingEstimator(
-    NestedSettingsMixin,
-    SamplingStateMixin,
-    SamplingReportMixin,
-    FitDeviceMixin,
-    WeightsOnlyMixin,
-    BaseEstimator,
-):
+class BaseSamplingEstimator(BaseEstimator):
     """Common parameters and fit/predict machinery of the MCMC estimators (see subclasses).
 
-    A public estimator combines three parts, each declaring the parameters it reads in
-    ``_own_constraints`` (scikit-learn's constraint format): a task mixin (``_tasks.py``:
-    likelihood, ``y`` encoding, prediction), a sampling family (which sampler parameters and
-    which data access, e.g. ``_TrajectoryParams`` in ``hmc.py``) and this base (network,
-    prior, chains, warmup, device, seeds). Its ``__init__`` stores exactly the parameters of
-    those parts; ``__init_subclass__`` merges their constraints into
-    ``_parameter_constraints`` and refuses a class whose ``__init__`` and constraints differ.
+    A public estimator is this base, a task mixin (``_tasks.py``: likelihood, ``y`` encoding,
+    prediction) and a family (``_family``, an object of ``_families.py``: how the data reach
+    the samplers, and the parameters that adds). Its ``__init__`` assigns the parameters of
+    the three, and its ``_parameter_constraints`` joins their constraints (scikit-learn's
+    format): this base's, the task's and the family's.
     """
 
-    # "full": samplers that evaluate the whole data set per gradient; "minibatch": those that
-    # take a MinibatchTarget. A sampler declares its own as ``data_access``.
-    _data_access = "full"
-    #: The fewest and the most draws per chain that ``n_draws="auto"`` takes (the most: the
-    #: former fixed budget). The fewest: the tails of the predictive need them (docs/hmc.md,
-    #: "Budgets"); a calibration stage takes its own fewest.
+    #: How the data reach the samplers (``_families.py``).
+    _family = FullData()
+    #: The fewest draws per chain that ``n_draws="auto"`` takes: the tails of the predictive
+    #: need them (docs/hmc.md, "Budgets"); a calibration stage takes its own fewest.
     _min_auto_draws = 200
-    _max_auto_draws = 500
-    #: The integrator a sampler left at ``integrator=None`` takes on this family's target.
-    _integrator = "leapfrog"
+    #: The chains' private state that a saved model keeps.
+    _private_state = PRIVATE_STATE
 
     # -- to be provided by subclasses -------------------------------------------------------------
     def _prepare_targets(self, y, reset: bool):
@@ -122,7 +117,7 @@ class BaseSamplingEstimator(
     # -- validation ----------------------------------------------------------------
     # scikit-learn's parameter constraints (checked by ``_validate_params`` at the start of
     # ``fit``, with scikit-learn's message); ``_check_params`` adds what they cannot say.
-    _own_constraints: dict = {
+    _parameter_constraints: dict = {
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [str],
         "module": "no_validation",  # a torch module class or a factory: checked when built
@@ -146,20 +141,6 @@ class BaseSamplingEstimator(
         "random_state": ["random_state"],
         "temperature": [Interval(Real, 0, None, closed="neither")],
     }
-    _parameter_constraints: dict = _own_constraints
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        merged = {}
-        for klass in reversed(cls.__mro__):
-            merged.update(vars(klass).get("_own_constraints", {}))
-        cls._parameter_constraints = merged
-        if "__init__" in vars(cls) and set(merged) != set(cls._get_param_names()):
-            raise TypeError(
-                f"{cls.__name__}.__init__ takes {sorted(cls._get_param_names())} but its parts "
-                f"constrain {sorted(merged)}: each parameter belongs to exactly one part."
-            )
-
     def _check_params(self) -> None:
         """scikit-learn's constraints, then the checks that involve several parameters."""
         self._validate_params()
@@ -173,13 +154,14 @@ class BaseSamplingEstimator(
             raise ValueError(self._sampler_choices(f"got {self.sampler!r}."))
         self._check_sampler_access(self._sampler_object())  # ValueErrors naming `sampler`
         check_n_jobs(self.n_jobs)
+        self._family.check_params(self)
         if not is_auto(self.n_draws) and self.thin > self.n_draws:
             raise ValueError(f"thin={self.thin} must not exceed n_draws={self.n_draws}.")
 
     def _check_sampler_access(self, sampler) -> None:
         """The sampler must read the data the way this estimator's target gives them."""
         access = getattr(sampler, "data_access", "full")
-        if access != self._data_access:
+        if access != self._family.data_access:
             raise ValueError(
                 self._sampler_choices(f"got {self.sampler!r} (data_access={access!r}).")
             )
@@ -189,11 +171,11 @@ class BaseSamplingEstimator(
         names = sorted(
             name
             for name, cls in SAMPLERS.items()
-            if getattr(cls, "data_access", "full") == self._data_access
+            if getattr(cls, "data_access", "full") == self._family.data_access
         )
         return (
             f"sampler must be one of {names} or a sampler object with data_access="
-            f"{self._data_access!r} for {type(self).__name__}, {got}"
+            f"{self._family.data_access!r} for {type(self).__name__}, {got}"
         )
 
     # -- nested settings ---------------------------------------------------------------
@@ -202,6 +184,25 @@ class BaseSamplingEstimator(
         "init": resolve_start,
         "calibration": resolve_calibration,  # the classifiers'
     }
+
+    def get_params(self, deep=True):
+        """The parameters; with ``deep``, also the settings of every object behind a
+        parameter as ``<parameter>__<setting>``, where a name gives it too (its object's
+        defaults)."""
+        params = super().get_params(deep=deep)
+        return with_named_settings(self, params) if deep else params
+
+    def set_params(self, **params):
+        """Set parameters, an object's own settings as ``<parameter>__<setting>`` (a setting
+        the object does not take is a ValueError naming it). A parameter given by name becomes
+        a new object of that name with its defaults first, so
+        ``HMCClassifier().set_params(sampler__n_steps=20)`` and a ``GridSearchCV`` over
+        ``sampler__n_steps``, ``init__n_steps`` or ``calibration__validation_fraction``
+        change the fit."""
+        return super().set_params(**named_as_objects(self, params))
+
+    #: The device the fit ran on.
+    device_ = FitDeviceMixin.device_
 
     # -- fitting ----------------------------------------------------------------
     def _build_network(self, seed: int, n_in: int, n_out: int) -> torch.nn.Module:
@@ -281,7 +282,7 @@ class BaseSamplingEstimator(
         target = self._make_target(start.network, X, targets, child(seeds, "data"))
         # p(theta | D)^(1/T); 1 leaves it as it is
         target.temperature = float(self.temperature)
-        for name, value in self._target_options().items():  # e.g. rescale_moves
+        for name, value in self._family.target_options(self).items():  # e.g. rescale_moves
             setattr(target, name, value)
         run = self._run_chains(target, start, X, continuing)
         self._store_run(run, start.network, dtype, continuing, X)
@@ -326,7 +327,7 @@ class BaseSamplingEstimator(
         and SGHMC), which are faster there at every size measured."""
         sampler = resolve_sampler(self.sampler) if self.device in (None, "auto") else None
         replays = getattr(sampler, "replays_on_cuda", None)
-        if replays is not None and replays(self._integrator):
+        if replays is not None and replays(self._family.integrator):
             return AUTO_CUDA_WORK_REPLAYED
         return AUTO_CUDA_WORK
 
@@ -336,9 +337,7 @@ class BaseSamplingEstimator(
         net = FunctionalNetwork(
             meta_module(lambda: self._build_network(0, n_features, n_outputs)), device="meta"
         )
-        rows = n_rows
-        if self._data_access == "minibatch":
-            rows = min(int(getattr(self, "batch_size", n_rows)), n_rows)
+        rows = self._family.rows_per_gradient(self, n_rows)
         return rows * net.dim * self.n_chains
 
     def _budgets(self, start: _ChainStart, X) -> tuple:
@@ -360,7 +359,9 @@ class BaseSamplingEstimator(
                 return to_numpy(self._reference_quantity(outputs)).reshape(C, S, -1)
 
             n_draws = DrawRule(
-                min_draws=self._min_auto_draws, max_draws=self._max_auto_draws, monitor=monitor
+                min_draws=self._min_auto_draws,
+                max_draws=self._family.max_auto_draws,
+                monitor=monitor,
             )
         return n_warmup, n_draws
 
@@ -420,7 +421,7 @@ class BaseSamplingEstimator(
         self._last_position = run.state.position
         self._step_size_per_chain = run.step_size
         self._inv_mass = run.inv_mass
-        self._record_diagnostics(run, continuing, X)
+        record_diagnostics(self, run, continuing, X)
         if run.hyperparameters:
             record_precisions(self, run.hyperparameters)
 
@@ -474,24 +475,9 @@ class BaseSamplingEstimator(
         return likelihood if weights is None else RowWeighted(likelihood, weights.sum())
 
     def _make_target(self, network: FunctionalNetwork, X, targets, seed) -> Target:
-        """The posterior density to sample (subclasses may split the data, drawing from
-        ``seed``, the fit's "data" ``SeedSequence``). A hierarchical prior sampled jointly gives
-        the density of the weights and their log-precisions (seeds/002); sampled by Gibbs
-        steps, the network target with its Gibbs blocks."""
-        prior = self.prior_precision
-        if isinstance(prior, HierarchicalPrior) and prior.scheme == "joint":
-            base = Target(network, X, targets, self._fit_likelihood(), GaussianPrior(1.0))
-            return hierarchical_target(base, prior)
-        return Target(network, X, targets, self._fit_likelihood(), as_prior(prior))
-
-    def _target_options(self) -> dict:
-        """Attributes a family sets on the target before sampling (``rescale_moves``)."""
-        return {}
-
-    def _sampler_setup(self) -> dict:
-        """Options of the setup that the samplers of this family's data access registered for
-        an estimator's run (``register_setup`` in :mod:`sklearn_bnn.samplers`); none here."""
-        return {}
+        """The posterior density to sample: the family's (``seed``: the fit's "data"
+        ``SeedSequence``, for a family that splits the data)."""
+        return self._family.make_target(self, network, X, targets, seed)
 
     def _sampler_object(self):
         """The configured sampler: ``sampler`` itself when it is an object, or the registered
@@ -502,7 +488,45 @@ class BaseSamplingEstimator(
         sampler = resolve_sampler(self.sampler)
         if self._continuing() and hasattr(sampler, "resume"):
             sampler = sampler.resume(self.samples_.stats)
-        return setup_sampler(sampler, self._data_access, **self._sampler_setup())
+        family = self._family
+        return setup_sampler(sampler, family.data_access, **family.sampler_setup(self))
+
+    # -- persistence: sklearn_bnn.save / load (the checks in _sampling_state.py) ------------
+    def _get_state(self) -> dict:
+        return get_state(self)
+
+    def _loaded_state_spec(self) -> tuple[dict, dict]:
+        return self._family.loaded_state_spec(*loaded_state_spec(self))
+
+    def _check_loaded_state(self, state: dict) -> None:
+        fit_only = {name: getattr(self, name) for name in self._family.fit_only}
+        vars(self).update(dict.fromkeys(fit_only))  # a loaded model does not fit
+        try:
+            check_loaded_state(self, state)
+        finally:
+            vars(self).update(fit_only)
+
+    def _set_state(self, state: dict) -> None:
+        set_state(self, state)
+
+    # -- reporting ---------------------------------------------------------------------
+    def summary(self) -> str:
+        """A short text report of the sampling: per-chain statistics and convergence."""
+        check_is_fitted(self)
+        return format_summary(type(self).__name__, self.diagnostics_)
+
+    def to_inference_data(self, include_weights: bool = True):
+        """The draws as an ArviZ ``InferenceData`` (needs ArviZ: ``pip install arviz``).
+
+        Parameters
+        ----------
+        include_weights : bool, default=True
+            Export every named parameter tensor (n_chains, n_draws, *shape); with False, only
+            the log density and the sampler statistics.
+        """
+        check_is_fitted(self)
+        self.samples_.info = {"step_size": self.diagnostics_["step_size"]}
+        return self.samples_.to_inference_data(include_draws=include_weights)
 
     # -- prediction ----------------------------------------------------------------
     def _network_outputs(self, X, validate: bool = True, transform=None, mean=False, out=None):

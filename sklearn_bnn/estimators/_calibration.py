@@ -41,7 +41,8 @@ from ._weights import class_weights, sample_weights
 
 __all__ = [
     "MIN_VALIDATION_ROWS",
-    "TemperatureCalibrationMixin",
+    "fit_calibrated",
+    "temper_as_calibrated",
     "calibrated",
     "held_out_rows",
     "temper",
@@ -241,79 +242,72 @@ def resolve_calibration(calibration):
 CALIBRATION_CONSTRAINT = [StrOptions({"temperature"}), None, HasMethods(["held_out_split"])]
 
 
-class TemperatureCalibrationMixin:
-    """``calibration`` for the MCMC classifiers (module docstring).
-
-    Goes before :class:`~._tasks.SamplingClassifierMixin`'s sampling base in the MRO: its
-    ``_fit`` runs the base's ``_fit`` twice (the held-out phase, then the continuation on every
-    row), and ``_temper`` is what ``predict_proba`` applies.
-    """
-
-    _own_constraints: dict = {
-        "calibration": CALIBRATION_CONSTRAINT,
-    }
-
-    def _fit(self, X, y, sample_weight=None):
-        if self._continuing():  # a warm start keeps the temperature it had
-            return super()._fit(X, y, sample_weight)
-        self.calibration_temperature_ = 1.0
-        self.calibration_posterior_ = _NO_CALIBRATION
-        split = None
-        # SG-MCMC reads a memory map one batch at a time: the calibration stage's rows would be
-        # copied into memory, so it goes uncalibrated (the full-batch estimators load it whole)
-        on_disk = isinstance(X, np.memmap) and self._data_access == "minibatch"
-        self._check_params()  # scikit-learn's messages first, for calibration too
-        calibration = resolve_calibration(self.calibration)
-        if calibration is not None and not on_disk:
-            split = calibration.held_out_split(y, self.random_state)
-        if split is None:
-            return super()._fit(X, y, sample_weight)
-        fit_rows, held = split
-        weights = sample_weights(sample_weight, X)  # scikit-learn's messages before indexing
-        n_phase = calibration_draws(self.n_draws, self.thin)
-        name = type(self).__name__  # the two stages' progress bars say which is which
-        stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
-        # the calibration stage's draws are dropped: its divergences and R-hat are not the
-        # fit's (the final stage checks its own); its warmup's problems are, as the chains
-        # continue from it
-        keep = ("warmup",)
-        with (
-            _overridden(
-                self,
-                n_draws=n_phase,
-                _min_auto_draws=MIN_CALIBRATION_DRAWS,
-                _progress_desc=stage,
-            ),
-            one_convergence_warning(keep=keep),
-        ):
-            super()._fit(
-                _safe_indexing(X, fit_rows),
-                _safe_indexing(y, fit_rows),
-                None if weights is None else weights[fit_rows],
-            )
-        if self.diagnostics_.get("interrupted"):
-            return self  # Ctrl-C in the calibration phase: keep its draws, T = 1, stop there
-        start = {k: v for k, v in self.diagnostics_.items() if k.startswith("init_")}
-        proba = self._predictive_mean(_safe_indexing(X, held))
-        codes = np.searchsorted(self.classes_, _safe_indexing(np.asarray(y), held))
-        posterior = temperature_posterior(
-            proba, codes, held_out_weights(self, np.asarray(y), weights, held)
+def fit_calibrated(estimator, fit_stage, X, y, sample_weight=None):
+    """``calibration`` for the MCMC classifiers (module docstring): run ``fit_stage`` (the
+    sampling base's ``_fit``) twice, the held-out stage and then the continuation on every
+    row, and learn the temperature's posterior in between; ``estimator`` is the classifier."""
+    if estimator._continuing():  # a warm start keeps the temperature it had
+        return fit_stage(X, y, sample_weight)
+    estimator.calibration_temperature_ = 1.0
+    estimator.calibration_posterior_ = _NO_CALIBRATION
+    split = None
+    # SG-MCMC reads a memory map one batch at a time: the calibration stage's rows would be
+    # copied into memory, so it goes uncalibrated (the full-batch estimators load it whole)
+    on_disk = isinstance(X, np.memmap) and estimator._family.data_access == "minibatch"
+    estimator._check_params()  # scikit-learn's messages first, for calibration too
+    calibration = resolve_calibration(estimator.calibration)
+    if calibration is not None and not on_disk:
+        split = calibration.held_out_split(y, estimator.random_state)
+    if split is None:
+        return fit_stage(X, y, sample_weight)
+    fit_rows, held = split
+    weights = sample_weights(sample_weight, X)  # scikit-learn's messages before indexing
+    n_phase = calibration_draws(estimator.n_draws, estimator.thin)
+    name = type(estimator).__name__  # the two stages' progress bars say which is which
+    stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
+    # the calibration stage's draws are dropped: its divergences and R-hat are not the
+    # fit's (the final stage checks its own); its warmup's problems are, as the chains
+    # continue from it
+    keep = ("warmup",)
+    with (
+        _overridden(
+            estimator,
+            n_draws=n_phase,
+            _min_auto_draws=MIN_CALIBRATION_DRAWS,
+            _progress_desc=stage,
+        ),
+        one_convergence_warning(keep=keep),
+    ):
+        fit_stage(
+            _safe_indexing(X, fit_rows),
+            _safe_indexing(y, fit_rows),
+            None if weights is None else weights[fit_rows],
         )
-        with _overridden(
-            self,
-            warm_start=True,
-            _drop_previous_draws=True,
-            _progress_desc=f"{name} sampling (all {len(fit_rows) + len(held)} rows)",
-        ):
-            super()._fit(X, y, sample_weight)
-        self.diagnostics_ = {**start, **self.diagnostics_}  # the MAP start's figures
-        self.calibration_posterior_ = posterior
-        # the posterior mean of log T, reported as one temperature
-        self.calibration_temperature_ = float(np.exp(np.sum(posterior[1] * np.log(posterior[0]))))
-        return self
+    if estimator.diagnostics_.get("interrupted"):
+        return estimator  # Ctrl-C in the calibration phase: keep its draws, T = 1, stop there
+    start = {k: v for k, v in estimator.diagnostics_.items() if k.startswith("init_")}
+    proba = estimator._predictive_mean(_safe_indexing(X, held))
+    codes = np.searchsorted(estimator.classes_, _safe_indexing(np.asarray(y), held))
+    posterior = temperature_posterior(
+        proba, codes, held_out_weights(estimator, np.asarray(y), weights, held)
+    )
+    with _overridden(
+        estimator,
+        warm_start=True,
+        _drop_previous_draws=True,
+        _progress_desc=f"{name} sampling (all {len(fit_rows) + len(held)} rows)",
+    ):
+        fit_stage(X, y, sample_weight)
+    estimator.diagnostics_ = {**start, **estimator.diagnostics_}  # the MAP start's figures
+    estimator.calibration_posterior_ = posterior
+    # the posterior mean of log T, reported as one temperature
+    estimator.calibration_temperature_ = float(np.exp(np.sum(posterior[1] * np.log(posterior[0]))))
+    return estimator
 
-    def _temper(self, proba: np.ndarray) -> np.ndarray:
-        return calibrated(proba, getattr(self, "calibration_posterior_", _NO_CALIBRATION))
+
+def temper_as_calibrated(estimator, proba: np.ndarray) -> np.ndarray:
+    """``proba`` averaged over the fitted temperature's posterior (unchanged without one)."""
+    return calibrated(proba, getattr(estimator, "calibration_posterior_", _NO_CALIBRATION))
 
 
 @contextmanager

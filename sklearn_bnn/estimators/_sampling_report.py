@@ -1,9 +1,9 @@
 """Reporting of the MCMC estimators' runs: ``diagnostics_``, ``summary()``, ArviZ export.
 
-:class:`SamplingReportMixin` turns a run of the sampling loop into ``diagnostics_`` and
+:func:`record_diagnostics` turns a run of the sampling loop into ``diagnostics_`` and
 ``acceptance_rate_`` (the run's figures, with the convergence of the log density and of the
-predictions on reference rows), warns about divergences and chains that have not converged,
-and gives the text summary and the ``InferenceData`` of the draws.
+predictions on reference rows) and warns about divergences and chains that have not
+converged (the estimators' ``summary()`` and ``to_inference_data()`` read what it records).
 
 The convergence check (:func:`~sklearn_bnn.diagnostics.convergence_check`,
 :func:`~sklearn_bnn.diagnostics.converged`) separates what happens
@@ -22,7 +22,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted
 
 from .._utils import to_numpy
 from .._warnings import warn
@@ -32,74 +31,53 @@ from ..diagnostics import (
     convergence_check,
     ess_bulk,
     ess_tail,
-    format_summary,
 )
 from ..exceptions import ConvergenceWarning
 from ..samplers._summary import run_summary
 
 
-class SamplingReportMixin:
-    """``diagnostics_`` and ``acceptance_rate_`` of a run, ``summary`` and
-    ``to_inference_data``."""
-
-    def _record_diagnostics(self, run, continuing: bool, X) -> None:
-        previous = self.diagnostics_ if continuing else {}
-        samples = self.samples_
-        diag = run_summary(run)
-        diag["n_chains"], diag["n_draws"] = samples.n_chains, len(samples)
-        for key in ("n_divergent", "n_divergent_warmup", "n_grad_evals"):
-            diag[key] += previous.get(key, 0)
-        sampler = self._sampler_object()
-        declared = sampler.warmup_options() if hasattr(sampler, "warmup_options") else {}
-        if not declared.get("adapt_mass", False):
-            del diag["inv_mass"]
-        n_div = int(run.divergent.sum())
-        lp = samples.log_prob.double().numpy()
-        diag.update(ess_bulk_log_prob=ess_bulk(lp), ess_tail_log_prob=ess_tail(lp))
-        rows = getattr(self, "_reference_rows", slice(0, 64))  # those the budget monitored
-        ref = self._reference_quantity(self._network_outputs(X[rows], validate=False))
-        ref = to_numpy(ref).reshape(samples.n_chains, samples.n_draws, -1)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # constant columns give NaN
-            diag["ess_bulk_predictions_min"] = float(
-                np.nanmin([ess_bulk(ref[..., j]) for j in range(ref.shape[-1])] + [np.nan])
-            )
-        diag.update(convergence_check(lp, ref))
-        self.diagnostics_ = diag
-        n_transitions = run.accepted.numel()
-        self.acceptance_rate_ = float(run.acceptance.mean()) if n_transitions else np.nan
-        origin = run.step_size_origin
-        if continuing:  # the chains went on at the step size of the fit they continue
-            origin = getattr(self, "_step_size_origin", origin)
-        self._step_size_origin = origin
-        if n_transitions and n_div > 0.05 * n_transitions:
-            warn(
-                f"{n_div} of {n_transitions} transitions diverged (rejected); "
-                + _divergence_advice(origin, float(run.step_size.mean()), run.target_accept),
-                ConvergenceWarning,
-                kind="divergence",
-            )
-        message = _rhat_message(diag, continuing)
-        if message:
-            warn(message, ConvergenceWarning, kind="rhat")
-
-    def summary(self) -> str:
-        """A short text report of the sampling: per-chain statistics and convergence."""
-        check_is_fitted(self)
-        return format_summary(type(self).__name__, self.diagnostics_)
-
-    def to_inference_data(self, include_weights: bool = True):
-        """The draws as an ArviZ ``InferenceData`` (needs ArviZ: ``pip install arviz``).
-
-        Parameters
-        ----------
-        include_weights : bool, default=True
-            Export every named parameter tensor (n_chains, n_draws, *shape); with False, only
-            the log density and the sampler statistics.
-        """
-        check_is_fitted(self)
-        self.samples_.info = {"step_size": self.diagnostics_["step_size"]}
-        return self.samples_.to_inference_data(include_draws=include_weights)
+def record_diagnostics(estimator, run, continuing: bool, X) -> None:
+    """``diagnostics_`` and ``acceptance_rate_`` of ``run``; warns about divergences and
+    chains that have not converged."""
+    previous = estimator.diagnostics_ if continuing else {}
+    samples = estimator.samples_
+    diag = run_summary(run)
+    diag["n_chains"], diag["n_draws"] = samples.n_chains, len(samples)
+    for key in ("n_divergent", "n_divergent_warmup", "n_grad_evals"):
+        diag[key] += previous.get(key, 0)
+    sampler = estimator._sampler_object()
+    declared = sampler.warmup_options() if hasattr(sampler, "warmup_options") else {}
+    if not declared.get("adapt_mass", False):
+        del diag["inv_mass"]
+    n_div = int(run.divergent.sum())
+    lp = samples.log_prob.double().numpy()
+    diag.update(ess_bulk_log_prob=ess_bulk(lp), ess_tail_log_prob=ess_tail(lp))
+    rows = getattr(estimator, "_reference_rows", slice(0, 64))  # those the budget monitored
+    ref = estimator._reference_quantity(estimator._network_outputs(X[rows], validate=False))
+    ref = to_numpy(ref).reshape(samples.n_chains, samples.n_draws, -1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # constant columns give NaN
+        diag["ess_bulk_predictions_min"] = float(
+            np.nanmin([ess_bulk(ref[..., j]) for j in range(ref.shape[-1])] + [np.nan])
+        )
+    diag.update(convergence_check(lp, ref))
+    estimator.diagnostics_ = diag
+    n_transitions = run.accepted.numel()
+    estimator.acceptance_rate_ = float(run.acceptance.mean()) if n_transitions else np.nan
+    origin = run.step_size_origin
+    if continuing:  # the chains went on at the step size of the fit they continue
+        origin = getattr(estimator, "_step_size_origin", origin)
+    estimator._step_size_origin = origin
+    if n_transitions and n_div > 0.05 * n_transitions:
+        warn(
+            f"{n_div} of {n_transitions} transitions diverged (rejected); "
+            + _divergence_advice(origin, float(run.step_size.mean()), run.target_accept),
+            ConvergenceWarning,
+            kind="divergence",
+        )
+    message = _rhat_message(diag, continuing)
+    if message:
+        warn(message, ConvergenceWarning, kind="rhat")
 
 
 def _divergence_advice(origin: str, step_size: float, target_accept) -> str:

@@ -21,7 +21,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._utils import check_scalar_param, to_numpy
 from ..likelihoods import Bernoulli, Categorical, Gaussian
 from ._base import BaseSamplingEstimator
-from ._calibration import TemperatureCalibrationMixin
+from ._calibration import CALIBRATION_CONSTRAINT, fit_calibrated, temper_as_calibrated
 from ._variance_parts import PredictiveVarianceParts, variance_parts
 from ._weights import CLASS_WEIGHT_CONSTRAINT
 
@@ -61,11 +61,20 @@ def _weighted_moments(y: np.ndarray, weights: np.ndarray):
     return mean, np.average((y - mean) ** 2, axis=0, weights=weights)
 
 
-class SamplingClassifierMixin(TemperatureCalibrationMixin, ClassifierMixin):
+class SamplingClassifierMixin(ClassifierMixin):
     """Classification: labels encoded as classes, a categorical likelihood (Bernoulli for two
-    classes), ``predict_proba`` the posterior predictive mean over the draws."""
+    classes), ``predict_proba`` the posterior predictive mean over the draws, tempered as
+    ``calibration`` learned (``_calibration.py``)."""
 
-    _own_constraints: dict = {"class_weight": CLASS_WEIGHT_CONSTRAINT}
+    #: The constraints of the parameters the task adds.
+    task_constraints: dict = {
+        "calibration": CALIBRATION_CONSTRAINT,
+        "class_weight": CLASS_WEIGHT_CONSTRAINT,
+    }
+
+    def _fit(self, X, y, sample_weight=None):
+        # the sampling base's _fit, run once or in the two stages of ``calibration``
+        return fit_calibrated(self, super()._fit, X, y, sample_weight)
 
     def _is_classifier(self) -> bool:
         return True
@@ -126,7 +135,7 @@ class SamplingClassifierMixin(TemperatureCalibrationMixin, ClassifierMixin):
         -------
         ndarray of shape (n_samples, n_classes)
         """
-        return self._temper(self._predictive_mean(X))
+        return temper_as_calibrated(self, self._predictive_mean(X))
 
     def _predictive_mean(self, X) -> np.ndarray:
         """The mean over draws of the class probabilities, untempered: (n_samples, n_classes)."""
@@ -149,7 +158,8 @@ class SamplingRegressorMixin(RegressorMixin):
     """Regression: a Gaussian likelihood with a fixed or learned noise precision (in units of
     y), optional standardisation of y, ``predict(X, return_std=True)``."""
 
-    _own_constraints: dict = {
+    #: The constraints of the parameters the task adds.
+    task_constraints: dict = {
         "noise_precision": [Interval(Real, 0, None, closed="neither"), None],
         "noise_prior": [tuple, list],
         "normalize_y": ["boolean"],

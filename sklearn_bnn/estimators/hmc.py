@@ -8,6 +8,7 @@ from __future__ import annotations
 from .._registry import register
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_ATTRS_DOC, CALIBRATION_DOC
+from ._families import FullData
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
 from ._weights import CLASS_WEIGHT_DOC
 
@@ -107,22 +108,8 @@ _FITTED_DOC = """
 """
 
 
-class _TrajectoryParams:
-    """What the full-batch samplers (HMC, NUTS, RMHMC, ...) share on an estimator: the
-    rescaling moves between transitions (a Gibbs block on the network's posterior, beside any
-    sampler). Shared by the HMC and split HMC families; the samplers' own settings live on the
-    sampler objects."""
-
-    _own_constraints: dict = {
-        "rescale_moves": ["boolean"],
-    }
-
-    def _target_options(self) -> dict:
-        return {**super()._target_options(), "rescale_moves": bool(self.rescale_moves)}
-
-
 @register
-class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEstimator):
+class HMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network classifier sampled by Hamiltonian Monte Carlo.
 
@@ -153,6 +140,12 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
     (2, 3)
     """
     )
+
+    _parameter_constraints: dict = {
+        **BaseSamplingEstimator._parameter_constraints,
+        **SamplingClassifierMixin.task_constraints,
+        **FullData.constraints,
+    }
 
     def __init__(
         self,
@@ -200,7 +193,7 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
 
 
 @register
-class HMCRegressor(SamplingRegressorMixin, _TrajectoryParams, BaseSamplingEstimator):
+class HMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network regressor sampled by Hamiltonian Monte Carlo.
 
@@ -248,6 +241,12 @@ class HMCRegressor(SamplingRegressorMixin, _TrajectoryParams, BaseSamplingEstima
     ((3,), (3,))
     """
     )
+
+    _parameter_constraints: dict = {
+        **BaseSamplingEstimator._parameter_constraints,
+        **SamplingRegressorMixin.task_constraints,
+        **FullData.constraints,
+    }
 
     def __init__(
         self,

@@ -8,16 +8,10 @@ array or a memory map) and go to the device one batch of ``batch_size`` rows at 
 
 from __future__ import annotations
 
-from numbers import Integral
-
-from sklearn.utils._param_validation import Interval
-
 from .._registry import register
-from ..priors import GaussianPrior
-from ..samplers.init import resolve_start
-from ..targets import MinibatchTarget
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_DOC
+from ._families import MinibatchData
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
 from ._weights import CLASS_WEIGHT_DOC
 
@@ -83,38 +77,6 @@ _SG_PARAMS_DOC = """
 """
 
 
-class _MinibatchParams:
-    """The stochastic-gradient family: a minibatch target and the parameters of the samplers
-    that read it (any registered sampler whose ``data_access`` is "minibatch")."""
-
-    _data_access = "minibatch"
-    # an SG transition is an epoch on large data: "auto" stops at the former 200 epochs
-    _max_auto_draws = 200
-    _own_constraints: dict = {
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "n_cycles": [Interval(Integral, 1, None, closed="left"), None],
-    }
-
-    def _make_target(self, network, X, targets, seed):
-        return MinibatchTarget(
-            network,
-            X,
-            targets,
-            self._fit_likelihood(),
-            GaussianPrior(self.prior_precision),
-            batch_size=self.batch_size,
-        )
-
-    def _sampler_setup(self) -> dict:
-        """What the minibatch samplers' setup (``samplers/sg_step_size.py``) adds to the run:
-        the minibatch MAP start (``init="map"``), the step chosen from the data (a sampler at
-        ``step_size="auto"``) and a cyclical schedule (``n_cycles``)."""
-        return {
-            "n_cycles": self.n_cycles,
-            "map_start": resolve_start(self.init) is not None,
-        }
-
-
 SG_CALIBRATION_DOC = CALIBRATION_DOC.rstrip() + """ A memory map (``X`` from
         ``np.load(..., mmap_mode="r")``) is fitted uncalibrated: the calibration stage's rows
         would be copied into memory, where the data otherwise go to the device a batch at a
@@ -123,7 +85,7 @@ SG_CALIBRATION_DOC = CALIBRATION_DOC.rstrip() + """ A memory map (``X`` from
 
 
 @register
-class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEstimator):
+class SGMCMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network classifier sampled by stochastic-gradient MCMC (seeds/004).
 
@@ -153,6 +115,13 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
     (2, 3)
     """
     )
+
+    _family = MinibatchData()
+    _parameter_constraints: dict = {
+        **BaseSamplingEstimator._parameter_constraints,
+        **SamplingClassifierMixin.task_constraints,
+        **MinibatchData.constraints,
+    }
 
     def __init__(
         self,
@@ -202,7 +171,7 @@ class SGMCMCClassifier(SamplingClassifierMixin, _MinibatchParams, BaseSamplingEs
 
 
 @register
-class SGMCMCRegressor(SamplingRegressorMixin, _MinibatchParams, BaseSamplingEstimator):
+class SGMCMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network regressor sampled by stochastic-gradient MCMC (seeds/004).
 
@@ -232,6 +201,13 @@ class SGMCMCRegressor(SamplingRegressorMixin, _MinibatchParams, BaseSamplingEsti
     (3,)
     """
     )
+
+    _family = MinibatchData()
+    _parameter_constraints: dict = {
+        **BaseSamplingEstimator._parameter_constraints,
+        **SamplingRegressorMixin.task_constraints,
+        **MinibatchData.constraints,
+    }
 
     def __init__(
         self,

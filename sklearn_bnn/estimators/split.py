@@ -7,22 +7,12 @@ memory is bounded by a subset, while the Metropolis-Hastings test uses the full-
 
 from __future__ import annotations
 
-from numbers import Integral
-
-import torch
-from sklearn.utils._param_validation import Interval
-
 from .._registry import register
-from .._seeding import numpy_rng
-from .._state_checks import is_int
-from .._utils import resolve_device
-from ..priors import as_prior
-from ..targets import SplitTarget
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_DOC
+from ._families import SplitData
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
 from ._weights import CLASS_WEIGHT_DOC
-from .hmc import _TrajectoryParams
 
 __all__ = ["SplitHMCClassifier", "SplitHMCRegressor"]
 
@@ -49,58 +39,8 @@ _SPLIT_PARAMS_DOC = """
 """
 
 
-class _SplitParams(_TrajectoryParams):
-    """The split HMC family: the data cut into subsets (a
-    :class:`~sklearn_bnn.targets.SplitTarget`), which the samplers integrate with the
-    symmetric split leapfrog unless told otherwise (its ``default_integrator``)."""
-
-    _integrator = "symmetric"
-    _own_constraints: dict = {
-        "n_splits": [Interval(Integral, 1, None, closed="left")],
-        "split_size": [Interval(Integral, 1, None, closed="left"), None],
-        "data_device": [str, torch.device, None],
-    }
-
-    def _check_params(self) -> None:
-        super()._check_params()
-        if self.data_device is not None:
-            try:
-                resolve_device(self.data_device)
-            except ValueError as exc:
-                raise ValueError(f"data_device: {exc}") from None
-
-    def _make_target(self, network, X, targets, seed) -> SplitTarget:
-        """Rows shuffled (from ``seed``, the fit's "data" child) and cut into subsets, so that
-        sorted data do not give lopsided subsets."""
-        order = numpy_rng(seed).permutation(len(X))
-        target = SplitTarget(
-            network,
-            X[order],
-            targets[torch.as_tensor(order)],
-            self._fit_likelihood(),
-            as_prior(self.prior_precision),
-            n_splits=self.n_splits,
-            split_size=self.split_size,
-            data_device=None if self.data_device is None else resolve_device(self.data_device),
-        )
-        self.n_splits_ = target.n_splits
-        return target
-
-    def _loaded_state_spec(self) -> tuple[dict, dict]:
-        required, optional = super()._loaded_state_spec()
-        return {**required, "n_splits_": is_int(1)}, optional
-
-    def _check_loaded_state(self, state: dict) -> None:
-        # data_device serves fit only: a model fitted with data on a GPU loads on a CPU machine
-        data_device, self.data_device = self.data_device, None
-        try:
-            super()._check_loaded_state(state)
-        finally:
-            self.data_device = data_device
-
-
 @register
-class SplitHMCClassifier(SamplingClassifierMixin, _SplitParams, BaseSamplingEstimator):
+class SplitHMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network classifier sampled by split HMC over data subsets.
 
@@ -131,6 +71,13 @@ class SplitHMCClassifier(SamplingClassifierMixin, _SplitParams, BaseSamplingEsti
     (3, (2, 3))
     """
     )
+
+    _family = SplitData()
+    _parameter_constraints: dict = {
+        **BaseSamplingEstimator._parameter_constraints,
+        **SamplingClassifierMixin.task_constraints,
+        **SplitData.constraints,
+    }
 
     def __init__(
         self,
@@ -184,7 +131,7 @@ class SplitHMCClassifier(SamplingClassifierMixin, _SplitParams, BaseSamplingEsti
 
 
 @register
-class SplitHMCRegressor(SamplingRegressorMixin, _SplitParams, BaseSamplingEstimator):
+class SplitHMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network regressor sampled by split HMC over data subsets.
 
@@ -212,6 +159,13 @@ class SplitHMCRegressor(SamplingRegressorMixin, _SplitParams, BaseSamplingEstima
     ((3,), (3,))
     """
     )
+
+    _family = SplitData()
+    _parameter_constraints: dict = {
+        **BaseSamplingEstimator._parameter_constraints,
+        **SamplingRegressorMixin.task_constraints,
+        **SplitData.constraints,
+    }
 
     def __init__(
         self,

@@ -22,6 +22,7 @@ from sklearn.utils._param_validation import Interval
 import sklearn_bnn
 from sklearn_bnn._registry import _REGISTRY, SAMPLERS
 from sklearn_bnn.estimators._base import BaseSamplingEstimator
+from sklearn_bnn.estimators._families import FullData
 from sklearn_bnn.estimators._tasks import SamplingRegressorMixin
 from sklearn_bnn.priors import as_prior
 from sklearn_bnn.samplers import Info, Kernel, Sampler, State, register_sampler, sample
@@ -123,20 +124,29 @@ def test_the_sampler_recipe_reaches_the_estimators_and_persistence(toy_sampler, 
 # -- the estimator recipe: a family whose target reads at most max_rows rows ----------------------
 
 
-class _FirstRowsParams:
+class FirstRowsData(FullData):
     """A toy family: the full-data posterior of the first ``max_rows`` rows."""
 
-    _own_constraints: dict = {"max_rows": [Interval(Integral, 1, None, closed="left")]}
+    constraints: dict = {"max_rows": [Interval(Integral, 1, None, closed="left")]}
 
-    def _make_target(self, network, X, targets, seed):
-        keep = slice(0, self.max_rows)
-        return Target(
-            network, X[keep], targets[keep], self._likelihood(), as_prior(self.prior_precision)
-        )
+    def make_target(self, estimator, network, X, targets, seed):
+        keep = slice(0, estimator.max_rows)
+        prior = as_prior(estimator.prior_precision)
+        return Target(network, X[keep], targets[keep], estimator._likelihood(), prior)
+
+    def target_options(self, estimator) -> dict:
+        return {}
 
 
-class FirstRowsRegressor(SamplingRegressorMixin, _FirstRowsParams, BaseSamplingEstimator):
+class FirstRowsRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
     """The recipe's public class: every part's parameters, in order, stored as given."""
+
+    _family = FirstRowsData()
+    _parameter_constraints: dict = {
+        **BaseSamplingEstimator._parameter_constraints,
+        **SamplingRegressorMixin.task_constraints,
+        **FirstRowsData.constraints,
+    }
 
     def __init__(
         self,

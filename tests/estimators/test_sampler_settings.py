@@ -50,7 +50,7 @@ for _cls in SAMPLERS.values():
 
 
 def _samplers_for(estimator_cls) -> list[str]:
-    access = estimator_cls._data_access
+    access = estimator_cls._family.data_access
     return sorted(n for n, c in SAMPLERS.items() if getattr(c, "data_access", "full") == access)
 
 
@@ -279,3 +279,11 @@ def test_an_unknown_sampler_name_lists_only_the_samplers_the_estimator_runs(esti
             estimator_cls(sampler=given).fit(X, y)
         listed = set(re.findall(r"'(\w+)'", str(info.value).split(" or ")[0]))
         assert listed == runs, (given, str(info.value))
+
+
+@pytest.mark.parametrize("estimator_cls", SAMPLING_ESTIMATORS)
+def test_every_parameter_has_one_constraint_and_the_estimator_few_parts(estimator_cls):
+    # the constraints join the base's, the task's and the family's: none missing, none extra
+    assert set(estimator_cls._parameter_constraints) == set(estimator_cls._get_param_names())
+    own = [k for k in estimator_cls.__mro__ if k.__module__.startswith("sklearn_bnn")]
+    assert len(own) <= 4, own
