@@ -14,7 +14,14 @@ from sklearn.base import BaseEstimator
 
 from ._registry import register
 
-__all__ = ["BoundGaussianPrior", "GaussianPrior", "HierarchicalPrior", "Prior", "as_prior"]
+__all__ = [
+    "BoundGaussianPrior",
+    "GaussianPrior",
+    "HierarchicalPrior",
+    "Prior",
+    "as_prior",
+    "fan_in_precision",
+]
 
 
 class Prior:
@@ -36,6 +43,36 @@ def as_prior(value) -> Prior:
     """``value`` itself when it is a prior object (e.g. a :class:`HierarchicalPrior`), else
     the :class:`GaussianPrior` of that precision (a float, a sequence or a mapping)."""
     return value if isinstance(value, Prior) else GaussianPrior(value)
+
+
+def fan_in_precision(
+    names: Sequence[str], shapes: Sequence[Sequence[int]], output_precision: float | None = None
+) -> dict:
+    """Per-tensor precisions that scale with the width: each weight tensor's precision is its
+    fan-in (the inputs of one output unit, the product of its shape beyond the first axis), a
+    bias's (a 1-D tensor's) is 1.
+
+    Every unit's summed input then has a prior variance of order one whatever the layer's
+    width, so the prior over functions keeps its scale as the network grows (Neal 1996,
+    sec. 2.2: hidden-to-output weights of standard deviation proportional to 1/sqrt(H)).
+
+    Parameters
+    ----------
+    names, shapes : sequences
+        The network's trainable parameter tensors, in order.
+    output_precision : float or None, default=None
+        The precision of the last weight tensor (the output layer's) instead of its fan-in.
+    """
+    precision = {}
+    for name, shape in zip(names, shapes, strict=True):
+        fan_in = 1
+        for size in tuple(shape)[1:]:
+            fan_in *= int(size)
+        precision[name] = float(fan_in) if len(shape) > 1 else 1.0
+    weights = [name for name, shape in zip(names, shapes, strict=True) if len(shape) > 1]
+    if output_precision is not None and weights:
+        precision[weights[-1]] = float(output_precision)
+    return precision
 
 
 class GaussianPrior(Prior):

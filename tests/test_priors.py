@@ -3,10 +3,17 @@ form against torch.distributions and autograd."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
-from sklearn_bnn.priors import BoundGaussianPrior, GaussianPrior, HierarchicalPrior
+from sklearn_bnn import HMCClassifier, HMCRegressor
+from sklearn_bnn.priors import (
+    BoundGaussianPrior,
+    GaussianPrior,
+    HierarchicalPrior,
+    fan_in_precision,
+)
 
 NAMES = ["0.weight", "0.bias", "2.weight"]
 SIZES = [6, 3, 3]
@@ -111,3 +118,33 @@ def test_hierarchical_prior_binds_at_the_mean_precision_and_checks_its_parameter
         HierarchicalPrior._check_state({**state, "extra": 1.0})
     with pytest.raises(ValueError, match="must be a number"):
         HierarchicalPrior._check_state({**state, "beta": [1.0]})
+
+
+def test_fan_in_precision_gives_each_unit_an_input_of_unit_prior_variance():
+    names = ["0.weight", "0.bias", "2.weight", "2.bias"]
+    shapes = [(100, 64), (100,), (7, 100), (7,)]
+    precision = fan_in_precision(names, shapes)
+    assert precision == {"0.weight": 64.0, "0.bias": 1.0, "2.weight": 100.0, "2.bias": 1.0}
+    assert fan_in_precision(names, shapes, output_precision=1.0)["2.weight"] == 1.0
+    # a convolution's fan-in is its input channels times its kernel's size
+    assert fan_in_precision(["w"], [(8, 3, 5, 5)]) == {"w": 75.0}
+    # drawn from it, a hidden unit's summed input over standardised inputs has variance ~1
+    rng = np.random.default_rng(0)
+    w = rng.normal(scale=precision["0.weight"] ** -0.5, size=(4000, 64))
+    x = rng.normal(size=(64,))
+    assert abs(np.var(w @ x) / np.mean(x**2) - 1.0) < 0.1
+
+
+@pytest.mark.parametrize(
+    ("estimator", "output"), [(HMCClassifier, 1.0), (HMCRegressor, 16.0)]
+)
+def test_auto_prior_scales_the_hidden_layers_and_the_task_s_output_layer(estimator, output):
+    from sklearn_bnn.targets import FunctionalNetwork
+
+    est = estimator(hidden_layer_sizes=(16,), prior_precision="auto")
+    network = FunctionalNetwork(est._build_network(0, 5, 3))
+    precision = est._prior_precision(network)
+    assert precision == {"0.weight": 5.0, "0.bias": 1.0, "2.weight": output, "2.bias": 1.0}
+    assert est.set_params(prior_precision="fan_in")._prior_precision(network)["2.weight"] == 16.0
+    with pytest.raises(ValueError, match="prior_precision"):
+        estimator(prior_precision="fan-in").fit(np.zeros((4, 2)), [0, 1, 0, 1])

@@ -156,6 +156,8 @@ VARIANTS = {
     "hmc_fixed": ("hmc", {"n_warmup": 500, "n_draws": 500}),  # the fixed budget of 0.1
     "hmc_random_init": ("hmc", {"init": "random"}),  # chains from the prior's draws
     "hmc_short_map": ("hmc", {"init": MAPStart(n_steps=200)}),  # a less over-fit start
+    "hmc_auto_prior": ("hmc", {"prior_precision": "auto"}),  # fan-in scaled precisions
+    "sgmcmc_auto_prior": ("sgmcmc", {"prior_precision": "auto"}),
 }
 PACKAGE_MODELS = ("hmc", "split_hmc", "sgmcmc", "mc_dropout", "lcbnn", "plannet", *VARIANTS)
 LABELS = {
@@ -165,6 +167,8 @@ LABELS = {
     "hmc_fixed": "HMC, 500 + 500 transitions",
     "hmc_random_init": "HMC, chains started from the prior",
     "hmc_short_map": "HMC, a 200-step MAP start",
+    "hmc_auto_prior": 'HMC, prior_precision="auto"',
+    "sgmcmc_auto_prior": 'SG-MCMC, prior_precision="auto"',
     "split_hmc": "split HMC",
     "sgmcmc": "SG-MCMC",
     "mc_dropout": "MC dropout",

@@ -35,7 +35,7 @@ from .._warnings import one_convergence_warning
 from ..diagnostics import format_summary
 from ..likelihoods import RowWeighted, weighted_targets
 from ..nets import ACTIVATIONS, build_module, check_hidden_layer_sizes
-from ..priors import HierarchicalPrior
+from ..priors import HierarchicalPrior, fan_in_precision
 from ..samplers import (
     S3HMC,
     SAMPLERS,
@@ -123,6 +123,7 @@ class BaseSamplingEstimator(BaseEstimator):
         "module": "no_validation",  # a torch module class or a factory: checked when built
         "prior_precision": [
             Interval(Real, 0, None, closed="neither"),
+            StrOptions({"auto", "fan_in"}),
             "array-like",  # one precision per parameter tensor, in order
             dict,  # by tensor name
             HasMethods(["bind"]),
@@ -473,6 +474,17 @@ class BaseSamplingEstimator(BaseEstimator):
         likelihood = self._likelihood()
         weights = getattr(self, "_row_weights", None)
         return likelihood if weights is None else RowWeighted(likelihood, weights.sum())
+
+    def _prior_precision(self, network: FunctionalNetwork):
+        """``prior_precision`` over ``network``'s weights: as given, or per tensor for a name
+        (:func:`~sklearn_bnn.priors.fan_in_precision`): "fan_in" every weight tensor at its
+        fan-in; "auto" the same for a regressor, and for a classifier its output layer at 1
+        (logits of several units, which a fan-in scaled output layer would hold near 0)."""
+        precision = self.prior_precision
+        if not isinstance(precision, str):
+            return precision
+        output = 1.0 if precision == "auto" and self._is_classifier() else None
+        return fan_in_precision(network.names, network.shapes, output_precision=output)
 
     def _make_target(self, network: FunctionalNetwork, X, targets, seed) -> Target:
         """The posterior density to sample: the family's (``seed``: the fit's "data"

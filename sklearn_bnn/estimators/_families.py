@@ -48,7 +48,7 @@ class FullData:
         """The posterior density to sample. A hierarchical prior sampled jointly gives the
         density of the weights and their log-precisions (Neal 1996); sampled by Gibbs steps,
         the network target with its Gibbs blocks."""
-        prior = estimator.prior_precision
+        prior = estimator._prior_precision(network)
         likelihood = estimator._fit_likelihood()
         if isinstance(prior, HierarchicalPrior) and prior.scheme == "joint":
             base = Target(network, X, targets, likelihood, GaussianPrior(1.0))
@@ -105,7 +105,7 @@ class SplitData(FullData):
             X[order],
             targets[torch.as_tensor(order)],
             estimator._fit_likelihood(),
-            as_prior(estimator.prior_precision),
+            as_prior(estimator._prior_precision(network)),
             n_splits=estimator.n_splits,
             split_size=estimator.split_size,
             data_device=None if data_device is None else resolve_device(data_device),
@@ -136,7 +136,7 @@ class MinibatchData(FullData):
             X,
             targets,
             estimator._fit_likelihood(),
-            GaussianPrior(estimator.prior_precision),
+            GaussianPrior(estimator._prior_precision(network)),
             batch_size=estimator.batch_size,
         )
 
