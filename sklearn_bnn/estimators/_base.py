@@ -94,7 +94,7 @@ class BaseSamplingEstimator(BaseEstimator):
     _family = FullData()
     #: The fewest draws per chain that ``n_draws="auto"`` takes: the tails of the predictive
     #: need them (docs/hmc.md, "Budgets"); a calibration stage takes its own fewest.
-    _min_auto_draws = 200
+    _min_auto_draws = 100
     #: The chains' private state that a saved model keeps.
     _private_state = PRIVATE_STATE
 
@@ -478,12 +478,12 @@ class BaseSamplingEstimator(BaseEstimator):
     def _prior_precision(self, network: FunctionalNetwork):
         """``prior_precision`` over ``network``'s weights: as given, or per tensor for a name
         (:func:`~sklearn_bnn.priors.fan_in_precision`): "fan_in" every weight tensor at its
-        fan-in; "auto" the same for a regressor, and for a classifier its output layer at 1
-        (logits of several units, which a fan-in scaled output layer would hold near 0)."""
+        fan-in; "auto" the same but the output layer at 1, whose outputs (logits, or a
+        standardised target) then keep a prior spread of several units."""
         precision = self.prior_precision
         if not isinstance(precision, str):
             return precision
-        output = 1.0 if precision == "auto" and self._is_classifier() else None
+        output = 1.0 if precision == "auto" else None
         return fan_in_precision(network.names, network.shapes, output_precision=output)
 
     def _make_target(self, network: FunctionalNetwork, X, targets, seed) -> Target:

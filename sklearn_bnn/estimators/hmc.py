@@ -22,8 +22,12 @@ _PARAMS_DOC = """
     activation : {"relu", "tanh", "logistic", "gelu", "silu", "elu", "identity"}, default="relu"
     module : nn.Module subclass, factory or instance, default=None
         A network of your own: called as ``module(n_features_in, n_outputs)`` or deep-copied.
-    prior_precision : float, sequence or dict, default=1.0
+    prior_precision : "auto", "fan_in", float, sequence or dict, default="auto"
         Precision tau of the N(0, 1/tau) prior, one value or one per parameter tensor.
+        "auto": each hidden layer's weights at their fan-in (the inputs of a unit), so that
+        every unit's summed input has a prior variance of order one whatever the widths
+        (Neal 1996), the output layer's weights and every bias at 1; "fan_in": the output
+        layer's weights at their fan-in too (a smoother prior over functions).
     n_draws : int or "auto", default="auto"
         Transitions after warmup (draws kept per chain: ``n_draws // thin``). "auto": at least
         100 and at most 500, stopped once every chain is stationary by its own split R-hat
@@ -46,7 +50,7 @@ _PARAMS_DOC = """
         ``target_accept``, ``adapt_mass``) live on the sampler object only, and are reached as
         ``sampler__<setting>`` through ``set_params`` and ``GridSearchCV``; a setting the chosen
         sampler does not take is a ValueError naming it. "hmc" (:class:`~sklearn_bnn.samplers.HMC`)
-        runs 50 leapfrog steps, the step size adapted by dual averaging toward acceptance 0.8
+        runs 25 leapfrog steps, the step size adapted by dual averaging toward acceptance 0.8
         and scaled per chain and transition by a factor uniform in [0.5, 1.5] so that a fixed
         step count does not resonate with the posterior; "nuts" is the No-U-Turn sampler,
         which chooses the trajectory length itself; ``HMC(trajectory_length="auto")`` adapts
@@ -152,7 +156,7 @@ class HMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
         hidden_layer_sizes=(100,),
         activation="relu",
         module=None,
-        prior_precision=1.0,
+        prior_precision="auto",
         n_draws="auto",
         n_warmup="auto",
         sampler="hmc",
@@ -253,7 +257,7 @@ class HMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
         hidden_layer_sizes=(100,),
         activation="relu",
         module=None,
-        prior_precision=1.0,
+        prior_precision="auto",
         noise_precision=None,
         noise_prior=(1.0, 0.01),
         normalize_y=False,

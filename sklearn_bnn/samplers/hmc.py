@@ -77,7 +77,7 @@ class HMC(Sampler):
 
     Parameters
     ----------
-    n_steps : int, default=50
+    n_steps : int, default=25
         Integration steps per trajectory L (when ``trajectory_length`` is None).
     trajectory_length : float or "auto", default=None
         Integration time tau of a trajectory instead of a step count: each transition takes
@@ -152,7 +152,7 @@ default=None
 
     def __init__(
         self,
-        n_steps=50,
+        n_steps=25,
         integrator=None,
         divergence_threshold=DIVERGENCE_THRESHOLD,
         trajectory_length=None,
