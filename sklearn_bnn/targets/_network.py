@@ -5,8 +5,8 @@ vector ``theta`` through :func:`torch.func.functional_call`; the user's module i
 put in eval mode and never mutated. Frozen parameters (``requires_grad=False``) and buffers are
 held as constants and not sampled.
 
-Potential energy U(w) = -log p(Y | X, w) - log p(w) (seeds/000 §3.1, eq. 2), with the likelihood
-summed over data points.
+Potential energy U(w) = -log p(Y | X, w) - log p(w) (Cobb & Jalaian 2021, §3.1, eq. 2), with the
+likelihood summed over data points.
 """
 
 from __future__ import annotations
@@ -487,7 +487,7 @@ class Target:
         X, y : optional
             A data subset (for split integrators); the full data by default.
         prior_weight : float
-            Multiplies the log prior (1/M for one of M subsets, seeds/000 eq. 6).
+            Multiplies the log prior (1/M for one of M subsets, Cobb & Jalaian 2021, eq. 6).
 
         Returns
         -------
