@@ -476,7 +476,7 @@ class BaseSamplingEstimator(
     def _make_target(self, network: FunctionalNetwork, X, targets, seed) -> Target:
         """The posterior density to sample (subclasses may split the data, drawing from
         ``seed``, the fit's "data" ``SeedSequence``). A hierarchical prior sampled jointly gives
-        the density of the weights and their log-precisions (seeds/002); sampled by Gibbs
+        the density of the weights and their log-precisions (Cobb et al. 2019); sampled by Gibbs
         steps, the network target with its Gibbs blocks."""
         prior = self.prior_precision
         if isinstance(prior, HierarchicalPrior) and prior.scheme == "joint":

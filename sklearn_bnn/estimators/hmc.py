@@ -1,6 +1,6 @@
 """HMCClassifier and HMCRegressor: Hamiltonian Monte Carlo over a network's weights.
 
-seeds/000 §3.1 (full HMC), REFERENCE §1.
+Cobb & Jalaian (2021), §3.1 (full HMC); Neal (2011).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
 
     The posterior over the weights of an MLP (or your own module) under a Gaussian prior and a
     categorical (Bernoulli for two classes) likelihood summed over the data, sampled with HMC
-    (seeds/000 §3.1). ``predict_proba`` is the posterior predictive mean over the draws.
+    (Cobb & Jalaian 2021, §3.1). ``predict_proba`` is the posterior predictive mean over the draws.
     """
         + _PARAMS_DOC
         + CALIBRATION_DOC
@@ -205,7 +205,7 @@ class HMCRegressor(SamplingRegressorMixin, _TrajectoryParams, BaseSamplingEstima
         """Bayesian neural network regressor sampled by Hamiltonian Monte Carlo.
 
     Likelihood N(y | f(x; w), 1/noise_precision) summed over the data, Gaussian prior over the
-    weights, posterior sampled with HMC (seeds/000 §3.1). Single- and multi-output.
+    weights, posterior sampled with HMC (Cobb & Jalaian 2021, §3.1). Single- and multi-output.
     """
         + _PARAMS_DOC
         + """
