@@ -1,7 +1,7 @@
 """Hamiltonian Monte Carlo with a fixed number of integration steps.
 
-seeds/000 §3.1 and seeds/003 §5.2: sample p ~ N(0, M), integrate L steps, accept with
-probability min(1, exp(H_start - H_end)); on rejection the chain stays where it was.
+Cobb & Jalaian (2021), §3.1, and Cobb (2019), §5.2: sample p ~ N(0, M), integrate L steps, accept
+with probability min(1, exp(H_start - H_end)); on rejection the chain stays where it was.
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def metropolis_hastings(
 class HMC(Sampler):
     """Hamiltonian Monte Carlo with a fixed number of integration steps (a sampler object).
 
-    seeds/000 §3.1, eq. 2-4: momentum p ~ N(0, M), ``n_steps`` steps of the integrator, one
-    Metropolis-Hastings test on the energy error.
+    Cobb & Jalaian (2021), §3.1, eq. 2-4: momentum p ~ N(0, M), ``n_steps`` steps of the integrator,
+    one Metropolis-Hastings test on the energy error.
 
     Parameters
     ----------
@@ -96,7 +96,7 @@ class HMC(Sampler):
     integrator : {"leapfrog", "naive", "randomised", "symmetric"}, callable or None, \
 default=None
         The integrator (see :mod:`sklearn_bnn.samplers.integrators`). The three split schemes
-        (seeds/000 §3.2 and §4) need a target evaluated over data subsets, as the split
+        (Cobb & Jalaian 2021, §3.2 and §4) need a target evaluated over data subsets, as the split
         estimators make. None: the target's ``default_integrator`` where it has one (a split
         target's is the symmetric split leapfrog), else the leapfrog.
     divergence_threshold : float, default=1000
