@@ -57,7 +57,7 @@ _PARAMS_DOC = """
         regressor runs four: chains from different MAP starts settle in different modes, and
         their pooled predictions raised the test log-likelihood on every UCI set of the panel
         (docs/benchmarks.md, "Four chains for the regressors") at about twice the fit time of
-        one on a CPU (1.8-2.3x on concrete and wine).
+        one on a CPU.
     n_jobs : int, default=None
         How the chains run: None as one batched computation in this process (fastest on one
         machine); an int as one joblib job per chain, that many at a time (-1: one per core; 1:

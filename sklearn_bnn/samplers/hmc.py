@@ -113,15 +113,13 @@ default=None
         ``[1 - step_jitter, 1 + step_jitter]``, drawn from the generator (Stan's
         ``stepsize_jitter``; Neal 2011, §5.4.2.3): a fixed ``n_steps`` then covers a different
         integration time at every transition, so trajectories cannot stay near a period of
-        the posterior. A fixed one resonates with a Gaussian: the lowest ESS of a Bayesian
-        linear regression's predictions over seeds 0-9 is 2 of 2,000 draws without jitter,
-        1,289 with 0.5 (``benchmarks/samplers/hmc_jitter_blr.py``, docs/hmc.md). The factor is drawn
-        independently of the state, so each transition is a mixture of valid HMC kernels and
-        leaves the posterior invariant. Dual averaging adapts the mean step. 0 turns it off
-        (the behaviour of 0.1.0). Ignored with
+        the posterior: a fixed one resonates with a Gaussian (docs/hmc.md, "Trajectory length and
+        jitter", measures the ESS with and without). The factor is drawn independently of the
+        state, so each transition is a mixture of valid HMC kernels and leaves the posterior
+        invariant. Dual averaging adapts the mean step. 0 turns it off. Ignored with
         ``trajectory_length="auto"``, whose jitter of the time replaces it: a per-chain step
-        jitter on top flattens ChEES's criterion (on N(0, 4 I) the adapted time landed at
-        3.2-7.3 sigma instead of the criterion's maximum 2.25 sigma; docs/hmc.md, "ChEES").
+        jitter on top flattens ChEES's criterion (docs/hmc.md, "ChEES: the integration time
+        adapted across chains").
     n_steps_jitter : float in [0, 1), default=0
         Each transition takes ``max(1, round(u * n_steps))`` steps, u uniform in
         ``[1 - n_steps_jitter, 1 + n_steps_jitter]`` (one u for all chains, which integrate

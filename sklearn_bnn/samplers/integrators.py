@@ -164,12 +164,13 @@ def gradient_only(target):
 
 
 def _leapfrog_on_host(target, state, momentum, step_size, n_steps: int, metric):
-    """:func:`leapfrog` on the CPU (issue 31: the per-step operations are what separates a
-    small network's transition from XLA's there). The drift is one fused multiply-add by the
-    step times the inverse mass, computed once per trajectory; the kick one multiply-add in
-    place; a trajectory in which every chain's log density is non-finite stops at that step
-    (a host read, free on the CPU), where :func:`leapfrog` runs on to a non-finite end: both
-    are rejected. The fused operations round once where :func:`leapfrog` rounds twice. As
+    """:func:`leapfrog` on the CPU, with as few operations per step as it allows.
+
+    There a small network's transition costs its per-step operations. The drift is one fused
+    multiply-add by the step times the inverse mass, computed once per trajectory; the kick one
+    multiply-add in place; a trajectory in which every chain's log density is non-finite stops at
+    that step (a host read, free on the CPU), where :func:`leapfrog` runs on to a non-finite end:
+    both are rejected. The fused operations round once where :func:`leapfrog` rounds twice. As
     there, an inner step of a target with ``log_prob_grad`` takes the gradient alone; its log
     density is computed only where the gradient is not finite, to decide the stop."""
     step = step_size[:, None]

@@ -1,4 +1,4 @@
-"""Default step sizes and schedules of the stochastic-gradient samplers (issue 23).
+"""Default step sizes and schedules of the stochastic-gradient samplers.
 
 Three pieces, used by :class:`~sklearn_bnn.SGMCMCClassifier` and
 :class:`~sklearn_bnn.SGMCMCRegressor` at ``step_size="auto"``:
@@ -239,7 +239,7 @@ class CyclicalSchedule:
 
 
 class AutoStepSampler:
-    """A stochastic-gradient sampler run at a step size chosen from the data (issue 23).
+    """A stochastic-gradient sampler run at a step size chosen from the data.
 
     ``run`` starts the chains at a mode when the run has a ``start``
     (:class:`~sklearn_bnn.samplers.init.MAPStart`: minibatch Adam ended by scikit-learn's

@@ -125,7 +125,7 @@ class FunctionalNetwork:
 
         Draws are evaluated together with :func:`torch.func.vmap`, in chunks sized to keep the
         widest hidden activation near 4 MB on a CPU (about the size of a cache: larger chunks
-        measured slower than a loop over draws, ``benchmarks/speed/hmc_speed.py``) and 1 GB on a
+        run slower than a loop over draws; docs/hmc.md, "Measured") and 1 GB on a
         GPU; when fewer than 16 draws fit a CPU chunk, one draw at a time is faster and is used.
 
         Parameters
@@ -215,7 +215,7 @@ class Target:
 
     #: Evaluate the package's own MLP under its categorical, Bernoulli or Gaussian likelihood
     #: by the hand-written, chain-batched gradient of :class:`~._batched_mlp.BatchedMLP` (the
-    #: same density; faster than autograd at every number of chains, issue 31); False keeps
+    #: same density; faster than autograd at every number of chains); False keeps
     #: the general autograd path for every network.
     batched_mlp = True
 

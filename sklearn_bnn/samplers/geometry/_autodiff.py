@@ -6,7 +6,7 @@ sum_jk A_jk d^2 log f / d theta_j d theta_k at fixed A (the derivative of the me
 Hamiltonian, written through the SoftAbs divided differences). :class:`AutodiffDerivatives` gives
 them for a function of one position (D,) -> scalar.
 
-How, and why so (measured on the 10 + 1-D funnel, 2 chains, one CPU thread; docs/rmhmc.md):
+How, and why so (docs/rmhmc.md times the choices on the funnel):
 
 - the Hessian is reverse over reverse on a *replicated batch*: row (c, k) of a (C D, D) leaf
   holds theta_c, one ``vmap`` of the function evaluates all rows, one backward gives the
