@@ -260,8 +260,9 @@ class BatchedMLP:
         for i in range(last, -1, -1):
             layer = self.layers[i]
             torch.sum(dz, 1, out=pieces[2 * i + 1])
-            # (n, n_in), a transposed view of a feature-major block either way: MKL's kernel
-            # for this layout took 87 us against 127 for the row-major X on concrete (n_in 8)
+            # (n, n_in), a transposed view of a feature-major block either way: MKL's kernel is
+            # faster for this layout than for a row-major X (docs/chains.md, "Against a compiled
+            # transition")
             below = (hidden[i - 1][1] if i else Xt).t()
             torch.mm(dz, below, out=pieces[2 * i].view(layer.n_out, layer.n_in))
             if i:

@@ -503,8 +503,8 @@ class Target:
         What the inner steps of a trajectory need: only the last step's log density is read
         (by the Metropolis test). Where the package's MLP takes the hand-written gradient
         (:class:`~._batched_mlp.BatchedMLP`), neither the likelihood's value nor the prior's is
-        computed: on a GPU, where each operation of a replayed step is a kernel of 1-2 us
-        whatever its size, they are 7 of the about 30 kernels of a one-chain step on digits.
+        computed: on a GPU, where each operation of a replayed step is a kernel of about the same
+        cost whatever its size, they are 7 of the about 30 kernels of a one-chain step on digits.
         Elsewhere it is :meth:`value_and_grad`'s gradient. A subclass whose density is not
         this class's own (:meth:`value_and_grad` overridden) gets its :meth:`value_and_grad`'s
         unless it overrides this method too.
