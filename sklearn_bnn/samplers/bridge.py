@@ -87,12 +87,12 @@ def bridge_terms(target, draws, log_prob, lower, upper, generator, n_proposal=No
     The bridged-HMC thesis, §3.3.1.
 
     The first half of ``draws`` fits the Gaussian proposal g (sample mean and covariance, as in
-    the bridged-HMC thesis, §4.1, shrunk toward a multiple of the identity by Ledoit and Wolf's
-    formula, which leaves it unchanged when there are many draws per dimension and keeps it from
-    collapsing along some directions when there are few; a diagonal covariance when there are fewer
-    draws than dimensions); the second half are the posterior draws. ll1_j = log q(theta*_j) -
-    log g(theta*_j); ll2_i = log q(theta~_i) - log g(theta~_i) with theta~_i ~ g, and -inf where
-    theta~_i is outside the box.
+    the bridged-HMC thesis, §4.1, shrunk toward a multiple of the identity by the formula of
+    Ledoit & Wolf (2004), which leaves it unchanged when there are many draws per dimension and
+    keeps it from collapsing along some directions when there are few; a diagonal covariance when
+    there are fewer draws than dimensions); the second half are the posterior draws. ll1_j = log
+    q(theta*_j) - log g(theta*_j); ll2_i = log q(theta~_i) - log g(theta~_i) with theta~_i ~ g, and
+    -inf where theta~_i is outside the box.
 
     Returns
     -------
@@ -261,7 +261,7 @@ def bridge_log_masses(terms, tol: float = 1e-10, max_iter: int = 1000):
     Returns
     -------
     dict with ndarrays over boxes: ``log_mass`` (log c_j), ``log_mass_se`` (its standard
-    error, from the relative mean squared error of Fruhwirth-Schnatter 2004 as in Gronau et al.
+    error, from the relative mean squared error of Frühwirth-Schnatter 2004 as in Gronau et al.
     2017, with batch means for the autocorrelation of the posterior draws), ``weight``
     (w_j = c_j / sum c_k), ``converged`` (bool), ``n_iter`` (evaluations of the map: steps of
     the iteration, then of the bisection), ``overlap`` and ``shift`` l*.
