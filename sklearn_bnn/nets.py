@@ -226,7 +226,7 @@ class ConcreteDropout(nn.Module):
 
         The concrete-dropout regulariser (Gal, Hron & Kendall 2017, eq. 3). ``W`` is every parameter
         of the wrapped layer; with ``wr = l^2 / N`` and ``dr = 2 / N`` this is twice the KL term of
-        the ELBO per data point, matching the scale of eq. 7.1.
+        the ELBO per data point, matching the scale of Cobb (2019), eq. 7.1.
         """
         square = sum(w.square().sum() for w in self.layer.parameters())
         log_p, log_q = F.logsigmoid(self.p_logit), F.logsigmoid(-self.p_logit)
