@@ -65,9 +65,9 @@ _RENAMED_PARAMS = {
 }
 
 
-# Settings the estimators took flat before each sampler setting lived on the sampler object
-# only (issue 32): an older file's values move onto its sampler where the sampler takes them,
-# as they were applied then; the others had no effect then, and are dropped.
+# Sampler settings that a file written by an earlier version holds flat on the estimator: each
+# value moves onto the file's sampler where the sampler takes it (where it had an effect); the
+# others are dropped.
 _MOVED_TO_SAMPLER = (
     "step_size",
     "n_steps",
@@ -100,8 +100,8 @@ def _sampler_settings_folded(params: dict, known, where: str, depth: int) -> dic
 
 
 def _merged_params_folded(params: dict, known, where: str, depth: int) -> dict:
-    """``params`` of an older file with the estimator parameters that another one carries now
-    (issue 32) folded into it: ``chain_method`` into ``n_jobs`` (vectorized: None; sequential
+    """``params`` of an older file with the estimator parameters that another one carries
+    folded into it: ``chain_method`` into ``n_jobs`` (vectorized: None; sequential
     or parallel, which gave the same draws: the jobs, at least one), ``n_init_steps`` into
     ``init`` (0 steps: "random"; another budget than the default: a MAPStart of that budget),
     the MCMC classifiers' ``validation_fraction`` into ``calibration`` (a TemperatureCalibration

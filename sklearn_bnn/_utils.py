@@ -141,10 +141,10 @@ def flush_subnormals(fn):
     """Run ``fn`` with float subnormals flushed to zero on the CPU, then restore the setting.
 
     A confident softmax puts probabilities of about e^-90 into float32 gradients; arithmetic on
-    such subnormal numbers is tens of times slower on x86 CPUs, and made a digits fit of the
-    default network (100 + 100 transitions) 2.6x slower (30.7 s against 11.8 s, same test
-    accuracy). Values below 1.2e-38 (float32) or 2.2e-308 (float64) become 0, which changes no
-    result this package reports. A caller that had already enabled it keeps it.
+    such subnormal numbers is tens of times slower on x86 CPUs (docs/rmhmc.md, "Benchmarks",
+    times a digits fit with and without the flush). Values below 1.2e-38 (float32) or 2.2e-308
+    (float64) become 0, which changes no result this package reports. A caller that had already
+    enabled it keeps it.
     """
 
     @functools.wraps(fn)

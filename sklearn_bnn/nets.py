@@ -222,10 +222,11 @@ class ConcreteDropout(nn.Module):
         return self.layer(x * (1.0 - drop) / (1.0 - self.p))
 
     def regularizer(self, weight_regularizer: float, dropout_regularizer: float) -> torch.Tensor:
-        """``wr ||W||^2 / (1 - p) + dr K (p log p + (1 - p) log(1 - p))`` (Gal et al. 2017, eq. 3).
+        """``wr ||W||^2 / (1 - p) + dr K (p log p + (1 - p) log(1 - p))``.
 
-        ``W`` is every parameter of the wrapped layer; with ``wr = l^2 / N`` and ``dr = 2 / N``
-        this is twice the KL term of the ELBO per data point, matching the scale of eq. 7.1.
+        The concrete-dropout regulariser (Gal, Hron & Kendall 2017, eq. 3). ``W`` is every parameter
+        of the wrapped layer; with ``wr = l^2 / N`` and ``dr = 2 / N`` this is twice the KL term of
+        the ELBO per data point, matching the scale of Cobb (2019), eq. 7.1.
         """
         square = sum(w.square().sum() for w in self.layer.parameters())
         log_p, log_q = F.logsigmoid(self.p_logit), F.logsigmoid(-self.p_logit)

@@ -71,3 +71,18 @@ def test_the_link_pattern_finds_links_images_and_anchors():
     assert PRIVATE.search("fixed in #45") and not PRIVATE.search("## Heading")
     assert not PRIVATE.search("HMC & #1 and a [link](a.md#h2)")
     assert {"installing", "a-first-example"} <= _anchors(ROOT / "README.md")
+
+
+SOURCES = sorted(p for p in (ROOT / "sklearn_bnn").rglob("*") if p.suffix in {".py", ".md"})
+
+
+def test_no_private_references_in_the_package():
+    """Docstrings, comments and messages cite papers by author and year: no seeds/ file, no
+    REFERENCE section, no shared/ path and no tracker number (users have none of them)."""
+    hits = [
+        f"{path.relative_to(ROOT)}:{i}: {line.strip()}"
+        for path in SOURCES
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if PRIVATE.search(line)
+    ]
+    assert not hits, "the package names what users do not have:\n" + "\n".join(hits)

@@ -46,8 +46,8 @@ class FullData:
 
     def make_target(self, estimator, network, X, targets, seed) -> Target:
         """The posterior density to sample. A hierarchical prior sampled jointly gives the
-        density of the weights and their log-precisions (Neal 1996); sampled by Gibbs steps,
-        the network target with its Gibbs blocks."""
+        density of the weights and their log-precisions (Cobb et al. 2019); sampled by Gibbs
+        steps, the network target with its Gibbs blocks."""
         prior = estimator._prior_precision(network)
         likelihood = estimator._fit_likelihood()
         if isinstance(prior, HierarchicalPrior) and prior.scheme == "joint":

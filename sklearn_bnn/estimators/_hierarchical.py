@@ -1,4 +1,4 @@
-"""Estimator record of sampled hyperparameters (S3HMC, seeds/002).
+"""Estimator record of sampled hyperparameters (S3HMC, Cobb et al. 2019).
 
 The sampled positions are [weights, log-precisions]; the run returns the weights as its draws
 (``samples_``, so prediction is unchanged) and the precisions per draw in ``samples_.stats``

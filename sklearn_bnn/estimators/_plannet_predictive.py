@@ -1,5 +1,5 @@
 """plan-net's predictive distribution: Monte Carlo dropout passes of trained networks, each
-network's Gaussian (seeds/003 eq. 7.4-7.6), the ensemble's mixture (eq. 7.7-7.8) and draws from
+network's Gaussian (Cobb 2019, eq. 7.4-7.6), the ensemble's mixture (eq. 7.7-7.8) and draws from
 it. All in standardised units; :class:`~sklearn_bnn.estimators.PlanNetRegressor` converts."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ NOT_FINITE = (
 def combine_gaussians(means, covs):
     """Moments of an equally weighted mixture of Gaussians (law of total variance).
 
-    seeds/003 eq. 7.7-7.8: ``mu = mean_k mu_k`` and
+    Cobb (2019), eq. 7.7-7.8: ``mu = mean_k mu_k`` and
     ``Sigma = mean_k (mu_k - mu)(mu_k - mu)^T + mean_k Sigma_k``.
 
     Parameters

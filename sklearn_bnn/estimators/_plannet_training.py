@@ -1,4 +1,4 @@
-"""Training of one plan-net network through skorch: the loss of seeds/003 eq. 7.1 and a fixed
+"""Training of one plan-net network through skorch: the loss of Cobb (2019, eq. 7.1) and a fixed
 dropout noise for the validation passes, so that successive validation losses differ by the
 training only."""
 

@@ -1,7 +1,7 @@
 """Monte Carlo dropout networks: :class:`MCDropoutClassifier` and :class:`MCDropoutRegressor`.
 
 A multilayer perceptron trained with dropout and L2 weight decay is a variational approximation
-to a Bayesian neural network (Gal & Ghahramani, 2016; seeds/003, section 3.2.5, eq. 3.19-3.21):
+to a Bayesian neural network (Gal & Ghahramani, 2016; Cobb 2019, section 3.2.5, eq. 3.19-3.21):
 each weight matrix is ``M diag(z)`` with Bernoulli masks ``z``, and keeping dropout on at
 prediction draws networks from the approximate posterior ``q(w)``. Averaging
 ``n_predict_draws`` such passes gives the predictive distribution.
@@ -125,7 +125,7 @@ _COMMON_PARAMS_DOC = """
 
 @register
 class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
-    __doc__ = f"""Classifier with Monte Carlo dropout (seeds/003, section 3.2.5).
+    __doc__ = f"""Classifier with Monte Carlo dropout (Cobb 2019, section 3.2.5).
 
     A softmax multilayer perceptron trained with dropout and weight decay; at prediction
     ``n_predict_draws`` networks are drawn from the dropout distribution ``q(w)`` and their class
@@ -365,7 +365,7 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
 
 @register
 class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
-    __doc__ = f"""Regressor with Monte Carlo dropout (seeds/003, section 3.2.5, eq. 3.21).
+    __doc__ = f"""Regressor with Monte Carlo dropout (Cobb 2019, section 3.2.5, eq. 3.21).
 
     A multilayer perceptron with a Gaussian likelihood ``N(y; f(x, w), tau^-1)`` trained with
     dropout and weight decay. Targets are standardised internally; predictions, standard

@@ -1,6 +1,6 @@
 """HMCClassifier and HMCRegressor: Hamiltonian Monte Carlo over a network's weights.
 
-seeds/000 §3.1 (full HMC), REFERENCE §1.
+Cobb & Jalaian (2021), §3.1 (full HMC); Neal (2011).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ _PARAMS_DOC = """
         regressor runs four: chains from different MAP starts settle in different modes, and
         their pooled predictions raised the test log-likelihood on every UCI set of the panel
         (docs/benchmarks.md, "Four chains for the regressors") at about twice the fit time of
-        one on a CPU (1.8-2.3x on concrete and wine).
+        one on a CPU.
     n_jobs : int, default=None
         How the chains run: None as one batched computation in this process (fastest on one
         machine); an int as one joblib job per chain, that many at a time (-1: one per core; 1:
@@ -119,7 +119,7 @@ class HMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
 
     The posterior over the weights of an MLP (or your own module) under a Gaussian prior and a
     categorical (Bernoulli for two classes) likelihood summed over the data, sampled with HMC
-    (seeds/000 §3.1). ``predict_proba`` is the posterior predictive mean over the draws.
+    (Cobb & Jalaian 2021, §3.1). ``predict_proba`` is the posterior predictive mean over the draws.
     """
         + _PARAMS_DOC
         + CALIBRATION_DOC
@@ -202,7 +202,7 @@ class HMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
         """Bayesian neural network regressor sampled by Hamiltonian Monte Carlo.
 
     Likelihood N(y | f(x; w), 1/noise_precision) summed over the data, Gaussian prior over the
-    weights, posterior sampled with HMC (seeds/000 §3.1). Single- and multi-output.
+    weights, posterior sampled with HMC (Cobb & Jalaian 2021, §3.1). Single- and multi-output.
     """
         + _PARAMS_DOC
         + """

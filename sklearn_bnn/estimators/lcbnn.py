@@ -1,4 +1,4 @@
-"""Loss-calibrated Bayesian neural network (seeds/003, section 4.2, eq. 4.10, Algorithm 1).
+"""Loss-calibrated Bayesian neural network (Cobb 2019, section 4.2, eq. 4.10, Algorithm 1).
 
 The loss-calibrated lower bound (eq. 4.9) adds to the MC-dropout ELBO the expected log
 conditional gain ``E_q log G(H | X, w)``, where ``G(h | x, w) = sum_c u(h, c) p(y = c | x, w)``
@@ -78,7 +78,7 @@ def loss_calibrated_penalty(log_prob: torch.Tensor, decisions, utility_star) -> 
 
 @register
 class LossCalibratedBNN(MCDropoutClassifier):
-    __doc__ = f"""MC-dropout classifier trained on the loss-calibrated bound (seeds/003, ch. 4).
+    __doc__ = f"""MC-dropout classifier trained on the loss-calibrated bound (Cobb 2019, ch. 4).
 
     The network learns, besides the data, the task's preferences: the utility-dependent penalty
     of eq. 4.10 rewards probability on the classes that give a high utility to the decision
@@ -95,7 +95,7 @@ class LossCalibratedBNN(MCDropoutClassifier):
     utility_bound : float > 0, default=1e-4
         Smallest entry of the shifted utility ``u*`` used in the penalty (the thesis's
         ``M = 1e-4`` for a utility with minimum 0); see :func:`transformed_utility`. Larger
-        bounds weaken the penalty (seeds/003, Figure 4.4).
+        bounds weaken the penalty (Cobb 2019, Figure 4.4).
     n_train_draws : int, default=10
         Dropout passes ``T`` used to reset each point's decision during training.
     warmup_fraction : float in [0, 1), default=0.5

@@ -1,4 +1,4 @@
-"""Full-covariance Bayesian regression with concrete dropout: plan-net (seeds/003, ch. 7).
+"""Full-covariance Bayesian regression with concrete dropout: plan-net (Cobb 2019, ch. 7).
 
 Each network maps an input to a Gaussian ``N(mu, (L L^T)^-1)`` over the targets and is trained on
 eq. 7.1 plus the concrete-dropout regularisers; prediction averages ``T`` Monte Carlo passes and an
@@ -54,11 +54,11 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
     An ensemble of ``n_estimators`` networks, each a stack of concrete-dropout layers
     (Gal, Hron & Kendall 2017) ending in a Gaussian head that outputs a mean ``mu`` and the
     Cholesky factor ``L`` of the precision ``L L^T`` (exp on its diagonal), trained with Adam on
-    the loss of seeds/003 eq. 7.1 plus the concrete-dropout regularisers, with early stopping on a
-    held-out fraction. Training runs through skorch (eq. 7.1 is the net's loss hook, the
+    the loss of Cobb (2019, eq. 7.1) plus the concrete-dropout regularisers, with early stopping on
+    a held-out fraction. Training runs through skorch (eq. 7.1 is the net's loss hook, the
     regularisers its penalty; ``callbacks`` takes skorch callbacks). Inputs and targets are
     standardised internally; every output (means, covariances, draws) is in the units of ``y``.
-    Cobb et al. (2019) / seeds/003 ch. 7.
+    Cobb et al. (2019); Cobb (2019), ch. 7.
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """SGMCMCClassifier and SGMCMCRegressor: stochastic-gradient MCMC over a network's weights.
 
-seeds/004, REFERENCE §6. The budget is in epochs: ``n_warmup`` epochs of warmup, then
+Schmal & Mäder (2026). The budget is in epochs: ``n_warmup`` epochs of warmup, then
 ``n_draws`` epochs keeping a draw every ``thin`` epochs. The data stay in host memory (a numpy
 array or a memory map) and go to the device one batch of ``batch_size`` rows at a time
 (:class:`~sklearn_bnn.targets.MinibatchTarget`), so device memory is bounded by a batch.
@@ -87,7 +87,7 @@ SG_CALIBRATION_DOC = CALIBRATION_DOC.rstrip() + """ A memory map (``X`` from
 @register
 class SGMCMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
     __doc__ = (
-        """Bayesian neural network classifier sampled by stochastic-gradient MCMC (seeds/004).
+        """Bayesian neural network classifier sampled by SG-MCMC (Schmal & Mäder 2026).
 
     The posterior of :class:`HMCClassifier`, explored with minibatch gradients: for data too
     large for a full-batch gradient per step. ``predict_proba`` averages the draws.
@@ -173,7 +173,7 @@ class SGMCMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
 @register
 class SGMCMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
     __doc__ = (
-        """Bayesian neural network regressor sampled by stochastic-gradient MCMC (seeds/004).
+        """Bayesian neural network regressor sampled by SG-MCMC (Schmal & Mäder 2026).
 
     The posterior of :class:`HMCRegressor` (Gaussian likelihood, Gaussian prior), explored with
     minibatch gradients.

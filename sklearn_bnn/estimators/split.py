@@ -1,6 +1,6 @@
 """SplitHMCClassifier and SplitHMCRegressor: exact HMC walking the data in subsets.
 
-seeds/000 §3.2 and §4, REFERENCE §2. The HMC estimators with a :class:`~sklearn_bnn.targets.
+Cobb & Jalaian (2021), §3.2 and §4. The HMC estimators with a :class:`~sklearn_bnn.targets.
 SplitTarget` and a split integrator: every gradient is taken over one data subset at a time, so
 memory is bounded by a subset, while the Metropolis-Hastings test uses the full-data energy.
 """
@@ -31,11 +31,12 @@ _SPLIT_PARAMS_DOC = """
         so the data need not fit in GPU memory.
 
     All other parameters are those of the non-split estimator ({base}). The samplers integrate
-    with the novel symmetric split leapfrog by default (seeds/000 Algorithm 1; reversible,
-    second order, 2(M-1) subset gradients a step); the sampler's ``integrator`` setting
-    chooses another, ``sampler__integrator="randomised"`` (Neal, eq. 7; subset order drawn per
-    trajectory, 2M a step) or ``"naive"`` (nested leapfrog, eq. 8; exactly full leapfrog
-    computed in chunks, M a step), or ``sampler=HMC(integrator="naive", n_steps=30)``.
+    with the novel symmetric split leapfrog by default (Cobb & Jalaian 2021, Algorithm 1;
+    reversible, second order, 2(M-1) subset gradients a step); the sampler's ``integrator`` setting
+    chooses another, ``sampler__integrator="randomised"`` (Neal 2011, §5.1; Cobb & Jalaian 2021,
+    eq. 7; subset order drawn per trajectory, 2M a step) or ``"naive"`` (nested leapfrog, eq. 8;
+    exactly full leapfrog computed in chunks, M a step), or
+    ``sampler=HMC(integrator="naive", n_steps=30)``.
 """
 
 
@@ -45,8 +46,8 @@ class SplitHMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
         """Bayesian neural network classifier sampled by split HMC over data subsets.
 
     :class:`HMCClassifier` whose gradients are taken over one subset of the data at a time
-    (seeds/000 §3.2, §4): memory is bounded by a subset, and the Metropolis-Hastings test still
-    uses the full-data energy, so the draws target the exact posterior.
+    (Cobb & Jalaian 2021, §3.2, §4): memory is bounded by a subset, and the Metropolis-Hastings test
+    still uses the full-data energy, so the draws target the exact posterior.
     """
         + _SPLIT_PARAMS_DOC.replace("{base}", "HMCClassifier")
         + CALIBRATION_DOC
@@ -136,8 +137,8 @@ class SplitHMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
         """Bayesian neural network regressor sampled by split HMC over data subsets.
 
     :class:`HMCRegressor` whose gradients are taken over one subset of the data at a time
-    (seeds/000 §3.2, §4): memory is bounded by a subset, and the Metropolis-Hastings test still
-    uses the full-data energy, so the draws target the exact posterior.
+    (Cobb & Jalaian 2021, §3.2, §4): memory is bounded by a subset, and the Metropolis-Hastings test
+    still uses the full-data energy, so the draws target the exact posterior.
     """
         + _SPLIT_PARAMS_DOC.replace("{base}", "HMCRegressor")
         + """

@@ -43,9 +43,9 @@ def predict_samples(estimator, X) -> np.ndarray:
     >>> from sklearn_bnn import HMCRegressor
     >>> X = np.linspace(0, 10, 30)[:, None]; y = np.sin(X[:, 0])
     >>> pipe = make_pipeline(StandardScaler(), HMCRegressor(
-    ...     hidden_layer_sizes=(5,), n_draws=10, n_warmup=10, random_state=0)).fit(X, y)
-    >>> predict_samples(pipe, X[:4]).shape
-    (10, 4)
+    ...     hidden_layer_sizes=(5,), n_chains=2, n_draws=10, n_warmup=10, random_state=0))
+    >>> predict_samples(pipe.fit(X, y), X[:4]).shape  # the draws of both chains, pooled
+    (20, 4)
     """
     draws = _predict_samples_or_none(estimator, X)
     if draws is None:

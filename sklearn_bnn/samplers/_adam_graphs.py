@@ -1,15 +1,14 @@
-"""The minibatch MAP search's Adam steps, replayed from CUDA graphs on a GPU (issue 31).
+"""The minibatch MAP search's Adam steps, replayed from CUDA graphs on a GPU.
 
 The stochastic-gradient estimators start their chains at a mode found by minibatch Adam
-(:func:`~sklearn_bnn.samplers.init.find_mode_minibatch`): up to 200 epochs, 187,600 steps on a
-150,000-row set, where a default fit ran the whole budget twice (the fit and the calibration
-refit). Launched one operation at a time a step of the default MLP costs about 1.2 ms on an H200,
-so the search alone took minutes there. Here the step is one function on fixed buffers
-(position, Adam's two moments, the epoch's loss total, the per-chain step counts and stopping
-mask), run as it is on the CPU and recorded once per batch size as a CUDA graph on a GPU (an
-epoch's batches have at most two sizes, ceil and floor of N / ceil(N / |B|)); the step's learning
-rate, which changes with the step count, is a buffer filled before each replay. The replayed
-step is the eager one: ``tests/samplers/test_adam_graphs.py`` compares them where CUDA is.
+(:func:`~sklearn_bnn.samplers.init.find_mode_minibatch`): up to 200 epochs of minibatch steps.
+Launched one operation at a time, a step of a small network on a GPU costs its kernel launches,
+not its arithmetic (docs/sgmcmc.md, "The MAP start on a GPU", has the timings). Here the step is one
+function on fixed buffers (position, Adam's two moments, the epoch's loss total, the per-chain step
+counts and stopping mask), run as it is on the CPU and recorded once per batch size as a CUDA graph
+on a GPU (an epoch's batches have at most two sizes, ceil and floor of N / ceil(N / |B|)); the
+step's learning rate, which changes with the step count, is a buffer filled before each replay. The
+replayed step is the eager one: ``tests/samplers/test_adam_graphs.py`` compares them where CUDA is.
 """
 
 from __future__ import annotations

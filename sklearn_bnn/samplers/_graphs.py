@@ -1,4 +1,4 @@
-"""Leapfrog steps captured once as CUDA graphs and replayed (issue 31).
+"""Leapfrog steps captured once as CUDA graphs and replayed.
 
 On a GPU a leapfrog step of a small network is a few dozen tiny kernels whose launches, one
 Python call each, cost far more than their arithmetic. A CUDA graph records the kernels of one

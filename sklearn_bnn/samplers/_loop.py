@@ -175,7 +175,7 @@ class _Record:
     They live on the host. On an accelerator, each transition's values are first copied into
     buffers on the device (no wait for the device) and moved to the host together, every
     :attr:`chunk` transitions and at the end: one transfer per quantity per chunk instead of
-    several host synchronisations per transition (issue 31). On the CPU they are written
+    several host synchronisations per transition. On the CPU they are written
     directly.
     """
 

@@ -1,12 +1,13 @@
-"""SGLD and SGHMC minibatch steps captured once as a CUDA graph and replayed (issue 31).
+"""SGLD and SGHMC minibatch steps captured once as a CUDA graph and replayed.
 
 A minibatch step of a small network (a batch of 128 rows by default) is a few dozen tiny
 kernels on a GPU, each launched from Python, and the eager kernels read one flag on the host
-per step to test for a divergence: launch-bound, an epoch of 150,000 rows took 3x longer on an
-H200 than on the CPU beside it. Here the step is recorded once as a CUDA graph over static
-buffers (position, momentum, value, gradient, the batch's row indices, the step's normal draws,
-the step-size coefficients and the per-chain divergence count) and replayed at every step:
-three small launches and one replay a step, nothing read on the host inside a transition.
+per step to test for a divergence: launch-bound, an eager epoch on a GPU is no faster than on
+the CPU (docs/sgmcmc.md, "On a GPU: minibatch steps replayed from a CUDA graph"). Here the step is
+recorded once as a CUDA graph over static buffers (position, momentum, value, gradient, the batch's
+row indices, the step's normal draws, the step-size coefficients and the per-chain divergence count)
+and replayed at every step: three small launches and one replay a step, nothing read on the host
+inside a transition.
 
 What the replayed step computes is the eager step's (:meth:`_UnadjustedKernel._move`, the same
 function) with the divergence test done on the device: a chain whose new position, value or

@@ -1,6 +1,6 @@
 """Warmup adaptation of the step size and of a diagonal mass matrix.
 
-Dual averaging (Hoffman & Gelman 2014, Algorithm 5; REFERENCE §1): gamma = 0.05, t0 = 10,
+Dual averaging (Hoffman & Gelman 2014, Algorithm 5): gamma = 0.05, t0 = 10,
 kappa = 0.75, mu = log(10 eps0), applied in warmup only, then frozen at the averaged value.
 The diagonal mass matrix is estimated over Stan's windows (a fast initial buffer, slow windows
 doubling in length, a fast terminal buffer); dual averaging restarts at the end of each slow

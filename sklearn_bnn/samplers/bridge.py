@@ -1,8 +1,8 @@
 """Partitions of the parameter space into boxes, and box masses by bridge sampling.
 
-seeds/001 §3.2-3.3. A box j of the partition has mass c_j = integral over the box of the
-unnormalised density q; the weights are w_j = c_j / sum_k c_k (eq. 3.5). Each c_j is estimated by
-bridge sampling with the optimal bridge function (eq. 3.1-3.4) against a Gaussian proposal g
+The bridged-HMC thesis, §3.2-3.3. A box j of the partition has mass c_j = integral over the box of
+the unnormalised density q; the weights are w_j = c_j / sum_k c_k (eq. 3.5). Each c_j is estimated
+by bridge sampling with the optimal bridge function (eq. 3.1-3.4) against a Gaussian proposal g
 fitted to the first half of the box's draws; the second half are the posterior draws. The
 iteration (eq. 3.3) runs in log space after subtracting a shift l* common to all boxes (eq. 3.6),
 so no exponential ever overflows and the shift cancels from the weights. Where the iteration
@@ -28,7 +28,9 @@ __all__ = ["bridge_log_masses", "bridge_terms", "explicit_boxes", "split_boxes"]
 
 
 def split_boxes(dim: int, coords, points):
-    """The 2^s boxes made by splitting coordinates ``coords`` at ``points`` (seeds/001 §3.3.2).
+    """The 2^s boxes made by splitting coordinates ``coords`` at ``points``.
+
+    The partition of the bridged-HMC thesis, §3.3.2.
 
     Parameters
     ----------
@@ -80,15 +82,17 @@ def _log_density(target, theta: torch.Tensor, chunk: int = 1024) -> torch.Tensor
 
 
 def bridge_terms(target, draws, log_prob, lower, upper, generator, n_proposal=None):
-    """The log ratios ll1 (posterior draws) and ll2 (proposal draws) of seeds/001 §3.3.1.
+    """The log ratios ll1 (posterior draws) and ll2 (proposal draws) of bridge sampling.
 
-    The first half of ``draws`` fits the Gaussian proposal g (sample mean and covariance, as
-    seeds/001 §4.1, shrunk toward a multiple of the identity by Ledoit and Wolf's formula, which
-    leaves it unchanged when there are many draws per dimension and keeps it from collapsing
-    along some directions when there are few; a diagonal covariance when there are fewer draws
-    than dimensions); the second half are the posterior draws. ll1_j = log q(theta*_j) -
-    log g(theta*_j); ll2_i = log q(theta~_i) - log g(theta~_i) with theta~_i ~ g, and -inf where
-    theta~_i is outside the box.
+    The bridged-HMC thesis, §3.3.1.
+
+    The first half of ``draws`` fits the Gaussian proposal g (sample mean and covariance, as in
+    the bridged-HMC thesis, §4.1, shrunk toward a multiple of the identity by the formula of
+    Ledoit & Wolf (2004), which leaves it unchanged when there are many draws per dimension and
+    keeps it from collapsing along some directions when there are few; a diagonal covariance when
+    there are fewer draws than dimensions); the second half are the posterior draws. ll1_j = log
+    q(theta*_j) - log g(theta*_j); ll2_i = log q(theta~_i) - log g(theta~_i) with theta~_i ~ g, and
+    -inf where theta~_i is outside the box.
 
     Returns
     -------
@@ -147,7 +151,7 @@ def _batch_mean_var(x: np.ndarray) -> float:
 
 
 def _fixed_point_map(a, b, log_s1, log_s2):
-    """The map log r -> log r' of seeds/001 eq. 3.6, in log space.
+    """The map log r -> log r' of the bridged-HMC thesis, eq. 3.6, in log space.
 
     Parameters
     ----------
@@ -175,8 +179,8 @@ def _fixed_point_map(a, b, log_s1, log_s2):
 
 def _logsumexp(x: np.ndarray) -> float:
     """log sum exp(x) of a 1-D array (-inf entries allowed), in plain NumPy: the fixed point
-    calls it up to thousands of times on small arrays, where scipy's version costs 20x more
-    (0.33 ms a call)."""
+    calls it up to thousands of times on small arrays, where scipy's version costs many times
+    more per call (docs/bridged_hmc.md, "Box masses by bridge sampling")."""
     peak = np.max(x)
     if not np.isfinite(peak):
         return float(peak)
@@ -238,7 +242,7 @@ def _solve_fixed_point(update, start, tol, max_iter):
 
 
 def bridge_log_masses(terms, tol: float = 1e-10, max_iter: int = 1000):
-    """Log masses of the boxes from their bridge-sampling terms (seeds/001 eq. 3.4-3.6).
+    """Log masses of the boxes from their bridge-sampling terms (bridged-HMC thesis, eq. 3.4-3.6).
 
     The estimator of each box is the fixed point of eq. 3.6, reached by the seed's iteration;
     where that iteration has not settled after ``max_iter`` steps (it swings between two values
@@ -257,7 +261,7 @@ def bridge_log_masses(terms, tol: float = 1e-10, max_iter: int = 1000):
     Returns
     -------
     dict with ndarrays over boxes: ``log_mass`` (log c_j), ``log_mass_se`` (its standard
-    error, from the relative mean squared error of Fruhwirth-Schnatter 2004 as in Gronau et al.
+    error, from the relative mean squared error of Frühwirth-Schnatter 2004 as in Gronau et al.
     2017, with batch means for the autocorrelation of the posterior draws), ``weight``
     (w_j = c_j / sum c_k), ``converged`` (bool), ``n_iter`` (evaluations of the map: steps of
     the iteration, then of the bisection), ``overlap`` and ``shift`` l*.

@@ -1,5 +1,5 @@
 """Bridged HMC: constrained HMC on a partition of the parameter space, recombined by bridge
-sampling, each box an independent joblib job (seeds/001 ch. 3; REFERENCE §5).
+sampling, each box an independent joblib job (the bridged-HMC thesis, ch. 3).
 
 The boxes are either 2^s boxes made by splitting s coordinates at chosen points, or an explicit
 list. Each box runs one chain of :class:`~.constrained.ConstrainedHMC` on the box (warmup
@@ -88,8 +88,9 @@ def run_box(
 
 @register_sampler("bridged_hmc")
 class BridgedHMC(Sampler):
-    """Bridged Hamiltonian Monte Carlo (a sampler object; seeds/001 ch. 3, Algorithm 2,
-    eq. 3.1-3.6).
+    """Bridged Hamiltonian Monte Carlo (a sampler object).
+
+    The bridged-HMC thesis, ch. 3, Algorithm 2, eq. 3.1-3.6.
 
     Every box runs ``n_warmup`` + ``n_draws`` transitions of one constrained chain, so a run
     makes ``n_boxes * n_draws`` draws, resampled into an equal-weight sample of the same size.
@@ -100,9 +101,9 @@ class BridgedHMC(Sampler):
         s, the number of coordinates split (2^s boxes). Ignored when ``boxes`` is given.
     split_coords : sequence of int, optional
         Which coordinates to split; by default s coordinates drawn at random from the run's seed
-        (seeds/001 §3.3.2).
+        (the bridged-HMC thesis, §3.3.2).
     split_points : float or sequence of float, default=0.0
-        Where to split each coordinate (zero, as seeds/001 does for networks).
+        Where to split each coordinate (zero, as the bridged-HMC thesis does for networks).
     boxes : list of (lower, upper), optional
         An explicit partition (bounds per coordinate, infinite where free); the boxes must not
         overlap and should cover the posterior's mass.
@@ -334,7 +335,8 @@ class BridgedHMC(Sampler):
 
 def _resample(runs, weight, n_chains: int, seed) -> ChainRun:
     """Systematic resampling of all box draws with probabilities w_j / n_j, shuffled into
-    ``n_chains`` equal chains (seeds/001 eq. 3.5: expectations are the w-weighted mixture)."""
+    ``n_chains`` equal chains (the bridged-HMC thesis, eq. 3.5: expectations are the w-weighted
+    mixture)."""
     sizes = np.array([r.draws.shape[1] for r in runs])
     total = int(sizes.sum())
     n_per = max(total // n_chains, 1)

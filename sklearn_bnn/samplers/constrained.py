@@ -1,6 +1,6 @@
 """Constrained HMC: Hamiltonian Monte Carlo inside a box, reflecting at its walls.
 
-seeds/001 §3.1.1, Algorithm 2 (after Neal 2011, §5.5.1): the box is
+The bridged-HMC thesis, §3.1.1, Algorithm 2 (after Neal 2011, §5.5.1): the box is
 ``{theta : lower_i <= theta_i <= upper_i}`` (bounds may be infinite). After each position update
 of the leapfrog, a coordinate that has crossed a wall is mirrored back across it and its momentum
 component is negated; this repeats while the coordinate is outside (a long drift across a narrow
@@ -32,8 +32,8 @@ _MAX_BOUNCES = 10_000
 def reflect(position: torch.Tensor, momentum: torch.Tensor, lower, upper):
     """Mirror the coordinates outside ``[lower, upper]`` back in, negating their momenta.
 
-    seeds/001 Algorithm 2, lines 7-13: ``q > u -> q = u - (q - u)``, ``q < l -> q = l + (l - q)``,
-    ``p -> -p``, repeated while a coordinate is still outside.
+    As in the bridged-HMC thesis, Algorithm 2, lines 7-13: ``q > u -> q = u - (q - u)``, ``q < l ->
+    q = l + (l - q)``, ``p -> -p``, repeated while a coordinate is still outside.
 
     Parameters
     ----------
@@ -59,7 +59,7 @@ def reflect(position: torch.Tensor, momentum: torch.Tensor, lower, upper):
 
 class ReflectingLeapfrog:
     """The leapfrog integrator with reflecting walls (an integrator object, see
-    :mod:`.integrators`): seeds/001 Algorithm 2.
+    :mod:`.integrators`): the bridged-HMC thesis, Algorithm 2.
 
     Parameters
     ----------
@@ -185,7 +185,9 @@ class ConstrainedHMCKernel(HMCKernel):
 
 @register_sampler("constrained_hmc")
 class ConstrainedHMC(Sampler):
-    """HMC restricted to a box by reflecting walls (a sampler object; seeds/001 Algorithm 2).
+    """HMC restricted to a box by reflecting walls (a sampler object).
+
+    The bridged-HMC thesis, Algorithm 2.
 
     Parameters
     ----------

@@ -1,7 +1,7 @@
 """Hamiltonian Monte Carlo with a fixed number of integration steps.
 
-seeds/000 §3.1 and seeds/003 §5.2: sample p ~ N(0, M), integrate L steps, accept with
-probability min(1, exp(H_start - H_end)); on rejection the chain stays where it was.
+Cobb & Jalaian (2021), §3.1, and Cobb (2019), §5.2: sample p ~ N(0, M), integrate L steps, accept
+with probability min(1, exp(H_start - H_end)); on rejection the chain stays where it was.
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def metropolis_hastings(
 class HMC(Sampler):
     """Hamiltonian Monte Carlo with a fixed number of integration steps (a sampler object).
 
-    seeds/000 §3.1, eq. 2-4: momentum p ~ N(0, M), ``n_steps`` steps of the integrator, one
-    Metropolis-Hastings test on the energy error.
+    Cobb & Jalaian (2021), §3.1, eq. 2-4: momentum p ~ N(0, M), ``n_steps`` steps of the integrator,
+    one Metropolis-Hastings test on the energy error.
 
     Parameters
     ----------
@@ -96,7 +96,7 @@ class HMC(Sampler):
     integrator : {"leapfrog", "naive", "randomised", "symmetric"}, callable or None, \
 default=None
         The integrator (see :mod:`sklearn_bnn.samplers.integrators`). The three split schemes
-        (seeds/000 §3.2 and §4) need a target evaluated over data subsets, as the split
+        (Cobb & Jalaian 2021, §3.2 and §4) need a target evaluated over data subsets, as the split
         estimators make. None: the target's ``default_integrator`` where it has one (a split
         target's is the symmetric split leapfrog), else the leapfrog.
     divergence_threshold : float, default=1000
@@ -113,15 +113,13 @@ default=None
         ``[1 - step_jitter, 1 + step_jitter]``, drawn from the generator (Stan's
         ``stepsize_jitter``; Neal 2011, §5.4.2.3): a fixed ``n_steps`` then covers a different
         integration time at every transition, so trajectories cannot stay near a period of
-        the posterior. A fixed one resonates with a Gaussian: the lowest ESS of a Bayesian
-        linear regression's predictions over seeds 0-9 is 2 of 2,000 draws without jitter,
-        1,289 with 0.5 (``benchmarks/samplers/hmc_jitter_blr.py``, docs/hmc.md). The factor is drawn
-        independently of the state, so each transition is a mixture of valid HMC kernels and
-        leaves the posterior invariant. Dual averaging adapts the mean step. 0 turns it off
-        (the behaviour of 0.1.0). Ignored with
+        the posterior: a fixed one resonates with a Gaussian (docs/hmc.md, "Trajectory length and
+        jitter", measures the ESS with and without). The factor is drawn independently of the
+        state, so each transition is a mixture of valid HMC kernels and leaves the posterior
+        invariant. Dual averaging adapts the mean step. 0 turns it off. Ignored with
         ``trajectory_length="auto"``, whose jitter of the time replaces it: a per-chain step
-        jitter on top flattens ChEES's criterion (on N(0, 4 I) the adapted time landed at
-        3.2-7.3 sigma instead of the criterion's maximum 2.25 sigma; docs/hmc.md, "ChEES").
+        jitter on top flattens ChEES's criterion (docs/hmc.md, "ChEES: the integration time
+        adapted across chains").
     n_steps_jitter : float in [0, 1), default=0
         Each transition takes ``max(1, round(u * n_steps))`` steps, u uniform in
         ``[1 - n_steps_jitter, 1 + n_steps_jitter]`` (one u for all chains, which integrate

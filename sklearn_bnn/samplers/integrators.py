@@ -12,14 +12,14 @@ Every scheme is composed of the two shared steps, :func:`kick` (momentum, by a f
 :func:`drift` (position, by the metric's velocity M^-1 p); NUTS's leaves and constrained HMC's
 reflecting leapfrog use the same two.
 
-The split integrators (seeds/000 §3.2, §4) take a :class:`~sklearn_bnn._split.SplitTarget` and
-move the momentum with one subset's force -grad U_m at a time, U_m = -log p(w)/M - l_m(w). Their
-end state carries the full-data log density and gradient (summed over subsets), so the
-Metropolis-Hastings test uses the exact full-data energy. A subset's gradient is computed once per
-position: kicks by the same subset at the same position (the two U_M half kicks in the middle of a
-symmetric step, the U_1 kicks that end one step and start the next) share it. Subset gradients per
-step for M subsets: naive M, randomised 2M, symmetric 2(M - 1) (M >= 2); per trajectory of L
-steps: LM, 2LM + M - 1 and 2L(M - 1) + M.
+The split integrators (Cobb & Jalaian 2021, §3.2, §4) take a
+:class:`~sklearn_bnn._split.SplitTarget` and move the momentum with one subset's force -grad U_m at
+a time, U_m = -log p(w)/M - l_m(w). Their end state carries the full-data log density and gradient
+(summed over subsets), so the Metropolis-Hastings test uses the exact full-data energy. A subset's
+gradient is computed once per position: kicks by the same subset at the same position (the two U_M
+half kicks in the middle of a symmetric step, the U_1 kicks that end one step and start the next)
+share it. Subset gradients per step for M subsets: naive M, randomised 2M, symmetric 2(M - 1) (M >=
+2); per trajectory of L steps: LM, 2LM + M - 1 and 2L(M - 1) + M.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def leapfrog(
     inv_mass,
     generator: torch.Generator | None = None,
 ):
-    """Störmer-Verlet leapfrog, ``n_steps`` steps (seeds/000 eq. 4; REFERENCE §1).
+    """Störmer-Verlet leapfrog, ``n_steps`` steps (Neal 2011, §2.3; Cobb & Jalaian 2021, eq. 4).
 
     p <- p + (eps/2) grad log p(w); w <- w + eps M^-1 p; p <- p + (eps/2) grad log p(w).
     Consecutive half momentum steps are fused, so each step costs exactly one gradient, and the
@@ -164,12 +164,13 @@ def gradient_only(target):
 
 
 def _leapfrog_on_host(target, state, momentum, step_size, n_steps: int, metric):
-    """:func:`leapfrog` on the CPU (issue 31: the per-step operations are what separates a
-    small network's transition from XLA's there). The drift is one fused multiply-add by the
-    step times the inverse mass, computed once per trajectory; the kick one multiply-add in
-    place; a trajectory in which every chain's log density is non-finite stops at that step
-    (a host read, free on the CPU), where :func:`leapfrog` runs on to a non-finite end: both
-    are rejected. The fused operations round once where :func:`leapfrog` rounds twice. As
+    """:func:`leapfrog` on the CPU, with as few operations per step as it allows.
+
+    There a small network's transition costs its per-step operations. The drift is one fused
+    multiply-add by the step times the inverse mass, computed once per trajectory; the kick one
+    multiply-add in place; a trajectory in which every chain's log density is non-finite stops at
+    that step (a host read, free on the CPU), where :func:`leapfrog` runs on to a non-finite end:
+    both are rejected. The fused operations round once where :func:`leapfrog` rounds twice. As
     there, an inner step of a target with ``log_prob_grad`` takes the gradient alone; its log
     density is computed only where the gradient is not finite, to decide the stop."""
     step = step_size[:, None]
@@ -218,7 +219,7 @@ def naive_split(
     inv_mass,
     generator: torch.Generator | None = None,
 ):
-    """Naive split leapfrog (nested leapfrog, seeds/000 eq. 8).
+    """Naive split leapfrog (nested leapfrog, Cobb & Jalaian 2021, eq. 8).
 
     Half kicks by U_1, ..., U_M, a full position step, half kicks by U_M, ..., U_1. The half kicks
     of one sequence all act at the same position and add up to the full-data force, so the scheme
@@ -237,7 +238,7 @@ def randomised_split(
     inv_mass,
     generator: torch.Generator | None = None,
 ):
-    """Randomised split leapfrog (Neal 1995, seeds/000 eq. 7).
+    """Randomised split leapfrog (Neal 2011, §5.1; Cobb & Jalaian 2021, eq. 7).
 
     For each subset m in a random order: p += (eps/2) grad(-U_m); w += (eps/M) M^-1 p;
     p += (eps/2) grad(-U_m). The order is drawn once per trajectory from ``generator`` (shared by
@@ -268,7 +269,7 @@ def symmetric_split(
     inv_mass,
     generator: torch.Generator | None = None,
 ):
-    """Novel symmetric split leapfrog (seeds/000 §4, Algorithm 1, eq. 9-10).
+    """Novel symmetric split leapfrog (Cobb & Jalaian 2021, §4, Algorithm 1, eq. 9-10).
 
     With D = 2 (M - 1), each step runs forward over m = 1..M: p += (eps/2) grad(-U_m), then for
     m < M, w += (eps/D) M^-1 p; and backward over m = M..1: p += (eps/2) grad(-U_m), then for
@@ -276,7 +277,7 @@ def symmetric_split(
     momentum retraces the trajectory) and second order. The two U_M kicks in the middle share one
     gradient and so do the U_1 kicks between steps: 2 (M - 1) subset gradients a step. With one
     subset (D = 0, no position step in Algorithm 1) the only symmetric splitting is the plain
-    leapfrog U/2, K, U/2 (seeds/000 eq. 3), which is used.
+    leapfrog U/2, K, U/2 (Cobb & Jalaian 2021, eq. 3), which is used.
     """
     n_splits = target.n_splits
     if n_splits == 1:

@@ -5,7 +5,7 @@ itself; Betancourt (2017, "A Conceptual Introduction to Hamiltonian Monte Carlo"
 Appendix A) replaces the slice variable by multinomial sampling of the trajectory's states with
 weights exp(-H), and the original criterion by the generalized one: a (sub)trajectory with summed
 momentum rho and end velocities M^-1 p_- and M^-1 p_+ keeps growing while both
-rho . M^-1 p_- > 0 and rho . M^-1 p_+ > 0 (REFERENCE §1).
+rho . M^-1 p_- > 0 and rho . M^-1 p_+ > 0.
 
 The transition follows the structure Stan uses:
 
@@ -248,7 +248,7 @@ class NUTSKernel(HMCKernel):
             half, step, signed_eps = half[idx], step[idx], signed_eps[idx]
             metric = metric.select(idx)
             target = _select_chains(target, idx)
-        if self.integrator is None:  # leapfrog (seeds/000 eq. 4), one gradient, fused steps
+        if self.integrator is None:  # leapfrog, one gradient, fused steps
             p = kick(point.momentum, point.grad, half, fused=True)
             q = drift(point.position, p, step, metric, fused=True)
             log_prob, grad = target.value_and_grad(q)

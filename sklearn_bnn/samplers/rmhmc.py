@@ -1,17 +1,17 @@
-"""Riemannian manifold HMC with the implicit or the explicit integrator (seeds/003 ch. 5).
+"""Riemannian manifold HMC with the implicit or the explicit integrator (Cobb 2019, ch. 5).
 
-H(theta, p) = -log f(theta) + log|G(theta)|/2 + p^T G(theta)^-1 p / 2 (seeds/003 eq. 5.1 with the
+H(theta, p) = -log f(theta) + log|G(theta)|/2 + p^T G(theta)^-1 p / 2 (Cobb 2019, eq. 5.1 with the
 mass matrix replaced by the metric G, §5.3.1) is not separable, so the leapfrog does not apply:
 
-- **implicit**: the generalized leapfrog (Leimkuhler & Reich 2004; seeds/003 Algorithm 2), two
+- **implicit**: the generalized leapfrog (Leimkuhler & Reich 2004; Cobb 2019, Algorithm 2), two
   fixed-point iterations per step, run until the largest change is below ``tol`` or
   ``max_iter`` iterations; a chain whose iterations do not converge is a divergence
   (rejected and counted);
 - **explicit**: Tao's integrator on the doubled phase space (theta, p, theta~, p~) with binding
-  Omega (seeds/003 eq. 5.10-5.13, Algorithm 3): H1(eps/2) H2(eps/2) R(eps) H2(eps/2) H1(eps/2),
+  Omega (Cobb 2019, eq. 5.10-5.13, Algorithm 3): H1(eps/2) H2(eps/2) R(eps) H2(eps/2) H1(eps/2),
   with the binding rotation applied to all four variables from their values before it. The
   copies start equal to (theta, p) at the start of each trajectory (Tao 2016), or at every step
-  with ``reset_copies=True`` (as seeds/003 Algorithm 4 is written).
+  with ``reset_copies=True`` (as Algorithm 4 of Cobb 2019 is written).
 
 Both accept with one Metropolis-Hastings test on the true H, log|G|/2 included (Algorithm 4).
 For the explicit integrator that test alone is biased where the metric varies; ``copy_scale > 0``
@@ -36,7 +36,7 @@ __all__ = ["RMHMC", "RMHMCKernel", "explicit_step", "implicit_step"]
 
 
 def implicit_step(evaluate, geo, p, eps, tol, max_iter):
-    """One generalized leapfrog step (seeds/003 Algorithm 2).
+    """One generalized leapfrog step (Cobb 2019, Algorithm 2).
 
     p' = p - eps/2 dH/dtheta(theta, p')                        (fixed point in p')
     theta' = theta + eps/2 [G^-1(theta) + G^-1(theta')] p'      (fixed point in theta')
@@ -86,7 +86,7 @@ def implicit_step(evaluate, geo, p, eps, tol, max_iter):
 
 
 def _binding_rotation(q, p, qc, pc, eps, omega):
-    """phi_{Omega h}^eps of seeds/003 eq. 5.12: a simultaneous update of all four variables."""
+    """phi_{Omega h}^eps of Cobb (2019), eq. 5.12: a simultaneous update of all four variables."""
     c = torch.cos(2.0 * omega * eps)
     s = torch.sin(2.0 * omega * eps)
     sq, sp = q + qc, p + pc
@@ -97,7 +97,7 @@ def _binding_rotation(q, p, qc, pc, eps, omega):
 
 
 def explicit_step(evaluate, state, eps, omega):
-    """One step of Tao's explicit integrator on the doubled phase space (seeds/003 eq. 5.13).
+    """One step of Tao's explicit integrator on the doubled phase space (Cobb 2019, eq. 5.13).
 
     ``state`` is ``(geo_q, p, geo_qc, pc)`` with the geometries at theta and at the copy theta~;
     returns the new such tuple and the geometry evaluations spent.
@@ -131,14 +131,14 @@ def explicit_step(evaluate, state, eps, omega):
 
 @register_sampler("rmhmc")
 class RMHMC(Sampler):
-    """Riemannian manifold HMC (a sampler object), seeds/003 ch. 5.
+    """Riemannian manifold HMC (a sampler object; Cobb 2019, ch. 5).
 
     Parameters
     ----------
     n_steps : int, default=10
         Integration steps per trajectory L.
     integrator : {"implicit", "explicit"}, default="implicit"
-        The generalized leapfrog with fixed-point iterations (seeds/003 Algorithm 2), or Tao's
+        The generalized leapfrog with fixed-point iterations (Cobb 2019, Algorithm 2), or Tao's
         explicit integrator with binding ``omega`` (Algorithm 3). The implicit one is the
         default because it is exact; the explicit one as published is not (see Notes).
     metric : metric object, default=None
@@ -146,13 +146,13 @@ class RMHMC(Sampler):
         :class:`~sklearn_bnn.samplers.DiagonalSoftAbsMetric` for larger models, or
         :class:`~sklearn_bnn.samplers.FisherMetric` (:mod:`.geometry.riemannian`).
     omega : float, default=10.0
-        Binding strength Omega of the explicit integrator (seeds/003 Table 5.1 uses 10).
+        Binding strength Omega of the explicit integrator (Cobb 2019 uses 10 in Table 5.1).
     reset_copies : bool, default=False
         Explicit integrator: restart the copies (theta~, p~) from (theta, p) at every step (as
-        seeds/003 Algorithm 4 is written) rather than once per trajectory.
+        Cobb 2019, Algorithm 4 is written) rather than once per trajectory.
     copy_scale : float, default=0.0
         Explicit integrator. 0: the copies start equal to (theta, p) and the test uses H(theta, p)
-        alone (seeds/003 Algorithm 4), which is biased where the metric varies. s > 0: the
+        alone (Cobb 2019, Algorithm 4), which is biased where the metric varies. s > 0: the
         copies start at (theta, p) plus N(0, s^2 I) noise and the test runs on the doubled phase
         space with the copies' Gaussian energy added, which makes the sampler exact; the price is
         lower acceptance, and the mixing depends on ``omega * step_size`` (docs/rmhmc.md has
@@ -234,8 +234,8 @@ class RMHMC(Sampler):
         if self.copy_scale > 0 and self.reset_copies and self.integrator == "explicit":
             raise ValueError(
                 "copy_scale > 0 (the exact explicit sampler) needs the copies carried through the "
-                "trajectory: set reset_copies=False, or copy_scale=0 for seeds/003 Algorithm 4 "
-                "as printed (biased where the metric varies)."
+                "trajectory: set reset_copies=False, or copy_scale=0 for Algorithm 4 of "
+                "Cobb (2019) as printed (biased where the metric varies)."
             )
         check_scalar_param(self.tol, "tol", low=0, low_inclusive=False)
         check_scalar_param(self.max_iter, "max_iter", kind="int", low=1)
@@ -350,7 +350,7 @@ class RMHMCKernel(Kernel):
         return aug[0], aug[1], converged, n_eval, (aug[2], aug[3])
 
     def step(self, state: State, generator: torch.Generator, step_size=None, inv_mass=None):
-        """One RMHMC transition per chain (seeds/003 Algorithm 4); ``inv_mass`` is ignored.
+        """One RMHMC transition per chain (Cobb 2019, Algorithm 4); ``inv_mass`` is ignored.
 
         With ``copy_scale`` s > 0 (explicit integrator) the copies start at theta~ = theta +
         s z1, p~ = p + s z2 (z standard normal) and the test is on the doubled phase space: H plus

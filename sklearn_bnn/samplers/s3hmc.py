@@ -1,25 +1,28 @@
-"""Semi-separable HMC over weights and per-group precisions: S3HMC (seeds/002, seeds/003 ch. 6).
+"""S3HMC: semi-separable HMC over weights and per-group precisions.
+
+Cobb et al. (2019); Cobb (2019), ch. 6.
 
 The positions are theta = [w (D_w), log tau (K)]: the weights, then one log-precision per group
 of weights (per layer, weights and biases separately) and, for regression, the log output noise
-precision last. The Hamiltonian (seeds/002 eq. 1-2, block metric, constants dropped) is
+precision last. The Hamiltonian (Cobb et al. 2019, eq. 1-2, block metric, constants dropped) is
 
     H = U(w, tau) + log|G_w(tau)|/2 + p_w^T G_w(tau)^-1 p_w / 2
                   + log|G_tau(tau)|/2 + p_tau^T G_tau(tau)^-1 p_tau / 2,
     U = -log p(y | w, lambda) - log p(w | tau) - log p(tau),
 
-with G_w(tau) = diag(tau of each weight's group) (seeds/003 eq. 6.7) and G_tau diagonal with
-entries c_l / tau_l^2, c_l = Q_l/2 + alpha_l - 1 (seeds/002 eq. 6/7; c = alpha - 1 for the output
-precision, footnote 1). With (tau, p_tau) fixed H is separable in (w, p_w): a leapfrog with inverse
-mass 1/tau. With (w, p_w) fixed, per group,
+with G_w(tau) = diag(tau of each weight's group) (Cobb 2019, eq. 6.7) and G_tau diagonal with
+entries c_l / tau_l^2, c_l = Q_l/2 + alpha_l - 1 (Cobb et al. 2019, eq. 6/7; c = alpha - 1 for the
+output precision, footnote 1). With (tau, p_tau) fixed H is separable in (w, p_w): a leapfrog with
+inverse mass 1/tau. With (w, p_w) fixed, per group,
 
     H_tau = a tau - b log tau + d / tau + p^2 tau^2 / (2 c),
     a = S_l/2 + beta_l, b = alpha_l (+ N_out/2 for the noise), d = P_l / 2,
 
 with S_l the sum of the group's squared weights and P_l of its squared momenta (the weight-
 momentum term of eq. 4 enters through G_w(tau)^-1): not separable, integrated by the generalized
-leapfrog (fixed-point iterations). ALBA (seeds/002 App. A, Algorithm 1): half a leapfrog step in
-(w, p_w), a generalized-leapfrog step in (tau, p_tau), half a step in (w, p_w); one MH test on H.
+leapfrog (fixed-point iterations). ALBA (Cobb et al. 2019, App. A, Algorithm 1): half a leapfrog
+step in (w, p_w), a generalized-leapfrog step in (tau, p_tau), half a step in (w, p_w); one MH test
+on H.
 
 Deviations from the seeds' text, on purpose: the seeds write A(p|.) = p^T G p / 2 and test MH on
 H_w + H_tau, which double counts the terms the two blocks share; we use the kinetic energy
@@ -46,7 +49,7 @@ __all__ = ["HierarchicalTarget", "S3HMC", "S3HMCKernel"]
 
 @register_sampler("s3hmc")
 class S3HMC(Sampler):
-    """Semi-separable HMC over weights and precisions (seeds/002; seeds/003 ch. 6).
+    """Semi-separable HMC over weights and precisions (Cobb et al. 2019; Cobb 2019, ch. 6).
 
     Samples a :class:`~sklearn_bnn.targets.HierarchicalTarget`. Given a network
     :class:`~sklearn_bnn.targets.Target` instead (an estimator with a plain
@@ -181,7 +184,7 @@ class S3HMCKernel(Kernel):
         return U + kin_w + kin_t
 
     def _tau_step(self, w, pw, tau, pt, ll, eps, c):
-        """Generalized leapfrog in (tau, p_tau) at fixed (w, p_w), per group (seeds/003 Alg. 2).
+        """Generalized leapfrog in (tau, p_tau) at fixed (w, p_w), per group (Cobb 2019, Alg. 2).
 
         H_tau = a tau - b log tau + d / tau + p^2 tau^2 / (2 c)."""
         t = self.target
@@ -224,7 +227,7 @@ class S3HMCKernel(Kernel):
         return x, p_new, ok
 
     def step(self, state: State, generator: torch.Generator, step_size=None, inv_mass=None):
-        """One S3HMC transition per chain (ALBA, seeds/002 Algorithm 1); ``inv_mass`` ignored."""
+        """One S3HMC transition per chain (ALBA; Cobb et al. 2019, Alg. 1); ``inv_mass`` ignored."""
         t = self.target
         theta = state.position
         C = theta.shape[0]

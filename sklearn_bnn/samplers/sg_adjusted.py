@@ -1,4 +1,6 @@
-"""The Metropolis-adjusted stochastic-gradient kernels: AMAGOLD, GSGHMC and HTE (seeds/004).
+"""The Metropolis-adjusted stochastic-gradient kernels: AMAGOLD, GSGHMC and HTE.
+
+Schmal & Mäder (2026).
 
 AMAGOLD (Algorithm 2) and HTE (Algorithm 1) test a whole minibatch trajectory on the exact
 full-data energy; GSGHMC tests every minibatch step on the batch energies (eq. 9). The shared
@@ -25,7 +27,7 @@ __all__ = ["AMAGOLDKernel", "GSGHMCKernel", "HTEKernel", "amagold_trajectory"]
 
 
 def amagold_trajectory(theta, r, eps, alpha, inv_mass, grad_fn, noise_fn, n_steps):
-    """The skew-symmetric trajectory of AMAGOLD (seeds/004 Algorithm 2; Zhang et al. 2020).
+    """The skew-symmetric trajectory of AMAGOLD (Zhang et al. 2020; Schmal & Mäder 2026, Alg. 2).
 
     theta_1/2 = theta + eps/2 M^-1 r; for t = 1..L: g_t = grad_fn(theta_t-1/2, t), r_t =
     ((1-b) r_t-1 + eps g_t + xi_t) / (1+b), theta_t+1/2 = theta_t-1/2 + eps M^-1 r_t (the last
@@ -140,7 +142,8 @@ class GSGHMCKernel(_SGKernel):
             th_p, m_p, v_p, g_p = bab(theta, m, grad, eps, inv_mass, self._grad_fn(rows))
             if self.paired:  # both energies on the new batch: one extra forward pass
                 value = self._batch_log_prob(theta, rows)
-            # seeds/004 eq. 9: the augmented target exp(-U_tau(theta)) Unif_B(tau) N(m; 0, M)
+            # Schmal & Mäder (2026), eq. 9: the augmented target
+            # exp(-U_tau(theta)) Unif_B(tau) N(m; 0, M)
             log_ratio = v_p - value - kinetic_energy(m_p, inv_mass) + kinetic_energy(m, inv_mass)
             ok = self._finite(v_p, g_p, th_p) & torch.isfinite(log_ratio)
             log_ratio = torch.where(ok, log_ratio, torch.full_like(log_ratio, -math.inf))
@@ -172,7 +175,7 @@ class GSGHMCKernel(_SGKernel):
 
 
 class HTEKernel(_ExactEnergyKernel):
-    """seeds/004 Algorithm 1: m ~ N(0, M); OBABO at T = 0 over the trajectory; HMC-style test.
+    """Schmal & Mäder (2026), Alg. 1: m ~ N(0, M); OBABO at T = 0 along the path; HMC-style test.
 
     As in Algorithm 1, a rejected trajectory adds no draw: the chain restarts from the same
     position with a fresh momentum until a trajectory is accepted, at most ``max_tries``

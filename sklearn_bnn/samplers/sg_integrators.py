@@ -1,11 +1,11 @@
-"""Pure update rules of the stochastic-gradient samplers (seeds/004 Table 1, Algorithm 2).
+"""Pure update rules of the stochastic-gradient samplers (Schmal & Mäder 2026, Table 1, Alg. 2).
 
 Notation: ``g`` is the gradient of the log density estimate (N/|B|) l_B + log p, so the
 potential is U = -log p and the force -grad U = g. Momentum m, diagonal inverse mass
 ``inv_mass`` (M^-1), step size eps (a time step: the SGD learning rate of the same chain is
-eps**2), momentum decay ``alpha`` per step (the constant-momentum parameterisation of seeds/004:
-the damping gamma = (1 - alpha) / eps is tied to the step size). All functions work on a leading
-chain axis: positions and momenta (C, D), ``eps`` (C, 1).
+eps**2), momentum decay ``alpha`` per step (the constant-momentum parameterisation of Schmal & Mäder
+(2026): the damping gamma = (1 - alpha) / eps is tied to the step size). All functions work on a
+leading chain axis: positions and momenta (C, D), ``eps`` (C, 1).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = [
 
 
 def cosine_step_size(final: torch.Tensor, start: float | None, progress: float) -> torch.Tensor:
-    """The warmup step size of seeds/004 (Table 2, "cosine schedule").
+    """The warmup step size of Schmal & Mäder (2026, Table 2, "cosine schedule").
 
     Anneals from ``start`` down to ``final`` along half a cosine as ``progress`` goes from 0 to
     1; from then on (and with ``start=None``) it is ``final``. The momentum decay is held fixed,
@@ -38,7 +38,7 @@ def cosine_step_size(final: torch.Tensor, start: float | None, progress: float) 
 
 
 def euler_momentum(m, g, eps, alpha: float, temperature: float, sqrt_mass, noise, tmp=None):
-    """Euler-Maruyama SGHMC momentum update (Chen et al. 2014; seeds/004 eq. 3, Table 1).
+    """Euler-Maruyama SGHMC momentum update (Chen et al. 2014; Schmal & Mäder 2026, eq. 3, Table 1).
 
     m <- alpha m + eps g + sqrt(2 (1 - alpha) T) M^1/2 xi, in place; the position then moves
     by eps M^-1 m. ``sqrt_mass`` None stands for a unit mass; ``noise`` (xi) is overwritten
@@ -70,8 +70,8 @@ def _scaled(noise, sqrt_mass):
 
 
 def bab(theta, m, g0, eps, inv_mass, grad_fn):
-    """The deterministic B-A-B core of OBABO (seeds/004 Table 1), with the force at the start
-    from ``g0`` and at the end from ``grad_fn`` (the batch attached to the new position).
+    """The deterministic B-A-B core of OBABO (Schmal & Mäder 2026, Table 1), with the force at the
+    start from ``g0`` and at the end from ``grad_fn`` (the batch attached to the new position).
 
     m' = m + eps/2 g0(theta); theta' = theta + eps M^-1 m'; m'' = m' + eps/2 g1(theta').
     The map is a composition of shears (volume preserving) and, with the batches swapped and
@@ -95,8 +95,8 @@ def skew_noise_variance(alpha: float) -> float:
 
 
 def skew_momentum(r, g, eps, alpha: float, noise_term, tmp=None):
-    """The skew-symmetric momentum update of AMAGOLD (Zhang et al. 2020; seeds/004 Table 1,
-    Algorithm 2): r' = ((1 - beta) r + eps g + xi) / (1 + beta), beta = (1-alpha)/(1+alpha).
+    """The skew-symmetric momentum update of AMAGOLD (Zhang et al. 2020; Schmal & Mäder 2026,
+    Table 1, Alg. 2): r' = ((1 - beta) r + eps g + xi) / (1 + beta), beta = (1-alpha)/(1+alpha).
 
     ``noise_term`` is xi itself (already scaled: N(0, 4 beta M) at T = 1). Returns a new tensor;
     with ``tmp`` (a buffer shaped like ``r``, which receives eps g) it updates ``r`` in place.

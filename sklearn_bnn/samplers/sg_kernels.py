@@ -1,4 +1,4 @@
-"""The kernels of the stochastic-gradient samplers of :mod:`.sgmcmc` (seeds/004, REFERENCE §6).
+"""The kernels of the stochastic-gradient samplers of :mod:`.sgmcmc` (Schmal & Mäder 2026).
 
 Batches, the warmup step-size schedule (told its length by the loop through ``init``), the
 momentum draws and the divergence bookkeeping shared by all of them (:class:`_SGKernel`); the
@@ -385,7 +385,7 @@ class SGLDKernel(_UnadjustedKernel):
 
 
 class SGHMCKernel(_UnadjustedKernel):
-    """SGHMC with the Euler-Maruyama, OBABO or skew-symmetric update (seeds/004 Table 1)."""
+    """SGHMC with the Euler-Maruyama, OBABO or skew-symmetric update (Schmal & Mäder 2026)."""
 
     def __init__(self, sampler, target):
         self.integrator = sampler.integrator

@@ -1,4 +1,4 @@
-"""Default step sizes and schedules of the stochastic-gradient samplers (issue 23).
+"""Default step sizes and schedules of the stochastic-gradient samplers.
 
 Three pieces, used by :class:`~sklearn_bnn.SGMCMCClassifier` and
 :class:`~sklearn_bnn.SGMCMCRegressor` at ``step_size="auto"``:
@@ -6,11 +6,11 @@ Three pieces, used by :class:`~sklearn_bnn.SGMCMCClassifier` and
 * :func:`gradient_noise_step_size`, the sampling step chosen by the gradient noise. The minibatch
   gradient g_B = (N/|B|) grad l_B + grad log p is the full gradient plus a noise of variance
   v_i per coordinate. One SGHMC step (Chen et al. 2014, eq. 3 in the constant-momentum form of
-  seeds/004) adds eps * g_B to the momentum, hence a gradient-noise variance eps**2 v_i, beside
-  the injected 2 (1 - alpha) T; SGLD (Welling & Teh 2011) adds eps**2 v_i to the position beside
-  the injected 2 eps T. The dynamics sample the posterior only while the first is small against
-  the second (Chen et al. 2014, §3.2: the noise the sampler does not correct for must vanish);
-  the rule takes the largest step at which the mean over the coordinates of the ratio is
+  Schmal & Mäder 2026) adds eps * g_B to the momentum, hence a gradient-noise variance eps**2 v_i,
+  beside the injected 2 (1 - alpha) T; SGLD (Welling & Teh 2011) adds eps**2 v_i to the position
+  beside the injected 2 eps T. The dynamics sample the posterior only while the first is small
+  against the second (Chen et al. 2014, §3.2: the noise the sampler does not correct for must
+  vanish); the rule takes the largest step at which the mean over the coordinates of the ratio is
   ``noise_ratio``. v scales like N**2 / |B|, so the step falls like sqrt(|B|) / N: the step in
   units of a per-datum learning rate (eps**2 N for SGHMC) shrinks as the data grow, which is
   what keeps the minibatch noise from dominating the posterior's own spread on large data.
@@ -239,7 +239,7 @@ class CyclicalSchedule:
 
 
 class AutoStepSampler:
-    """A stochastic-gradient sampler run at a step size chosen from the data (issue 23).
+    """A stochastic-gradient sampler run at a step size chosen from the data.
 
     ``run`` starts the chains at a mode when the run has a ``start``
     (:class:`~sklearn_bnn.samplers.init.MAPStart`: minibatch Adam ended by scikit-learn's
@@ -247,12 +247,12 @@ class AutoStepSampler:
     gradient noise there (:func:`gradient_noise_variance`) and runs ``sampler`` with the step of
     :func:`gradient_noise_step_size`, one per chain. With ``init="random"`` the warmup starts at
     the training step of :func:`training_step_size` (a per-datum learning rate of 0.05) and
-    anneals to it along the cosine of seeds/004. ``n_cycles`` adds a :class:`CyclicalSchedule`
-    over the sampling phase, peaking at ``peak_step_size`` (default: the training step). When
-    the run is given a step size (a number, or a warm start), the sampler runs with it
-    unchanged, from the MAP start all the same. The search is recorded in the run's ``stats``:
-    ``init_steps`` and ``init_loss`` per chain (the steps taken, the last epoch's mean training
-    loss) and ``init_converged`` (whether the stopping rule, not the budget, ended it).
+    anneals to it along the cosine of Schmal & Mäder (2026). ``n_cycles`` adds a
+    :class:`CyclicalSchedule` over the sampling phase, peaking at ``peak_step_size`` (default: the
+    training step). When the run is given a step size (a number, or a warm start), the sampler runs
+    with it unchanged, from the MAP start all the same. The search is recorded in the run's
+    ``stats``: ``init_steps`` and ``init_loss`` per chain (the steps taken, the last epoch's mean
+    training loss) and ``init_converged`` (whether the stopping rule, not the budget, ended it).
 
     Parameters
     ----------

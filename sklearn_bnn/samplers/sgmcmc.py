@@ -1,4 +1,4 @@
-"""Stochastic-gradient MCMC on a minibatch target (seeds/004, REFERENCE §6).
+"""Stochastic-gradient MCMC on a minibatch target (Schmal & Mäder 2026).
 
 Samplers: :class:`SGLD`, :class:`SGHMC` (Euler-Maruyama, OBABO or skew-symmetric integrator),
 :class:`AMAGOLD` (accumulated Metropolis-Hastings over a trajectory, Algorithm 2),
@@ -88,7 +88,7 @@ class _SGSampler(Sampler):
 
 @register_sampler("sgld")
 class SGLD(_SGSampler):
-    """Stochastic gradient Langevin dynamics (Welling & Teh 2011; seeds/004 ref. 25).
+    """Stochastic gradient Langevin dynamics (Welling & Teh 2011).
 
     theta <- theta + eps M^-1 g_B(theta) + N(0, 2 eps T M^-1), with g_B the gradient of the
     minibatch estimate (N/|B|) l_B + log p. No acceptance test: the draws carry a bias of order
@@ -125,7 +125,9 @@ class SGLD(_SGSampler):
 
 @register_sampler("sghmc")
 class SGHMC(_SGSampler):
-    """Stochastic gradient Hamiltonian Monte Carlo (Chen et al. 2014; seeds/004 eq. 3, Table 1).
+    """Stochastic gradient Hamiltonian Monte Carlo (Chen et al. 2014).
+
+    Schmal & Mäder (2026), eq. 3 and Table 1.
 
     Parameters
     ----------
@@ -211,7 +213,7 @@ _ADJUSTED_PARAMS = """
 @register_sampler("amagold")
 class AMAGOLD(_AdjustedSampler):
     __doc__ = (
-        """Amortized Metropolis adjustment of SGHMC (Zhang et al. 2020; seeds/004 Algorithm 2).
+        """Amortized Metropolis adjustment of SGHMC (Zhang et al. 2020; Schmal & Mäder 2026).
 
     A trajectory of skew-symmetric minibatch steps whose forward/backward proposal densities
     are accumulated step by step (``rho``); one Metropolis-Hastings test at the end on the
@@ -228,7 +230,7 @@ class AMAGOLD(_AdjustedSampler):
 @register_sampler("gsghmc")
 class GSGHMC(_AdjustedSampler):
     __doc__ = (
-        """Generalized SGHMC (seeds/004, "Generalized SGHMC", eq. 9, c_n = 1).
+        """Generalized SGHMC (Schmal & Mäder 2026, "Generalized SGHMC", eq. 9, c_n = 1).
 
     OBABO steps; each B-A-B move is accepted or rejected on the minibatch energy of the new
     point's batch against that of the old point's batch (the batch travels with the position:
@@ -271,7 +273,7 @@ class GSGHMC(_AdjustedSampler):
 @register_sampler("hte")
 class HTE(_AdjustedSampler):
     __doc__ = (
-        """Hamiltonian trajectory ensemble (seeds/004 Algorithm 1).
+        """Hamiltonian trajectory ensemble (Schmal & Mäder 2026, Algorithm 1).
 
     Momentum drawn from N(0, M), ``n_steps`` OBABO minibatch steps at T = 0 (momentum with
     decay, no injected noise), then the HMC test on the exact full-data energy. Not an exact

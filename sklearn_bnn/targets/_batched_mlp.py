@@ -1,4 +1,4 @@
-"""A hand-written, chain-batched gradient of the package's MLP (issue 31).
+"""A hand-written, chain-batched gradient of the package's MLP.
 
 For the package's own :class:`~sklearn_bnn.nets.MLP` (Linear, activation, ..., Linear) under
 the package's categorical, Bernoulli or Gaussian likelihood, the log-likelihood of C chains and
@@ -237,10 +237,8 @@ class BatchedMLP:
         the products allow (a small network's gradient there costs its operations as much as
         its arithmetic): each layer's bias is added by its product (:func:`torch.addmm`), and
         each gradient is written straight into its place in the flat vector. A GPU keeps the
-        batched form, whose product layouts were measured there (:func:`_weight_grad`; this
-        form's direct weight gradient is the layout that took cuBLAS 52 us against 9.5). Its
-        replayed kernels cost 1-2 us each whatever their size, so fewer would count there too:
-        this form would save about one a step (docs/hmc.md, "On a GPU"), not yet measured."""
+        batched form, whose product layouts are chosen for cuBLAS (:func:`_weight_grad`; the
+        timings are in docs/hmc.md, "On a GPU: trajectories replayed from CUDA graphs")."""
         n = X.shape[0]
         params = theta.reshape(-1).split(self.sizes)
         work = self._workspace(1, n, X)
@@ -262,8 +260,9 @@ class BatchedMLP:
         for i in range(last, -1, -1):
             layer = self.layers[i]
             torch.sum(dz, 1, out=pieces[2 * i + 1])
-            # (n, n_in), a transposed view of a feature-major block either way: MKL's kernel
-            # for this layout took 87 us against 127 for the row-major X on concrete (n_in 8)
+            # (n, n_in), a transposed view of a feature-major block either way: MKL's kernel is
+            # faster for this layout than for a row-major X (docs/chains.md, "Against a compiled
+            # transition")
             below = (hidden[i - 1][1] if i else Xt).t()
             torch.mm(dz, below, out=pieces[2 * i].view(layer.n_out, layer.n_in))
             if i:
@@ -444,10 +443,10 @@ class BatchedMLP:
 def _weight_grad(dz: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     """A later layer's weight gradient dz @ a^T per chain, (C, o, n) x (C, h, n) -> (C, o, h).
 
-    For one chain on a GPU, as (a @ dz^T)^T: with few outputs (o = 7 on digits) cuBLAS's kernel
-    for the direct form spent 52 us on an H200 against 9.5 us for this one
-    (``benchmarks/gpu/gpu_gemm_shapes.py``; at 8 chains the direct form is the faster, 6.8 us
-    against 17). The CPU keeps the direct form (faster there, and its draws unchanged).
+    For one chain on a GPU, as (a @ dz^T)^T: with few outputs cuBLAS's kernel for the direct form
+    is several times slower than this one; with several chains, and on the CPU, the direct form
+    (the faster there; docs/hmc.md, "On a GPU: trajectories replayed from CUDA graphs", has the
+    timings).
     """
     if dz.shape[0] == 1 and dz.is_cuda:
         return torch.bmm(a, dz.transpose(1, 2)).transpose(1, 2)
@@ -455,9 +454,9 @@ def _weight_grad(dz: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
 
 
 def _rows_dot(m: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """``m @ v`` for ``m`` (C, k): for one chain on a GPU as a product and a sum (3.8 us on an
-    H200 against 11.2 us for the matrix-vector kernel, ``benchmarks/gpu/gpu_gemm_shapes.py``),
-    else the matrix-vector product."""
+    """``m @ v`` for ``m`` (C, k): for one chain on a GPU as a product and a sum (faster there
+    than cuBLAS's matrix-vector kernel; docs/hmc.md, "On a GPU: trajectories replayed from CUDA
+    graphs"), else the matrix-vector product."""
     if m.shape[0] == 1 and m.is_cuda:
         return (m * v).sum(1)
     return torch.mv(m, v)

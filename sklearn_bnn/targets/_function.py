@@ -77,8 +77,8 @@ class FunctionTarget:
         """Log density (C,) and its gradient (C, D) at ``theta`` (C, D)."""
         theta = theta.detach()
         if self._batched is False or theta.shape[0] == 1:
-            # one chain: plain autograd, about 4x faster than vmap's per-call overhead on a
-            # small function (60 against 260 us on a 10-D Gaussian)
+            # one chain: plain autograd, whose per-call cost on a small function is a fraction
+            # of vmap's (docs/sampling.md, "The log density")
             return self._looped(theta)
         if self._batched is None:
             try:

@@ -62,7 +62,7 @@ class PriorPrecisionGibbs:
     """The precision tau_l of each group of weights (one per trainable tensor), per chain.
 
     With w_i | tau ~ N(0, 1/tau_l) for the n_l weights of group l and tau_l ~ Gamma(alpha, beta),
-    the conditional given the weights is conjugate (Neal 1996, §3.2; seeds/002 eq. 1-2):
+    the conditional given the weights is conjugate (Neal 1996, §3.2; Cobb et al. 2019, eq. 1-2):
 
         tau_l | w ~ Gamma(alpha + n_l / 2, beta + |w_l|^2 / 2),
 

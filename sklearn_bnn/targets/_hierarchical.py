@@ -1,9 +1,9 @@
 """The joint density of a network's weights and their per-group precisions (S3HMC's target).
 
 The positions are theta = [w (D_w), log tau (K)]: the weights, then one log-precision per group
-of weights (per trainable tensor: each layer's weights and biases separately, seeds/002 §2) and,
-for regression, the log output noise precision last, each with a Gamma hyperprior
-(seeds/002 eq. 1-2; seeds/003 ch. 6). :class:`HierarchicalTarget` holds the density and the
+of weights (per trainable tensor: each layer's weights and biases separately, Cobb et al. 2019, §2)
+and, for regression, the log output noise precision last, each with a Gamma hyperprior
+(Cobb et al. 2019, eq. 1-2; Cobb 2019, ch. 6). :class:`HierarchicalTarget` holds the density and the
 pieces of it the S3HMC kernel integrates; :func:`hierarchical_target` builds one from a network
 :class:`~sklearn_bnn.targets.Target` and a :class:`~sklearn_bnn.priors.HierarchicalPrior`.
 """
@@ -74,8 +74,8 @@ class HierarchicalTarget:
         if (self.beta <= 0).any() or (self.alpha <= low).any():
             raise ValueError(
                 "the Gamma hyperpriors need beta > 0 and alpha > 1/2 (alpha > 1 for the output "
-                "precision), so that G_tau is positive definite (seeds/002 eq. 6 and footnote "
-                f"1); got alpha={self.alpha.tolist()}, beta={self.beta.tolist()}."
+                "precision), so that G_tau is positive definite (Cobb et al. 2019, eq. 6 and "
+                f"footnote 1); got alpha={self.alpha.tolist()}, beta={self.beta.tolist()}."
             )
 
     def extend_positions(self, weights):
@@ -95,7 +95,7 @@ class HierarchicalTarget:
         return out.index_add_(1, self.groups.to(x.device), x)
 
     def metric_constants(self, dtype, device):
-        """c_l with G_tau = diag(c_l / tau_l^2) (seeds/002 eq. 6/7; alpha - 1 for the noise)."""
+        """c_l of G_tau = diag(c_l / tau_l^2) (Cobb et al. 2019, eq. 6/7); the noise: alpha - 1."""
         c = self.alpha.clone()
         c[: self.n_groups] += self.group_sizes / 2 - 1
         if self.noise:
@@ -192,7 +192,7 @@ def network_hierarchical_target(
 ):
     """A :class:`HierarchicalTarget` over a network's weights and per-tensor log-precisions.
 
-    One precision per trainable tensor (each layer's weights and biases separately, seeds/002
+    One precision per trainable tensor (each layer's weights and biases separately, Cobb et al. 2019
     §2) with Gamma(prior.alpha, prior.beta); for regression with ``prior.learn_noise`` also the
     output noise precision, Gamma(prior.noise_alpha, prior.noise_beta), started at
     ``noise_init``.

@@ -1,9 +1,9 @@
 """The log posterior density estimated from minibatches, for stochastic-gradient samplers.
 
-seeds/004 §2: with N data points and a batch B, (N/|B|) l_B(w) + log p(w) is an unbiased
-estimate of the log posterior density l(w) + log p(w), and its gradient of the full gradient.
-Data held in memory that fit the compute device are moved there once, and the samplers draw
-their batch indices on the device too, so a minibatch step makes no transfer and no host
+Schmal & Mäder (2026), §2: with N data points and a batch B, (N/|B|) l_B(w) + log p(w) is an
+unbiased estimate of the log posterior density l(w) + log p(w), and its gradient of the full
+gradient. Data held in memory that fit the compute device are moved there once, and the samplers
+draw their batch indices on the device too, so a minibatch step makes no transfer and no host
 synchronisation; a memory map, or data too large for the device, stay where the user keeps
 them and go to the device one batch at a time, so device memory is bounded by a batch whatever
 N is.

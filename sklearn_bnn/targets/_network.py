@@ -5,8 +5,8 @@ vector ``theta`` through :func:`torch.func.functional_call`; the user's module i
 put in eval mode and never mutated. Frozen parameters (``requires_grad=False``) and buffers are
 held as constants and not sampled.
 
-Potential energy U(w) = -log p(Y | X, w) - log p(w) (seeds/000 §3.1, eq. 2), with the likelihood
-summed over data points.
+Potential energy U(w) = -log p(Y | X, w) - log p(w) (Cobb & Jalaian 2021, §3.1, eq. 2), with the
+likelihood summed over data points.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ class FunctionalNetwork:
 
         Draws are evaluated together with :func:`torch.func.vmap`, in chunks sized to keep the
         widest hidden activation near 4 MB on a CPU (about the size of a cache: larger chunks
-        measured slower than a loop over draws, ``benchmarks/speed/hmc_speed.py``) and 1 GB on a
+        run slower than a loop over draws; docs/hmc.md, "Measured") and 1 GB on a
         GPU; when fewer than 16 draws fit a CPU chunk, one draw at a time is faster and is used.
 
         Parameters
@@ -215,7 +215,7 @@ class Target:
 
     #: Evaluate the package's own MLP under its categorical, Bernoulli or Gaussian likelihood
     #: by the hand-written, chain-batched gradient of :class:`~._batched_mlp.BatchedMLP` (the
-    #: same density; faster than autograd at every number of chains, issue 31); False keeps
+    #: same density; faster than autograd at every number of chains); False keeps
     #: the general autograd path for every network.
     batched_mlp = True
 
@@ -487,7 +487,7 @@ class Target:
         X, y : optional
             A data subset (for split integrators); the full data by default.
         prior_weight : float
-            Multiplies the log prior (1/M for one of M subsets, seeds/000 eq. 6).
+            Multiplies the log prior (1/M for one of M subsets, Cobb & Jalaian 2021, eq. 6).
 
         Returns
         -------
@@ -503,8 +503,8 @@ class Target:
         What the inner steps of a trajectory need: only the last step's log density is read
         (by the Metropolis test). Where the package's MLP takes the hand-written gradient
         (:class:`~._batched_mlp.BatchedMLP`), neither the likelihood's value nor the prior's is
-        computed: on a GPU, where each operation of a replayed step is a kernel of 1-2 us
-        whatever its size, they are 7 of the about 30 kernels of a one-chain step on digits.
+        computed: on a GPU, where each operation of a replayed step is a kernel of about the same
+        cost whatever its size, they are 7 of the about 30 kernels of a one-chain step on digits.
         Elsewhere it is :meth:`value_and_grad`'s gradient. A subclass whose density is not
         this class's own (:meth:`value_and_grad` overridden) gets its :meth:`value_and_grad`'s
         unless it overrides this method too.

@@ -8,7 +8,7 @@ Gaussian prior changes, and HMC crosses them by a random walk (docs/rmhmc.md, "H
 that mix"). :class:`UnitRescaleGibbs` draws each unit's c from its conditional along that orbit.
 
 The move is the generalised Gibbs step of Liu & Sabatti (2000, "Generalised Gibbs sampler and
-multigrid Monte Carlo for Bayesian computation", *JASA* 95:1311, Theorem 1; the
+multigrid Monte Carlo for Bayesian computation", *Biometrika* 87(2), 353-369, Theorem 1; the
 parameter-expansion view of Liu & Wu 1999, *JASA* 94:1264): for a group of transformations T_c
 of the position x with left-Haar measure H(dc), drawing c from
 

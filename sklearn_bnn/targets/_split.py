@@ -1,6 +1,6 @@
 """The log posterior density evaluated over M data subsets, for split HMC.
 
-seeds/000 §3.2, eq. 6: with the data split into M subsets, the potential energy is
+Cobb & Jalaian (2021), §3.2, eq. 6: with the data split into M subsets, the potential energy is
 U(w) = sum_m U_m(w) with U_m(w) = -log p(w) / M - l_m(w), l_m the log-likelihood of subset m.
 :class:`SplitTarget` gives each subset's log density -U_m and its gradient, and the full-data
 density and gradient accumulated subset by subset: no autograd graph ever spans more than one
@@ -40,7 +40,7 @@ class SplitTarget(Target):
 
     A :class:`~sklearn_bnn.targets.Target` whose full-data :meth:`value_and_grad` and
     :meth:`log_prob` are sums over subsets, plus :meth:`subset_value_and_grad` for the split
-    integrators (seeds/000 eq. 6-8, Algorithm 1).
+    integrators (Cobb & Jalaian 2021, eq. 6-8, Algorithm 1).
 
     Parameters
     ----------
@@ -65,8 +65,8 @@ class SplitTarget(Target):
         Subset gradients evaluated so far (a counter for cost accounting).
     default_integrator : str
         "symmetric": what a sampler whose ``integrator`` is None integrates this target with,
-        the novel symmetric split leapfrog (seeds/000 Algorithm 1), so that a gradient never
-        spans more than one subset.
+        the novel symmetric split leapfrog (Cobb & Jalaian 2021, Algorithm 1), so that a gradient
+        never spans more than one subset.
     """
 
     default_integrator = "symmetric"
@@ -109,7 +109,9 @@ class SplitTarget(Target):
         )
 
     def subset_value_and_grad(self, theta: torch.Tensor, m: int):
-        """-U_m = l_m(w) + log p(w) / M and its gradient (seeds/000 eq. 6), at ``theta`` (C, D).
+        """-U_m = l_m(w) + log p(w) / M and its gradient at ``theta`` (C, D).
+
+        Cobb & Jalaian (2021), eq. 6.
 
         Returns
         -------

@@ -3,7 +3,7 @@
 - :mod:`.euclidean`: constant mass matrices (:class:`DiagonalMetric`, :class:`DenseMetric`,
   :class:`IdentityMetric`), used by HMC, NUTS, constrained and split HMC;
 - :mod:`.riemannian`: position-dependent metrics G(theta) (:class:`SoftAbsMetric`,
-  :class:`DiagonalSoftAbsMetric`, :class:`FisherMetric`), used by RMHMC (seeds/003 §5.3).
+  :class:`DiagonalSoftAbsMetric`, :class:`FisherMetric`), used by RMHMC (Cobb 2019, §5.3).
 """
 
 from ._protocol import Metric

@@ -1,12 +1,12 @@
 """Second and contracted third derivatives of a user's log density, by autograd.
 
-What a Riemannian metric needs from a log density log f (seeds/003 §5.3, eq. 5.1 and 5.9): its
+What a Riemannian metric needs from a log density log f (Cobb 2019, §5.3, eq. 5.1 and 5.9): its
 value, gradient and Hessian at positions theta (C, D), and the gradient of the contraction
 sum_jk A_jk d^2 log f / d theta_j d theta_k at fixed A (the derivative of the metric terms of the
 Hamiltonian, written through the SoftAbs divided differences). :class:`AutodiffDerivatives` gives
 them for a function of one position (D,) -> scalar.
 
-How, and why so (measured on the 10 + 1-D funnel, 2 chains, one CPU thread; docs/rmhmc.md):
+How, and why so (docs/rmhmc.md times the choices on the funnel):
 
 - the Hessian is reverse over reverse on a *replicated batch*: row (c, k) of a (C D, D) leaf
   holds theta_c, one ``vmap`` of the function evaluates all rows, one backward gives the
@@ -19,7 +19,7 @@ How, and why so (measured on the 10 + 1-D funnel, 2 chains, one CPU thread; docs
   vector-Jacobian product of the Hessian: the D x D x D tensor of third derivatives is never
   formed). The graph that gives the Hessian with ``create_graph`` is kept for the last position
   asked (keyed on the position tensor and its version), so the fixed-point iterations of the
-  generalized leapfrog in p, which contract at one position with a new A each time (seeds/003
+  generalized leapfrog in p, which contract at one position with a new A each time (Cobb 2019,
   Algorithm 2), pay one backward each instead of a Hessian each.
 """
 

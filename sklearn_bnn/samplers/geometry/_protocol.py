@@ -10,7 +10,7 @@ draw, a kinetic energy and the velocity the U-turn criterion and the position up
 
 A Euclidean metric is its own local geometry (M does not depend on the position); a Riemannian
 metric is a configuration whose ``evaluate(derivatives, theta)`` returns the geometry at theta
-(seeds/003 §5.3), with the same three methods plus the derivative terms the generalized leapfrog
+(Cobb 2019, §5.3), with the same three methods plus the derivative terms the generalized leapfrog
 needs. What the sampling loop asks of any metric is only what this base class defines: whether it
 depends on the position, its constant diagonal (the inverse mass reported in the diagnostics, and
 the one the step-size search uses), the number of chains it is made for, and a move to a device.

@@ -1,4 +1,4 @@
-"""Position-dependent metrics G(theta) for Riemannian HMC (seeds/003 §5.3).
+"""Position-dependent metrics G(theta) for Riemannian HMC (Cobb 2019, §5.3).
 
 They follow the protocol of :class:`~._protocol.Metric` (``position_dependent = True``); the
 local geometry a metric evaluates at a position has the velocity, kinetic energy and momentum
@@ -8,14 +8,14 @@ A metric object is a configuration; ``metric.evaluate(derivs, theta)`` returns a
 at positions ``theta`` (C, D): the log density and its gradient there, ``log|G|``, products with
 ``G^-1`` and ``G^(1/2)``, and the derivative of the metric terms of the Hamiltonian
 
-    H(theta, p) = -log f(theta) + log|G(theta)| / 2 + p^T G(theta)^-1 p / 2     (seeds/003 eq. 5.1)
+    H(theta, p) = -log f(theta) + log|G(theta)| / 2 + p^T G(theta)^-1 p / 2     (Cobb 2019, eq. 5.1)
 
 with respect to theta at fixed p (:meth:`Geometry.metric_force`). ``derivs`` gives the log
 density's first, second and (contracted) third derivatives (:func:`second_order_derivatives`):
 closed forms of the target where it has them, autograd otherwise (:mod:`._autodiff`).
 
 - :class:`SoftAbsMetric`: the dense SoftAbs map of the Hessian of U = -log f, eigenvalues
-  lambda -> lambda coth(alpha lambda) (seeds/003 eq. 5.9, Betancourt 2013). Its derivative uses
+  lambda -> lambda coth(alpha lambda) (Cobb 2019, eq. 5.9, Betancourt 2013). Its derivative uses
   the divided differences of the SoftAbs function over the eigenvalues, which stay finite where
   eigenvalues coincide (where the derivative of an eigendecomposition does not). It stores D x D
   matrices per chain and differentiates the Hessian: for small models only (it refuses, naming
@@ -23,7 +23,7 @@ closed forms of the target where it has them, autograd otherwise (:mod:`._autodi
 - :class:`DiagonalSoftAbsMetric`: SoftAbs of the Hessian's diagonal only, computed by chunks of
   Hessian-vector products: O(D) memory, for larger models.
 - :class:`FisherMetric`: a positive-definite G(theta) the model gives (e.g. the Fisher information
-  plus the prior's precision, seeds/003 §5.3), through a function ``theta -> (D, D)``.
+  plus the prior's precision, Cobb 2019, §5.3), through a function ``theta -> (D, D)``.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def _value_and_grad(derivs, theta):
 
 
 def softabs(lam: torch.Tensor, alpha: float) -> torch.Tensor:
-    """lambda coth(alpha lambda) (seeds/003 eq. 5.9), with its limit 1/alpha at lambda = 0."""
+    """lambda coth(alpha lambda) (Cobb 2019, eq. 5.9), with its limit 1/alpha at lambda = 0."""
     x = alpha * lam
     small = x.abs() < 1e-4
     safe = torch.where(small, torch.ones_like(x), x)
@@ -142,7 +142,7 @@ class Geometry:
     def metric_force(self, p):  # d/dtheta [log|G|/2 + p^T G^-1 p / 2] at fixed p
         raise NotImplementedError
 
-    # -- the Hamiltonian (seeds/003 eq. 5.1, constants dropped) ------------------------------
+    # -- the Hamiltonian (Cobb 2019, eq. 5.1, constants dropped) ------------------------------
     def energy(self, p):
         """H(theta, p) = -log f + log|G|/2 + p^T G^-1 p / 2 (C,)."""
         return -self.log_prob + 0.5 * self.logdet + 0.5 * (p * self.inv(p)).sum(-1)
@@ -205,7 +205,7 @@ def _robust_eigh(H, value, g):
 
 class SoftAbsMetric(BaseEstimator, Metric):
     """Dense SoftAbs metric: G = Q diag(lambda coth(alpha lambda)) Q^T from the eigen-
-    decomposition Q diag(lambda) Q^T of the Hessian of U = -log f (seeds/003 §5.3.2, eq. 5.9).
+    decomposition Q diag(lambda) Q^T of the Hessian of U = -log f (Cobb 2019, §5.3.2, eq. 5.9).
 
     Positive definite wherever the Hessian is defined, so it can be used away from convex
     regions (the funnel, networks). Costs a Hessian, an eigendecomposition and a
@@ -214,7 +214,7 @@ class SoftAbsMetric(BaseEstimator, Metric):
     Parameters
     ----------
     alpha : float, default=1e6
-        Sharpness of the SoftAbs map (seeds/003 footnote 4): as alpha grows, lambda coth(alpha
+        Sharpness of the SoftAbs map (Cobb 2019, footnote 4): as alpha grows, lambda coth(alpha
         lambda) -> |lambda|; eigenvalues near 0 are lifted to 1/alpha.
     max_memory_gb : float, default=1.0
         Refuse models whose dense per-chain D x D matrices would need more than this.
@@ -276,7 +276,7 @@ class DiagonalSoftAbsMetric(BaseEstimator, Metric):
     Parameters
     ----------
     alpha : float, default=1e6
-        Sharpness of the SoftAbs map (seeds/003 eq. 5.9).
+        Sharpness of the SoftAbs map (Cobb 2019, eq. 5.9).
     chunk_size : int, default=64
         Basis vectors per batch of Hessian-vector products.
     """
@@ -331,7 +331,7 @@ class _CholeskyGeometry(Geometry):
 class FisherMetric(BaseEstimator, Metric):
     """A positive-definite metric the model gives, G(theta) = ``metric_fn(theta)`` (D, D).
 
-    For the Fisher information plus the negative Hessian of the log prior (seeds/003 §5.3, after
+    For the Fisher information plus the negative Hessian of the log prior (Cobb 2019, §5.3, after
     eq. 5.7), e.g. X^T diag(s (1 - s)) X + tau I for logistic regression. Its derivative goes
     through autograd of ``log|G|`` and of the solve.
 
