@@ -276,7 +276,6 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
         """Check a decoded fitted state (see :func:`sklearn_bnn.load`): kept members within the
         wrapped estimator's members, and the classes and features of the wrapped estimator."""
         from .. import _state_checks as P
-        from ..decision import _check_same_as_wrapped
 
         self._validate_params()
         for old, new in (("metric_full_", "score_full_"), ("metric_reduced_", "score_reduced_")):
@@ -316,7 +315,7 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
                 f"below n_members_full_={n_full}."
             )
         if self.estimator is not None:
-            _check_same_as_wrapped(state)
+            P.check_same_as_wrapped(state)
             n_wrapped = _n_members(state["estimator_"])
             if n_wrapped is not None and n_wrapped != n_full:
                 raise ValueError(

@@ -299,11 +299,9 @@ class _MCDropoutBase(TrainedEstimator):
             "history_": check_history,  # absent from files written before it was kept
         }
         if is_classifier(self):  # absent from files written before the calibration
-            from ._sampling_state import _check_temperature, _check_temperature_posterior
-
             optional.update(
-                calibration_temperature_=_check_temperature,
-                calibration_posterior_=_check_temperature_posterior,
+                calibration_temperature_=P.check_temperature,
+                calibration_posterior_=P.check_temperature_posterior,
             )
         P.check_state(state, required, optional)
         P.check_feature_names(state)
