@@ -86,7 +86,7 @@ class BaseSamplingEstimator(
     A public estimator combines three parts, each declaring the parameters it reads in
     ``_own_constraints`` (scikit-learn's constraint format): a task mixin (``_tasks.py``:
     likelihood, ``y`` encoding, prediction), a sampling family (which sampler parameters and
-    which data access, e.g. ``_TrajectoryParams`` in ``hmc.py``) and this base (network,
+    which data access, e.g. ``FullDataParams`` in ``_full_data.py``) and this base (network,
     prior, chains, warmup, device, seeds). Its ``__init__`` stores exactly the parameters of
     those parts; ``__init_subclass__`` merges their constraints into
     ``_parameter_constraints`` and refuses a class whose ``__init__`` and constraints differ.

@@ -4,7 +4,7 @@ encoding of ``y``, the learned noise and what prediction means.
 :class:`SamplingClassifierMixin` (categorical, Bernoulli for two classes) and
 :class:`SamplingRegressorMixin` (Gaussian, fixed or learned noise precision) go before a
 sampling family's parameters and :class:`~._base.BaseSamplingEstimator` in a public class's
-bases, e.g. ``HMCRegressor(SamplingRegressorMixin, _TrajectoryParams, BaseSamplingEstimator)``.
+bases, e.g. ``HMCRegressor(SamplingRegressorMixin, FullDataParams, BaseSamplingEstimator)``.
 """
 
 from __future__ import annotations

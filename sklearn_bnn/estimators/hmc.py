@@ -8,6 +8,7 @@ from __future__ import annotations
 from .._registry import register
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_ATTRS_DOC, CALIBRATION_DOC
+from ._full_data import FullDataParams
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
 from ._weights import CLASS_WEIGHT_DOC
 
@@ -107,22 +108,8 @@ _FITTED_DOC = """
 """
 
 
-class _TrajectoryParams:
-    """What the full-batch samplers (HMC, NUTS, RMHMC, ...) share on an estimator: the
-    rescaling moves between transitions (a Gibbs block on the network's posterior, beside any
-    sampler). Shared by the HMC and split HMC families; the samplers' own settings live on the
-    sampler objects."""
-
-    _own_constraints: dict = {
-        "rescale_moves": ["boolean"],
-    }
-
-    def _target_options(self) -> dict:
-        return {**super()._target_options(), "rescale_moves": bool(self.rescale_moves)}
-
-
 @register
-class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEstimator):
+class HMCClassifier(SamplingClassifierMixin, FullDataParams, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network classifier sampled by Hamiltonian Monte Carlo.
 
@@ -200,7 +187,7 @@ class HMCClassifier(SamplingClassifierMixin, _TrajectoryParams, BaseSamplingEsti
 
 
 @register
-class HMCRegressor(SamplingRegressorMixin, _TrajectoryParams, BaseSamplingEstimator):
+class HMCRegressor(SamplingRegressorMixin, FullDataParams, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network regressor sampled by Hamiltonian Monte Carlo.
 

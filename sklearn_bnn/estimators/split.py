@@ -20,9 +20,9 @@ from ..priors import as_prior
 from ..targets import SplitTarget
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_DOC
+from ._full_data import FullDataParams
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
 from ._weights import CLASS_WEIGHT_DOC
-from .hmc import _TrajectoryParams
 
 __all__ = ["SplitHMCClassifier", "SplitHMCRegressor"]
 
@@ -49,7 +49,7 @@ _SPLIT_PARAMS_DOC = """
 """
 
 
-class _SplitParams(_TrajectoryParams):
+class _SplitParams(FullDataParams):
     """The split HMC family: the data cut into subsets (a
     :class:`~sklearn_bnn.targets.SplitTarget`), which the samplers integrate with the
     symmetric split leapfrog unless told otherwise (its ``default_integrator``)."""
