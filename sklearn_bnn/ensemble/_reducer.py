@@ -21,7 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from .._registry import WeightsOnlyMixin, register
-from ._selection import _SCORES, greedy_member_selection, random_order_member_selection
+from ._selection import SCORES, greedy_member_selection, random_order_member_selection
 
 __all__ = ["EnsembleReducer"]
 
@@ -134,7 +134,7 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["fit", "predict_samples"]), None],
         "method": [StrOptions({"random_order", "greedy"})],
-        "scoring": [StrOptions(set(_SCORES))],
+        "scoring": [StrOptions(set(SCORES))],
         "tolerance": [Interval(Real, 0, None, closed="left")],
         "confidence_level": [Interval(Real, 0, 1, closed="neither")],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],

@@ -183,7 +183,7 @@ class TemperatureCalibrationMixin:
         if self._continuing():  # a warm start keeps the temperature it had
             return super()._fit(X, y, sample_weight)
         self.calibration_temperature_ = 1.0
-        self.calibration_posterior_ = _NO_CALIBRATION
+        self.calibration_posterior_ = NO_CALIBRATION
         split = None
         # SG-MCMC reads a memory map one batch at a time: the calibration stage's rows would be
         # copied into memory, so it goes uncalibrated (the full-batch estimators load it whole)
@@ -204,7 +204,7 @@ class TemperatureCalibrationMixin:
         # continue from it
         keep = ("warmup",)
         with (
-            _overridden(
+            overridden(
                 self,
                 n_draws=n_phase,
                 _min_auto_draws=MIN_CALIBRATION_DRAWS,
@@ -225,7 +225,7 @@ class TemperatureCalibrationMixin:
         posterior = temperature_posterior(
             proba, codes, held_out_weights(self, np.asarray(y), weights, held)
         )
-        with _overridden(
+        with overridden(
             self,
             warm_start=True,
             _drop_previous_draws=True,
@@ -239,11 +239,11 @@ class TemperatureCalibrationMixin:
         return self
 
     def _temper(self, proba: np.ndarray) -> np.ndarray:
-        return calibrated(proba, getattr(self, "calibration_posterior_", _NO_CALIBRATION))
+        return calibrated(proba, getattr(self, "calibration_posterior_", NO_CALIBRATION))
 
 
 @contextmanager
-def _overridden(estimator, **values):
+def overridden(estimator, **values):
     """Set attributes of ``estimator`` for the duration of a block, then restore them."""
     saved = {name: vars(estimator).get(name, _MISSING) for name in values}
     vars(estimator).update(values)
@@ -258,7 +258,7 @@ def _overridden(estimator, **values):
 
 
 _MISSING = object()
-_NO_CALIBRATION = np.array([[1.0], [1.0]])
+NO_CALIBRATION = np.array([[1.0], [1.0]])
 
 
 CALIBRATION_DOC = """\

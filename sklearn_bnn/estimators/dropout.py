@@ -43,15 +43,15 @@ from .._registry import register
 from .._utils import to_numpy
 from .._warnings import one_convergence_warning, one_warning_per_call
 from ._calibration import (
-    _NO_CALIBRATION,
     CALIBRATION_CONSTRAINT,
-    _overridden,
+    NO_CALIBRATION,
     calibrated,
     held_out_weights,
+    overridden,
     resolve_calibration,
     temperature_posterior,
 )
-from ._dropout_base import _MCDropoutBase
+from ._dropout_base import DROPOUT_PARAMS_DOC, MCDropoutBase
 from ._dropout_masks import draw_masks, forward_with_masks
 from ._dropout_noise import NoiseFromResiduals, WithNoise, gaussian_nll
 from ._nested import NestedSettingsMixin
@@ -62,69 +62,8 @@ from ._weights import sample_weights
 # draw_masks and forward_with_masks are imported from here (lcbnn, tests, benchmarks)
 __all__ = ["MCDropoutClassifier", "MCDropoutRegressor", "draw_masks", "forward_with_masks"]
 
-_COMMON_PARAMS_DOC = """
-    hidden_layer_sizes : sequence of int, default=(100,)
-        Widths of the hidden layers of the multilayer perceptron.
-    activation : str, default="relu"
-        One of ``"relu"``, ``"tanh"``, ``"logistic"``, ``"gelu"``, ``"silu"``, ``"elu"``,
-        ``"identity"``.
-    dropout : float in [0, 1) or "auto", default="auto"
-        Dropout probability after every hidden layer, in training and at prediction. "auto"
-        learns it, one rate per layer from 0.1, on the same objective (concrete dropout,
-        Gal, Hron & Kendall 2017): the mask's Concrete relaxation in training, the entropy of
-        the rate in the KL term (docs/mc_dropout.md); prediction draws Bernoulli masks at the
-        learned rates, ``dropout_``. The learned rate follows the data size (about 0.15-0.3 on
-        a few hundred rows, near 0 on 160,000), where a fixed rate under-fits large data.
-        (:class:`LossCalibratedBNN` takes a float only, default 0.1.)
-    prior_precision : float > 0, default=1.0
-        Precision ``lambda`` of the Gaussian prior ``N(0, lambda^-1 I)`` on the weights (Gal's
-        length-scale ``l`` is ``sqrt(lambda)``). It sets the weight decay of each layer as in Gal &
-        Ghahramani (2016): weights fed by dropped-out units get ``lambda / (2 N (1 - dropout))``
-        (their eq. 3.21 term ``lambda (1 - dropout) ||M||^2 / 2N`` written for the weights of
-        torch's inverted dropout, ``W = (1 - dropout) M``), the other weights and the biases
-        ``lambda / (2 N)``, ``N`` being the number of training points.
-    n_predict_draws : int, default=100
-        Number of dropout passes averaged at prediction.
-    max_iter : int, default=200
-        Maximum number of passes over the training data (epochs).
-    batch_size : int, default=128
-    learning_rate_init : float, default=1e-3
-        Adam step size.
-    early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the training data, stop when the validation loss has
-        not improved for ``n_iter_no_change`` epochs and keep the best weights (skorch's
-        ``EarlyStopping``). The validation loss is the negative log-likelihood with dropout
-        replaced by its expectation.
-    validation_fraction : float in (0, 1), default=0.1
-        Also held out when a callback in ``callbacks`` monitors a ``"valid_*"`` quantity.
-    n_iter_no_change : int, default=10
-    callbacks : list of skorch callbacks or None, default=None
-        Extra :mod:`skorch.callbacks` for the training loop (e.g. ``LRScheduler``,
-        ``EarlyStopping``, ``Checkpoint``), or ``(name, callback)`` pairs; copied at each fit.
-        Their losses are ``train_loss`` and ``valid_loss`` (the data term per point).
-    device : str, default="cpu"
-        ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
-    dtype : {"float32", "float64"}, default="float32"
-    verbose : bool, default=False
-        Show a progress bar over epochs.
-    random_state : int, RandomState or None, default=None
-        Seeds the initial weights, the shuffling and every dropout mask. Training runs with
-        torch's global generator forked and seeded from it, prediction with a local generator:
-        results are reproducible on a given device and the caller's global random state (torch's
-        and numpy's) is unchanged by ``fit`` and ``predict``. (Two threads fitting at once share
-        torch's global generator and lose reproducibility.)
-    **kwargs
-        skorch's ``optimizer__<setting>`` (to Adam; ``optimizer__weight_decay`` adds to the
-        prior's decay) and ``callbacks__<name>=None`` / ``callbacks__<name>__<setting>``
-        (remove or set a named callback: ``"progress"``, ``"early_stopping"``, a user's pair).
-        Any other keyword is refused by ``fit`` (and ``set_params``) with a ValueError naming
-        the parameter that takes its place (skorch's ``lr`` is ``learning_rate_init``,
-        ``max_epochs`` ``max_iter``).
-"""
-
-
 @register
-class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
+class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, MCDropoutBase):
     __doc__ = f"""Classifier with Monte Carlo dropout (seeds/003, section 3.2.5).
 
     A softmax multilayer perceptron trained with dropout and weight decay; at prediction
@@ -134,7 +73,7 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
 
     Parameters
     ----------
-    {_COMMON_PARAMS_DOC.strip()}
+    {DROPOUT_PARAMS_DOC.strip()}
     class_weight : dict, "balanced" or None, default=None
         Weight ``alpha_c`` of each class in the cross-entropy, ``-alpha_y log p(y | x, w)``
         (eq. 4.12); ``"balanced"`` as in scikit-learn.
@@ -236,7 +175,7 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
         self._skorch_params = skorch_params(type(self), kwargs)
 
     _parameter_constraints: dict = {
-        **_MCDropoutBase._parameter_constraints,
+        **MCDropoutBase._parameter_constraints,
         "class_weight": [dict, StrOptions({"balanced"}), None],
         "calibration": CALIBRATION_CONSTRAINT,
     }
@@ -266,14 +205,14 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
         calibration = resolve_calibration(getattr(self, "calibration", None))
         if calibration is not None:  # LossCalibratedBNN has none
             split = calibration.held_out_split(y, self.random_state)
-        posterior = _NO_CALIBRATION
+        posterior = NO_CALIBRATION
         name, last = type(self).__name__, None
         if split is not None:
             fit_rows, held = split
             # the two stages' progress bars (verbose=True) say which is which
             stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
             # the fit's convergence warning is the final training's
-            with _overridden(self, _progress_desc=stage), one_convergence_warning(keep=()):
+            with overridden(self, _progress_desc=stage), one_convergence_warning(keep=()):
                 super().fit(
                     _safe_indexing(X, fit_rows),
                     _safe_indexing(y, fit_rows),
@@ -285,7 +224,7 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
                 proba, classes, held_out_weights(self, np.asarray(y), weights, held)
             )
             last = f"{name} training (all {len(fit_rows) + len(held)} rows)"
-        with _overridden(self, _progress_desc=last or name):
+        with overridden(self, _progress_desc=last or name):
             super().fit(X, y, weights)  # every row: the network calibration=None gives
         self.calibration_posterior_ = posterior
         self.calibration_temperature_ = float(np.exp(np.sum(posterior[1] * np.log(posterior[0]))))
@@ -349,7 +288,7 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
     def predict_proba(self, X) -> np.ndarray:
         """Predictive probabilities: the mean of :meth:`predict_samples` over draws, tempered
         and averaged over ``calibration_posterior_`` (untempered when ``calibration=None``)."""
-        posterior = getattr(self, "calibration_posterior_", _NO_CALIBRATION)
+        posterior = getattr(self, "calibration_posterior_", NO_CALIBRATION)
         return calibrated(self._dropout_average(X), posterior)
 
     def predict_log_proba(self, X) -> np.ndarray:
@@ -364,7 +303,7 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
 
 
 @register
-class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
+class MCDropoutRegressor(RegressorMixin, MCDropoutBase):
     __doc__ = f"""Regressor with Monte Carlo dropout (seeds/003, section 3.2.5, eq. 3.21).
 
     A multilayer perceptron with a Gaussian likelihood ``N(y; f(x, w), tau^-1)`` trained with
@@ -375,7 +314,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
 
     Parameters
     ----------
-    {_COMMON_PARAMS_DOC.strip()}
+    {DROPOUT_PARAMS_DOC.strip()}
     noise_precision : float > 0 or None, default=None
         Precision ``tau`` of the Gaussian noise, in the units of ``y`` (the targets are
         standardised internally; the value given here and ``noise_precision_`` are not).
@@ -453,7 +392,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         self._skorch_params = skorch_params(type(self), kwargs)
 
     _parameter_constraints: dict = {
-        **_MCDropoutBase._parameter_constraints,
+        **MCDropoutBase._parameter_constraints,
         "noise_precision": [Interval(Real, 0, None, closed="neither"), None],
     }
 

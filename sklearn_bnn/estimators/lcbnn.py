@@ -24,8 +24,9 @@ from sklearn.utils.validation import check_is_fitted
 from .._registry import register
 from .._utils import to_numpy
 from ..decision import bayes_decision, check_utility, expected_utilities
+from ._dropout_base import DROPOUT_PARAMS_DOC
 from ._skorch import split_weights, weighted_mean
-from .dropout import _COMMON_PARAMS_DOC, MCDropoutClassifier, draw_masks, forward_with_masks
+from .dropout import MCDropoutClassifier, draw_masks, forward_with_masks
 
 __all__ = ["LossCalibratedBNN", "loss_calibrated_penalty", "transformed_utility"]
 
@@ -105,7 +106,7 @@ class LossCalibratedBNN(MCDropoutClassifier):
         the same decision, and the penalty then pulls all of them towards that one class).
         0 runs Algorithm 1 from the random initialisation. Early stopping starts counting after
         the warm-up.
-    {_COMMON_PARAMS_DOC.strip()}
+    {DROPOUT_PARAMS_DOC.strip()}
     class_weight : dict, "balanced" or None, default=None
         Class weights of the cross-entropy term, as in :class:`MCDropoutClassifier`.
 
