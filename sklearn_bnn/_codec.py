@@ -48,23 +48,6 @@ _NDARRAY_DTYPES = (
 _DEVICE_RE = re.compile(r"(cpu|cuda|mps)(:\d{1,3})?")
 _PAYLOAD_KEYS = {"format", "class", "params", "missing_params", "state"}
 
-# Files saved before the parameter names were unified (0.1.0, docs/architecture.md "Vocabulary")
-# store the old names: they are read under the new ones. Only names that were renamed, never
-# removed parameters, appear here.
-_RENAMED_PARAMS = {
-    "n_samples": "n_draws",
-    "n_leapfrog": "n_steps",
-    "max_n_leapfrog": "max_steps",
-    "burnin_step_size": "warmup_step_size",
-    "max_fixed_point": "max_iter",
-    "n_mc_samples": "n_predict_draws",
-    "n_decision_samples": "n_train_draws",
-    "learning_rate": "learning_rate_init",
-    "metric": "scoring",  # EnsembleReducer's score (samplers keep metric: their mass matrix)
-    "temperature": "concrete_temperature",  # PlanNetRegressor's (the MCMC ones keep theirs)
-}
-
-
 # Settings the estimators took flat before each sampler setting lived on the sampler object
 # only (issue 32): an older file's values move onto its sampler where the sampler takes them,
 # as they were applied then; the others had no effect then, and are dropped.
@@ -161,15 +144,6 @@ def _removed_dropped(params: dict, known, where: str, depth: int) -> dict:
     return out
 
 
-def _renamed(params: dict, known) -> dict:
-    """``params`` with old parameter names (:data:`_RENAMED_PARAMS`) read as the new ones,
-    where the class has the new name and not the old one."""
-    return {
-        _RENAMED_PARAMS.get(k, k) if type(k) is str and k not in known else k: v
-        for k, v in params.items()
-    }
-
-
 class _Unsaveable(Exception):
     pass
 
@@ -232,8 +206,6 @@ def _decode_sampler(obj: dict, where: str, depth: int):
     if cls is None or set(obj) != {"__sampler__", "params"}:
         raise ValueError(f"{where}: sampler {describe(name)} is not registered in this process.")
     params = decode(obj["params"], f"{where}.params", depth + 1)
-    if type(params) is dict:
-        params = _renamed(params, set(cls._get_param_names()))
     if type(params) is not dict or set(params) - set(cls._get_param_names()):
         raise ValueError(f"{where}: the parameters of sampler {name!r} do not match its class.")
     return cls(**params)
@@ -421,12 +393,9 @@ def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
     if type(params) is not dict or type(missing) is not list:
         raise ValueError(f"{where}: malformed parameters.")
     known = set(cls._get_param_names())
-    params = _sampler_settings_folded(_renamed(params, known), known, where, depth)
+    params = _sampler_settings_folded(params, known, where, depth)
     params = _removed_dropped(params, known, where, depth)
     params = _merged_params_folded(params, known, where, depth)
-    missing = [
-        _RENAMED_PARAMS.get(m, m) if type(m) is str and m not in known else m for m in missing
-    ]
     # the trained family's optimizer__* / callbacks__* (skorch's) are parameters too
     prefixes = getattr(cls, "skorch_prefixes", ())
     unknown = [

@@ -46,7 +46,6 @@ import torch
 from ._codec import (  # noqa: F401
     _DTYPES,
     _PIPELINE,
-    _RENAMED_PARAMS,
     FORMAT,
     _encode_estimator,
     _encode_pipeline,

@@ -1,8 +1,7 @@
 """sklearn_bnn.load on crafted files (issue 19, parts 1 and 4).
 
 Every crafted file must raise a ValueError naming the offending field, create no file and
-import no module; every legitimate file (including one written before the allow-list) must load
-and predict exactly as the saved model.
+import no module; every legitimate file must load and predict exactly as the saved model.
 """
 
 import io
@@ -30,7 +29,6 @@ from sklearn_bnn import (
 from sklearn_bnn._persistence import encode, register_network
 from sklearn_bnn.samplers.init import MAPStart
 
-DATA = Path(__file__).parent / "data"
 FAST_HMC = dict(
     hidden_layer_sizes=(3,), n_draws=6, n_warmup=2, init=MAPStart(n_steps=2), random_state=0
 )
@@ -96,35 +94,6 @@ def _expect_rejected(payload_or_path, tmp_path, match, **params):
 
 
 # -- legitimate files ---------------------------------------------------------------------------
-def test_file_written_before_the_allow_list_loads():
-    """tests/data/hmc_classifier_v1.pt was written by save() of commit 6a9bfe6."""
-    expected = torch.load(DATA / "hmc_classifier_v1_expected.pt", weights_only=True)
-    loaded = sklearn_bnn.load(DATA / "hmc_classifier_v1.pt")
-    assert type(loaded) is HMCClassifier
-    # float32 probabilities computed on another CPU round differently in the last bits
-    # (BLAS and vectorised kernels): a load that decoded anything wrongly is off by far more.
-    np.testing.assert_allclose(
-        loaded.predict_proba(expected["X"].numpy()),
-        expected["proba"].numpy(),
-        rtol=1e-5,
-        atol=1e-6,
-    )
-    # that file stores the parameters under their names before 0.1.0's vocabulary, and the
-    # sampler's settings flat on the estimator: they are read onto its sampler
-    assert loaded.n_draws == 5
-    assert (type(loaded.sampler).__name__, loaded.sampler.n_steps) == ("HMC", 50)
-
-
-def test_old_sampler_parameter_names_load_under_the_new_ones():
-    from sklearn_bnn._persistence import decode, encode
-    from sklearn_bnn.samplers import HMC
-
-    fields = dict(encode(HMC(n_steps=7, max_steps=64))["params"]["__dict__"])
-    fields["n_leapfrog"], fields["max_n_leapfrog"] = fields.pop("n_steps"), fields.pop("max_steps")
-    sampler = decode({"__sampler__": "hmc", "params": {"__dict__": fields}})
-    assert (sampler.n_steps, sampler.max_steps) == (7, 64)
-
-
 def _resaved(files, name, tmp_path, edit):
     payload = _payload(files, name)
     edit(payload)
@@ -211,17 +180,7 @@ def test_a_map_start_object_round_trips(files, tmp_path):
     assert isinstance(loaded.init, MAPStart) and loaded.init.n_steps == 2
 
 
-def test_renamed_and_removed_parameters_of_older_files(files, tmp_path):
-    def metric(payload):  # EnsembleReducer's score was called the metric
-        payload["params"]["metric"] = payload["params"].pop("scoring")
-        state = payload["state"]["__dict__"]
-        state["metric_full_"] = state.pop("score_full_")
-        state["metric_reduced_"] = state.pop("score_reduced_")
-
-    reducer = sklearn_bnn.load(_resaved(files, "reducer", tmp_path, metric))
-    assert reducer.scoring == files[0]["reducer"].scoring
-    assert reducer.score_full_ == files[0]["reducer"].score_full_
-
+def test_removed_parameters_of_older_files(files, tmp_path):
     def decay(value):
         def edit(payload):
             payload["params"]["weight_decay"] = value
@@ -687,16 +646,13 @@ def test_sampler_parameter_not_of_its_class_is_refused(files, tmp_path):
     _expect_rejected(payload, tmp_path, "do not match its class")
 
 
-def test_regressor_file_with_the_old_private_target_scaling_names_loads(files, tmp_path):
-    model = files[0]["hmc_reg"]
+def test_regressor_file_without_the_target_scaling_is_refused(files, tmp_path):
     payload = _payload(files, "hmc_reg")
     state = _state(payload)
     state["_y_mean"], state["_y_scale"] = state.pop("y_mean_"), state.pop("y_scale_")
     torch.save(payload, tmp_path / "old.pt")
-    back = sklearn_bnn.load(tmp_path / "old.pt")
-    X, _, _ = _data()
-    np.testing.assert_array_equal(back.predict(X), model.predict(X))
-    assert back.y_scale_ == model.y_scale_
+    with pytest.raises(ValueError, match=r"lacks \['y_mean_', 'y_scale_'\]"):
+        sklearn_bnn.load(tmp_path / "old.pt")
 
 
 # -- pipelines ----------------------------------------------------------------------------------

@@ -278,9 +278,6 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
         from .. import _state_checks as P
 
         self._validate_params()
-        for old, new in (("metric_full_", "score_full_"), ("metric_reduced_", "score_reduced_")):
-            if old in state:  # a file saved while the score was called the metric
-                state[new] = state.pop(old)
         required = {
             "classes_": lambda v, f: P.check_classes(v, f, min_classes=1),
             "kept_indices_": P.is_array(ndim=1, kinds="iu"),

@@ -92,10 +92,6 @@ class SamplingStateMixin:
         the type of every attribute, and that every size agrees with the stored draws. The
         network is built on the ``meta`` device only, so no size in the file allocates memory."""
         self._check_params()
-        # files written before the target scaling became public
-        for old, new in (("_y_mean", "y_mean_"), ("_y_scale", "y_scale_")):
-            if old in state and new not in state:
-                state[new] = state.pop(old)
         check_state(state, *self._loaded_state_spec())
         n_in, n_out, samples = state["n_features_in_"], state["n_outputs_"], state["samples_"]
         check_feature_names(state)
