@@ -21,7 +21,6 @@ from ._registry import (
     registered_sampler_name,
 )
 from ._state_checks import describe
-from ._warnings import warn
 
 FORMAT = "sklearn_bnn.weights/1"
 _MAX_DEPTH = 64
@@ -47,102 +46,6 @@ _NDARRAY_DTYPES = (
 )
 _DEVICE_RE = re.compile(r"(cpu|cuda|mps)(:\d{1,3})?")
 _PAYLOAD_KEYS = {"format", "class", "params", "missing_params", "state"}
-
-# Settings the estimators took flat before each sampler setting lived on the sampler object
-# only (issue 32): an older file's values move onto its sampler where the sampler takes them,
-# as they were applied then; the others had no effect then, and are dropped.
-_MOVED_TO_SAMPLER = (
-    "step_size",
-    "n_steps",
-    "trajectory_length",
-    "max_tree_depth",
-    "target_accept",
-    "adapt_mass",
-    "integrator",
-    "momentum",
-    "warmup_step_size",
-)
-
-
-def _sampler_settings_folded(params: dict, known, where: str, depth: int) -> dict:
-    """``params`` of an older file with its flat sampler settings moved onto its sampler (a
-    name becomes that sampler object; an object keeps its own settings, which won then)."""
-    moved = {k: params[k] for k in _MOVED_TO_SAMPLER if k in params and k not in known}
-    if not moved or "sampler" not in known:
-        return params
-    params = {k: v for k, v in params.items() if k not in moved}
-    name = params.get("sampler")
-    cls = SAMPLERS.get(name.lower()) if type(name) is str else None
-    if cls is None:
-        return params
-    taken = set(cls._get_param_names())
-    settings = {k: decode(v, f"{where}: parameter {k!r}", depth) for k, v in moved.items()}
-    settings = {k: v for k, v in settings.items() if k in taken}
-    params["sampler"] = {"__sampler__": name.lower(), "params": encode(settings)}
-    return params
-
-
-def _merged_params_folded(params: dict, known, where: str, depth: int) -> dict:
-    """``params`` of an older file with the estimator parameters that another one carries now
-    (issue 32) folded into it: ``chain_method`` into ``n_jobs`` (vectorized: None; sequential
-    or parallel, which gave the same draws: the jobs, at least one), ``n_init_steps`` into
-    ``init`` (0 steps: "random"; another budget than the default: a MAPStart of that budget),
-    the MCMC classifiers' ``validation_fraction`` into ``calibration`` (a TemperatureCalibration
-    of that share where it differs from the default)."""
-    out = dict(params)
-    if "chain_method" in out and "chain_method" not in known and "n_jobs" in known:
-        method = decode(out.pop("chain_method"), f"{where}: parameter 'chain_method'", depth)
-        jobs = decode(out.get("n_jobs"), f"{where}: parameter 'n_jobs'", depth)
-        out["n_jobs"] = (
-            None if method == "vectorized" else (1 if method == "sequential" else jobs or 1)
-        )
-    if "n_init_steps" in out and "n_init_steps" not in known and "init" in known:
-        steps = decode(out.pop("n_init_steps"), f"{where}: parameter 'n_init_steps'", depth)
-        if out.get("init", "map") == "map" and steps not in (500, "auto"):
-            out["init"] = (
-                "random"
-                if steps == 0
-                else {"__object__": "MAPStart", "state": {"__dict__": {"n_steps": steps}}}
-            )
-    if (
-        "validation_fraction" in out
-        and "validation_fraction" not in known
-        and "calibration" in known
-    ):
-        share = decode(
-            out.pop("validation_fraction"), f"{where}: parameter 'validation_fraction'", depth
-        )
-        if out.get("calibration") == "temperature" and share != 0.2:
-            out["calibration"] = {
-                "__object__": "TemperatureCalibration",
-                "state": {"__dict__": {"validation_fraction": share}},
-            }
-    return out
-
-
-# Parameters removed because another parameter sets the same quantity: a file that stores one
-# loads without it (its fitted state is intact); a value that had an effect then is named in a
-# warning, since a new fit of the loaded estimator follows the remaining parameter.
-_REMOVED_PARAMS = {
-    # MC dropout's weight decay overrode prior_precision; the prior sets the decay now
-    "weight_decay": (None, "the weight decay of a new fit follows prior_precision"),
-}
-
-
-def _removed_dropped(params: dict, known, where: str, depth: int) -> dict:
-    """``params`` without the removed parameters (a warning for one that had an effect)."""
-    out = dict(params)
-    for name, (inert, instead) in _REMOVED_PARAMS.items():
-        if name in out and name not in known:
-            value = decode(out.pop(name), f"{where}: parameter {name!r}", depth)
-            if value != inert:
-                warn(
-                    f"{where}: this file sets {name}={value!r}, which is no longer a parameter: "
-                    f"the loaded model predicts as saved; {instead}.",
-                    UserWarning,
-                )
-    return out
-
 
 class _Unsaveable(Exception):
     pass
@@ -393,9 +296,6 @@ def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
     if type(params) is not dict or type(missing) is not list:
         raise ValueError(f"{where}: malformed parameters.")
     known = set(cls._get_param_names())
-    params = _sampler_settings_folded(params, known, where, depth)
-    params = _removed_dropped(params, known, where, depth)
-    params = _merged_params_folded(params, known, where, depth)
     # the trained family's optimizer__* / callbacks__* (skorch's) are parameters too
     prefixes = getattr(cls, "skorch_prefixes", ())
     unknown = [
