@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from ._registry import (
-    _NETWORKS,
-    _REGISTRY,
+    NETWORKS,
+    REGISTRY,
     SAMPLERS,
     is_estimator_class,
     registered_sampler_name,
@@ -26,7 +26,7 @@ FORMAT = "sklearn_bnn.weights/1"
 _MAX_DEPTH = 64
 
 # The only dtypes a file may name (torch.float32 is saved as {"__dtype__": "float32"}).
-_DTYPES = {
+DTYPES = {
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
     "float32": torch.float32,
@@ -47,7 +47,7 @@ _NDARRAY_DTYPES = (
 _DEVICE_RE = re.compile(r"(cpu|cuda|mps)(:\d{1,3})?")
 _PAYLOAD_KEYS = {"format", "class", "params", "missing_params", "state"}
 
-class _Unsaveable(Exception):
+class Unsaveable(Exception):
     pass
 
 
@@ -62,12 +62,12 @@ def encode(obj, where: str = "value"):
         return obj.detach().cpu().clone()
     if isinstance(obj, torch.dtype):
         name = str(obj).removeprefix("torch.")
-        if name not in _DTYPES:  # load would refuse it: record it as unsaveable now
-            raise _Unsaveable(f"{where}: dtype {obj}")
+        if name not in DTYPES:  # load would refuse it: record it as unsaveable now
+            raise Unsaveable(f"{where}: dtype {obj}")
         return {"__dtype__": name}
     if isinstance(obj, torch.device):
         if not _DEVICE_RE.fullmatch(str(obj)):
-            raise _Unsaveable(f"{where}: device {obj}")
+            raise Unsaveable(f"{where}: device {obj}")
         return {"__device__": str(obj)}
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind in "biuf":
@@ -76,16 +76,16 @@ def encode(obj, where: str = "value"):
             isinstance(v, str | int | float | bool) for v in obj.flat
         ):
             return {"__objarray__": [encode(v) for v in obj.tolist()], "kind": obj.dtype.kind}
-        raise _Unsaveable(f"{where}: numpy array of dtype {obj.dtype}")
+        raise Unsaveable(f"{where}: numpy array of dtype {obj.dtype}")
     if isinstance(obj, tuple):
         return {"__tuple__": [encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]}
     if isinstance(obj, list):
         return [encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]
     if isinstance(obj, dict):
         if not all(isinstance(k, str) for k in obj):
-            raise _Unsaveable(f"{where}: dict with non-string keys")
+            raise Unsaveable(f"{where}: dict with non-string keys")
         return {"__dict__": {k: encode(v, f"{where}[{k!r}]") for k, v in obj.items()}}
-    for key, factory in _NETWORKS.items():
+    for key, factory in NETWORKS.items():
         if obj is factory:
             return {"__network__": key}
     if type(obj).__name__ == "FrozenEstimator" and type(obj).__module__.startswith("sklearn."):
@@ -95,12 +95,12 @@ def encode(obj, where: str = "value"):
         params = obj.get_params(deep=False)
         return {"__sampler__": sampler_name, "params": encode(params, f"{where}.params")}
     cls = type(obj)
-    if _REGISTRY.get(cls.__name__) is cls:
+    if REGISTRY.get(cls.__name__) is cls:
         if is_estimator_class(cls):
-            return {"__estimator__": _encode_estimator(obj, where, nested=True)}
+            return {"__estimator__": encode_estimator(obj, where, nested=True)}
         if hasattr(obj, "to_state"):
             return {"__object__": cls.__name__, "state": encode(obj.to_state(), where)}
-    raise _Unsaveable(f"{where}: {type(obj).__name__}")
+    raise Unsaveable(f"{where}: {type(obj).__name__}")
 
 
 def _decode_sampler(obj: dict, where: str, depth: int):
@@ -114,7 +114,7 @@ def _decode_sampler(obj: dict, where: str, depth: int):
     return cls(**params)
 
 
-def _encode_estimator(estimator, where: str, nested: bool) -> dict:
+def encode_estimator(estimator, where: str, nested: bool) -> dict:
     """The payload of an estimator: class name, parameters and (when fitted) state."""
     from sklearn.exceptions import NotFittedError
     from sklearn.utils.validation import check_is_fitted
@@ -123,7 +123,7 @@ def _encode_estimator(estimator, where: str, nested: bool) -> dict:
     for name, value in estimator.get_params(deep=False).items():
         try:
             params[name] = encode(value, f"{where}: parameter {name!r}")
-        except _Unsaveable:
+        except Unsaveable:
             if nested:  # only the outer estimator's parameters can be passed again to load
                 raise
             missing.append(name)
@@ -213,9 +213,9 @@ def _decode_dict(obj, value, where, depth):
 
 
 def _decode_dtype(obj, value, where, depth):
-    if type(value) is not str or value not in _DTYPES:
-        raise ValueError(f"{where}: dtype {describe(value)} is not one of {sorted(_DTYPES)}.")
-    return _DTYPES[value]
+    if type(value) is not str or value not in DTYPES:
+        raise ValueError(f"{where}: dtype {describe(value)} is not one of {sorted(DTYPES)}.")
+    return DTYPES[value]
 
 
 def _decode_device(obj, value, where, depth):
@@ -225,16 +225,16 @@ def _decode_device(obj, value, where, depth):
 
 
 def _decode_network(obj, value, where, depth):
-    if type(value) is not str or value not in _NETWORKS:
+    if type(value) is not str or value not in NETWORKS:
         raise ValueError(
             f"{where}: network factory {describe(value)} is not registered in this "
             "process (sklearn_bnn._persistence.register_network); pass module=... to load."
         )
-    return _NETWORKS[value]
+    return NETWORKS[value]
 
 
 def _decode_object(obj, value, where, depth):
-    cls = _REGISTRY.get(value) if type(value) is str else None
+    cls = REGISTRY.get(value) if type(value) is str else None
     if cls is None or is_estimator_class(cls) or not hasattr(cls, "_check_state"):
         raise ValueError(f"{where}: class {describe(value)} is not a registered value class.")
     state = decode(obj["state"], f"{where}.state", depth + 1)
@@ -264,7 +264,7 @@ _TAGGED = {
     "__network__": _decode_network,
     "__object__": _decode_object,
     "__sampler__": lambda obj, value, where, depth: _decode_sampler(obj, where, depth),
-    "__estimator__": lambda obj, value, where, depth: _rebuild(value, {}, where, depth + 1),
+    "__estimator__": lambda obj, value, where, depth: rebuild(value, {}, where, depth + 1),
     "__frozen__": _decode_frozen,
 }
 
@@ -277,7 +277,7 @@ def _check_plain_tensor(t: torch.Tensor, where: str) -> torch.Tensor:
     return t.detach()
 
 
-def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
+def rebuild(payload, overrides: dict, where: str, depth: int = 0):
     """Construct, check and fill an estimator from its (undecoded) payload."""
     if type(payload) is not dict or set(payload) != _PAYLOAD_KEYS:
         keys = sorted(map(str, payload)) if type(payload) is dict else describe(payload)
@@ -287,7 +287,7 @@ def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
     if payload["format"] != FORMAT:
         raise ValueError(f"{where}: format {describe(payload['format'])} is not {FORMAT!r}.")
     name = payload["class"]
-    cls = _REGISTRY.get(name) if type(name) is str else None
+    cls = REGISTRY.get(name) if type(name) is str else None
     if cls is None or not is_estimator_class(cls):
         raise ValueError(
             f"{where}: class {describe(name)} is not a registered sklearn_bnn estimator."
@@ -344,10 +344,10 @@ def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
 # "__estimator__" record), a nested pipeline (the same), or one of the scikit-learn steps of
 # sklearn_bnn._sklearn_steps ("__sklearn__": class name, parameters, fitted state). Only load
 # and a pipeline's own steps read pipeline records: nowhere else can a file name one.
-_PIPELINE = "Pipeline"
+PIPELINE = "Pipeline"
 
 
-def _encode_pipeline(pipeline, where: str) -> dict:
+def encode_pipeline(pipeline, where: str) -> dict:
     """The record of a fitted ``Pipeline`` (``TypeError`` for a step that cannot be stored)."""
     steps = [[name, _encode_step(step, f"{where}: step {name!r}")] for name, step in pipeline.steps]
     params = {
@@ -357,7 +357,7 @@ def _encode_pipeline(pipeline, where: str) -> dict:
     }
     return {
         "format": FORMAT,
-        "class": _PIPELINE,
+        "class": PIPELINE,
         "params": {"steps": steps, **params},
         "missing_params": [],
         "state": None,
@@ -374,9 +374,9 @@ def _encode_step(step, where: str):
         return step
     cls = type(step)
     if cls is Pipeline:
-        return {"__estimator__": _encode_pipeline(step, where)}
-    if _REGISTRY.get(cls.__name__) is cls and is_estimator_class(cls):
-        return {"__estimator__": _encode_estimator(step, where, nested=False)}
+        return {"__estimator__": encode_pipeline(step, where)}
+    if REGISTRY.get(cls.__name__) is cls and is_estimator_class(cls):
+        return {"__estimator__": encode_estimator(step, where, nested=False)}
     entry = SKLEARN_STEPS.get(cls.__name__)
     if entry is None or entry[0] is not cls:
         raise TypeError(
@@ -400,7 +400,7 @@ def _encode_step(step, where: str):
     }
 
 
-def _rebuild_pipeline(payload, overrides: dict, where: str, depth: int = 0):
+def rebuild_pipeline(payload, overrides: dict, where: str, depth: int = 0):
     """Construct a fitted ``Pipeline`` from its record, each step checked as it is rebuilt.
 
     ``overrides`` are ``<step>__<parameter>`` values for steps' parameters that held code.
@@ -414,7 +414,7 @@ def _rebuild_pipeline(payload, overrides: dict, where: str, depth: int = 0):
     params = payload["params"]
     if (
         payload["format"] != FORMAT
-        or payload["class"] != _PIPELINE
+        or payload["class"] != PIPELINE
         or payload["missing_params"] != []
         or payload["state"] is not None
         or type(params) is not dict
@@ -469,8 +469,8 @@ def _rebuild_step(entry, overrides: dict, where: str, depth: int):
         raise ValueError(f"{where}: unrecognised step {describe(entry)}.")
     if "__estimator__" in entry:
         record = entry["__estimator__"]
-        if type(record) is dict and record.get("class") == _PIPELINE:
-            return _rebuild_pipeline(record, overrides, where, depth)
+        if type(record) is dict and record.get("class") == PIPELINE:
+            return rebuild_pipeline(record, overrides, where, depth)
         if type(record) is not dict or record.get("state") is None:
             raise ValueError(f"{where}: the step holds no fitted state.")
         missing = record.get("missing_params")
@@ -480,7 +480,7 @@ def _rebuild_step(entry, overrides: dict, where: str, depth: int):
                 f"{where}: this step's parameter(s) {missing} held Python code; pass them "
                 f"again, e.g. load(path, <step>__{missing[0]}=...)."
             )
-        return _rebuild(record, overrides, where, depth)
+        return rebuild(record, overrides, where, depth)
     if "__sklearn__" in entry:
         if overrides:
             raise ValueError(f"{where}: a scikit-learn step's parameters are all in the file.")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ._registry import _REGISTRY, is_estimator_class
+from ._registry import REGISTRY, is_estimator_class
 
 
 def describe(value) -> str:
@@ -189,7 +189,7 @@ def is_fitted_estimator(value, field):
         getattr(value, "estimator", None) if type(value).__name__ == "FrozenEstimator" else value
     )
     cls = type(inner)
-    if not is_estimator_class(cls) or _REGISTRY.get(cls.__name__) is not cls:
+    if not is_estimator_class(cls) or REGISTRY.get(cls.__name__) is not cls:
         _fail(field, "a fitted sklearn_bnn estimator", value)
     try:
         check_is_fitted(inner)
