@@ -3,6 +3,7 @@
 from ._config import config_context, get_config, set_config
 from ._persistence import load, save
 from ._threads import fit_threads
+from .calibration import TemperatureCalibration
 from .decision import BayesDecisionClassifier
 from .ensemble import EnsembleReducer
 from .estimators import (
@@ -17,7 +18,6 @@ from .estimators import (
     SplitHMCClassifier,
     SplitHMCRegressor,
 )
-from .estimators._calibration import TemperatureCalibration
 from .exceptions import ConvergenceWarning
 from .metrics import uncertainty_report
 from .samplers.init import MAPStart

@@ -14,20 +14,19 @@ import numpy as np
 import torch
 
 from ._registry import (
-    _NETWORKS,
-    _REGISTRY,
+    NETWORKS,
+    REGISTRY,
     SAMPLERS,
     is_estimator_class,
     registered_sampler_name,
 )
 from ._state_checks import describe
-from ._warnings import warn
 
 FORMAT = "sklearn_bnn.weights/1"
 _MAX_DEPTH = 64
 
 # The only dtypes a file may name (torch.float32 is saved as {"__dtype__": "float32"}).
-_DTYPES = {
+DTYPES = {
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
     "float32": torch.float32,
@@ -48,129 +47,7 @@ _NDARRAY_DTYPES = (
 _DEVICE_RE = re.compile(r"(cpu|cuda|mps)(:\d{1,3})?")
 _PAYLOAD_KEYS = {"format", "class", "params", "missing_params", "state"}
 
-# Files saved before the parameter names were unified (0.1.0, docs/architecture.md "Vocabulary")
-# store the old names: they are read under the new ones. Only names that were renamed, never
-# removed parameters, appear here.
-_RENAMED_PARAMS = {
-    "n_samples": "n_draws",
-    "n_leapfrog": "n_steps",
-    "max_n_leapfrog": "max_steps",
-    "burnin_step_size": "warmup_step_size",
-    "max_fixed_point": "max_iter",
-    "n_mc_samples": "n_predict_draws",
-    "n_decision_samples": "n_train_draws",
-    "learning_rate": "learning_rate_init",
-    "metric": "scoring",  # EnsembleReducer's score (samplers keep metric: their mass matrix)
-    "temperature": "concrete_temperature",  # PlanNetRegressor's (the MCMC ones keep theirs)
-}
-
-
-# Sampler settings that a file written by an earlier version holds flat on the estimator: each
-# value moves onto the file's sampler where the sampler takes it (where it had an effect); the
-# others are dropped.
-_MOVED_TO_SAMPLER = (
-    "step_size",
-    "n_steps",
-    "trajectory_length",
-    "max_tree_depth",
-    "target_accept",
-    "adapt_mass",
-    "integrator",
-    "momentum",
-    "warmup_step_size",
-)
-
-
-def _sampler_settings_folded(params: dict, known, where: str, depth: int) -> dict:
-    """``params`` of an older file with its flat sampler settings moved onto its sampler (a
-    name becomes that sampler object; an object keeps its own settings, which won then)."""
-    moved = {k: params[k] for k in _MOVED_TO_SAMPLER if k in params and k not in known}
-    if not moved or "sampler" not in known:
-        return params
-    params = {k: v for k, v in params.items() if k not in moved}
-    name = params.get("sampler")
-    cls = SAMPLERS.get(name.lower()) if type(name) is str else None
-    if cls is None:
-        return params
-    taken = set(cls._get_param_names())
-    settings = {k: decode(v, f"{where}: parameter {k!r}", depth) for k, v in moved.items()}
-    settings = {k: v for k, v in settings.items() if k in taken}
-    params["sampler"] = {"__sampler__": name.lower(), "params": encode(settings)}
-    return params
-
-
-def _merged_params_folded(params: dict, known, where: str, depth: int) -> dict:
-    """``params`` of an older file with the estimator parameters that another one carries
-    folded into it: ``chain_method`` into ``n_jobs`` (vectorized: None; sequential
-    or parallel, which gave the same draws: the jobs, at least one), ``n_init_steps`` into
-    ``init`` (0 steps: "random"; another budget than the default: a MAPStart of that budget),
-    the MCMC classifiers' ``validation_fraction`` into ``calibration`` (a TemperatureCalibration
-    of that share where it differs from the default)."""
-    out = dict(params)
-    if "chain_method" in out and "chain_method" not in known and "n_jobs" in known:
-        method = decode(out.pop("chain_method"), f"{where}: parameter 'chain_method'", depth)
-        jobs = decode(out.get("n_jobs"), f"{where}: parameter 'n_jobs'", depth)
-        out["n_jobs"] = (
-            None if method == "vectorized" else (1 if method == "sequential" else jobs or 1)
-        )
-    if "n_init_steps" in out and "n_init_steps" not in known and "init" in known:
-        steps = decode(out.pop("n_init_steps"), f"{where}: parameter 'n_init_steps'", depth)
-        if out.get("init", "map") == "map" and steps not in (500, "auto"):
-            out["init"] = (
-                "random"
-                if steps == 0
-                else {"__object__": "MAPStart", "state": {"__dict__": {"n_steps": steps}}}
-            )
-    if (
-        "validation_fraction" in out
-        and "validation_fraction" not in known
-        and "calibration" in known
-    ):
-        share = decode(
-            out.pop("validation_fraction"), f"{where}: parameter 'validation_fraction'", depth
-        )
-        if out.get("calibration") == "temperature" and share != 0.2:
-            out["calibration"] = {
-                "__object__": "TemperatureCalibration",
-                "state": {"__dict__": {"validation_fraction": share}},
-            }
-    return out
-
-
-# Parameters removed because another parameter sets the same quantity: a file that stores one
-# loads without it (its fitted state is intact); a value that had an effect then is named in a
-# warning, since a new fit of the loaded estimator follows the remaining parameter.
-_REMOVED_PARAMS = {
-    # MC dropout's weight decay overrode prior_precision; the prior sets the decay now
-    "weight_decay": (None, "the weight decay of a new fit follows prior_precision"),
-}
-
-
-def _removed_dropped(params: dict, known, where: str, depth: int) -> dict:
-    """``params`` without the removed parameters (a warning for one that had an effect)."""
-    out = dict(params)
-    for name, (inert, instead) in _REMOVED_PARAMS.items():
-        if name in out and name not in known:
-            value = decode(out.pop(name), f"{where}: parameter {name!r}", depth)
-            if value != inert:
-                warn(
-                    f"{where}: this file sets {name}={value!r}, which is no longer a parameter: "
-                    f"the loaded model predicts as saved; {instead}.",
-                    UserWarning,
-                )
-    return out
-
-
-def _renamed(params: dict, known) -> dict:
-    """``params`` with old parameter names (:data:`_RENAMED_PARAMS`) read as the new ones,
-    where the class has the new name and not the old one."""
-    return {
-        _RENAMED_PARAMS.get(k, k) if type(k) is str and k not in known else k: v
-        for k, v in params.items()
-    }
-
-
-class _Unsaveable(Exception):
+class Unsaveable(Exception):
     pass
 
 
@@ -185,12 +62,12 @@ def encode(obj, where: str = "value"):
         return obj.detach().cpu().clone()
     if isinstance(obj, torch.dtype):
         name = str(obj).removeprefix("torch.")
-        if name not in _DTYPES:  # load would refuse it: record it as unsaveable now
-            raise _Unsaveable(f"{where}: dtype {obj}")
+        if name not in DTYPES:  # load would refuse it: record it as unsaveable now
+            raise Unsaveable(f"{where}: dtype {obj}")
         return {"__dtype__": name}
     if isinstance(obj, torch.device):
         if not _DEVICE_RE.fullmatch(str(obj)):
-            raise _Unsaveable(f"{where}: device {obj}")
+            raise Unsaveable(f"{where}: device {obj}")
         return {"__device__": str(obj)}
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind in "biuf":
@@ -199,16 +76,16 @@ def encode(obj, where: str = "value"):
             isinstance(v, str | int | float | bool) for v in obj.flat
         ):
             return {"__objarray__": [encode(v) for v in obj.tolist()], "kind": obj.dtype.kind}
-        raise _Unsaveable(f"{where}: numpy array of dtype {obj.dtype}")
+        raise Unsaveable(f"{where}: numpy array of dtype {obj.dtype}")
     if isinstance(obj, tuple):
         return {"__tuple__": [encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]}
     if isinstance(obj, list):
         return [encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]
     if isinstance(obj, dict):
         if not all(isinstance(k, str) for k in obj):
-            raise _Unsaveable(f"{where}: dict with non-string keys")
+            raise Unsaveable(f"{where}: dict with non-string keys")
         return {"__dict__": {k: encode(v, f"{where}[{k!r}]") for k, v in obj.items()}}
-    for key, factory in _NETWORKS.items():
+    for key, factory in NETWORKS.items():
         if obj is factory:
             return {"__network__": key}
     if type(obj).__name__ == "FrozenEstimator" and type(obj).__module__.startswith("sklearn."):
@@ -218,12 +95,12 @@ def encode(obj, where: str = "value"):
         params = obj.get_params(deep=False)
         return {"__sampler__": sampler_name, "params": encode(params, f"{where}.params")}
     cls = type(obj)
-    if _REGISTRY.get(cls.__name__) is cls:
+    if REGISTRY.get(cls.__name__) is cls:
         if is_estimator_class(cls):
-            return {"__estimator__": _encode_estimator(obj, where, nested=True)}
+            return {"__estimator__": encode_estimator(obj, where, nested=True)}
         if hasattr(obj, "to_state"):
             return {"__object__": cls.__name__, "state": encode(obj.to_state(), where)}
-    raise _Unsaveable(f"{where}: {type(obj).__name__}")
+    raise Unsaveable(f"{where}: {type(obj).__name__}")
 
 
 def _decode_sampler(obj: dict, where: str, depth: int):
@@ -232,14 +109,12 @@ def _decode_sampler(obj: dict, where: str, depth: int):
     if cls is None or set(obj) != {"__sampler__", "params"}:
         raise ValueError(f"{where}: sampler {describe(name)} is not registered in this process.")
     params = decode(obj["params"], f"{where}.params", depth + 1)
-    if type(params) is dict:
-        params = _renamed(params, set(cls._get_param_names()))
     if type(params) is not dict or set(params) - set(cls._get_param_names()):
         raise ValueError(f"{where}: the parameters of sampler {name!r} do not match its class.")
     return cls(**params)
 
 
-def _encode_estimator(estimator, where: str, nested: bool) -> dict:
+def encode_estimator(estimator, where: str, nested: bool) -> dict:
     """The payload of an estimator: class name, parameters and (when fitted) state."""
     from sklearn.exceptions import NotFittedError
     from sklearn.utils.validation import check_is_fitted
@@ -248,7 +123,7 @@ def _encode_estimator(estimator, where: str, nested: bool) -> dict:
     for name, value in estimator.get_params(deep=False).items():
         try:
             params[name] = encode(value, f"{where}: parameter {name!r}")
-        except _Unsaveable:
+        except Unsaveable:
             if nested:  # only the outer estimator's parameters can be passed again to load
                 raise
             missing.append(name)
@@ -338,9 +213,9 @@ def _decode_dict(obj, value, where, depth):
 
 
 def _decode_dtype(obj, value, where, depth):
-    if type(value) is not str or value not in _DTYPES:
-        raise ValueError(f"{where}: dtype {describe(value)} is not one of {sorted(_DTYPES)}.")
-    return _DTYPES[value]
+    if type(value) is not str or value not in DTYPES:
+        raise ValueError(f"{where}: dtype {describe(value)} is not one of {sorted(DTYPES)}.")
+    return DTYPES[value]
 
 
 def _decode_device(obj, value, where, depth):
@@ -350,16 +225,16 @@ def _decode_device(obj, value, where, depth):
 
 
 def _decode_network(obj, value, where, depth):
-    if type(value) is not str or value not in _NETWORKS:
+    if type(value) is not str or value not in NETWORKS:
         raise ValueError(
             f"{where}: network factory {describe(value)} is not registered in this "
             "process (sklearn_bnn._persistence.register_network); pass module=... to load."
         )
-    return _NETWORKS[value]
+    return NETWORKS[value]
 
 
 def _decode_object(obj, value, where, depth):
-    cls = _REGISTRY.get(value) if type(value) is str else None
+    cls = REGISTRY.get(value) if type(value) is str else None
     if cls is None or is_estimator_class(cls) or not hasattr(cls, "_check_state"):
         raise ValueError(f"{where}: class {describe(value)} is not a registered value class.")
     state = decode(obj["state"], f"{where}.state", depth + 1)
@@ -389,7 +264,7 @@ _TAGGED = {
     "__network__": _decode_network,
     "__object__": _decode_object,
     "__sampler__": lambda obj, value, where, depth: _decode_sampler(obj, where, depth),
-    "__estimator__": lambda obj, value, where, depth: _rebuild(value, {}, where, depth + 1),
+    "__estimator__": lambda obj, value, where, depth: rebuild(value, {}, where, depth + 1),
     "__frozen__": _decode_frozen,
 }
 
@@ -402,7 +277,7 @@ def _check_plain_tensor(t: torch.Tensor, where: str) -> torch.Tensor:
     return t.detach()
 
 
-def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
+def rebuild(payload, overrides: dict, where: str, depth: int = 0):
     """Construct, check and fill an estimator from its (undecoded) payload."""
     if type(payload) is not dict or set(payload) != _PAYLOAD_KEYS:
         keys = sorted(map(str, payload)) if type(payload) is dict else describe(payload)
@@ -412,7 +287,7 @@ def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
     if payload["format"] != FORMAT:
         raise ValueError(f"{where}: format {describe(payload['format'])} is not {FORMAT!r}.")
     name = payload["class"]
-    cls = _REGISTRY.get(name) if type(name) is str else None
+    cls = REGISTRY.get(name) if type(name) is str else None
     if cls is None or not is_estimator_class(cls):
         raise ValueError(
             f"{where}: class {describe(name)} is not a registered sklearn_bnn estimator."
@@ -421,12 +296,6 @@ def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
     if type(params) is not dict or type(missing) is not list:
         raise ValueError(f"{where}: malformed parameters.")
     known = set(cls._get_param_names())
-    params = _sampler_settings_folded(_renamed(params, known), known, where, depth)
-    params = _removed_dropped(params, known, where, depth)
-    params = _merged_params_folded(params, known, where, depth)
-    missing = [
-        _RENAMED_PARAMS.get(m, m) if type(m) is str and m not in known else m for m in missing
-    ]
     # the trained family's optimizer__* / callbacks__* (skorch's) are parameters too
     prefixes = getattr(cls, "skorch_prefixes", ())
     unknown = [
@@ -475,10 +344,10 @@ def _rebuild(payload, overrides: dict, where: str, depth: int = 0):
 # "__estimator__" record), a nested pipeline (the same), or one of the scikit-learn steps of
 # sklearn_bnn._sklearn_steps ("__sklearn__": class name, parameters, fitted state). Only load
 # and a pipeline's own steps read pipeline records: nowhere else can a file name one.
-_PIPELINE = "Pipeline"
+PIPELINE = "Pipeline"
 
 
-def _encode_pipeline(pipeline, where: str) -> dict:
+def encode_pipeline(pipeline, where: str) -> dict:
     """The record of a fitted ``Pipeline`` (``TypeError`` for a step that cannot be stored)."""
     steps = [[name, _encode_step(step, f"{where}: step {name!r}")] for name, step in pipeline.steps]
     params = {
@@ -488,7 +357,7 @@ def _encode_pipeline(pipeline, where: str) -> dict:
     }
     return {
         "format": FORMAT,
-        "class": _PIPELINE,
+        "class": PIPELINE,
         "params": {"steps": steps, **params},
         "missing_params": [],
         "state": None,
@@ -505,9 +374,9 @@ def _encode_step(step, where: str):
         return step
     cls = type(step)
     if cls is Pipeline:
-        return {"__estimator__": _encode_pipeline(step, where)}
-    if _REGISTRY.get(cls.__name__) is cls and is_estimator_class(cls):
-        return {"__estimator__": _encode_estimator(step, where, nested=False)}
+        return {"__estimator__": encode_pipeline(step, where)}
+    if REGISTRY.get(cls.__name__) is cls and is_estimator_class(cls):
+        return {"__estimator__": encode_estimator(step, where, nested=False)}
     entry = SKLEARN_STEPS.get(cls.__name__)
     if entry is None or entry[0] is not cls:
         raise TypeError(
@@ -531,7 +400,7 @@ def _encode_step(step, where: str):
     }
 
 
-def _rebuild_pipeline(payload, overrides: dict, where: str, depth: int = 0):
+def rebuild_pipeline(payload, overrides: dict, where: str, depth: int = 0):
     """Construct a fitted ``Pipeline`` from its record, each step checked as it is rebuilt.
 
     ``overrides`` are ``<step>__<parameter>`` values for steps' parameters that held code.
@@ -545,7 +414,7 @@ def _rebuild_pipeline(payload, overrides: dict, where: str, depth: int = 0):
     params = payload["params"]
     if (
         payload["format"] != FORMAT
-        or payload["class"] != _PIPELINE
+        or payload["class"] != PIPELINE
         or payload["missing_params"] != []
         or payload["state"] is not None
         or type(params) is not dict
@@ -600,8 +469,8 @@ def _rebuild_step(entry, overrides: dict, where: str, depth: int):
         raise ValueError(f"{where}: unrecognised step {describe(entry)}.")
     if "__estimator__" in entry:
         record = entry["__estimator__"]
-        if type(record) is dict and record.get("class") == _PIPELINE:
-            return _rebuild_pipeline(record, overrides, where, depth)
+        if type(record) is dict and record.get("class") == PIPELINE:
+            return rebuild_pipeline(record, overrides, where, depth)
         if type(record) is not dict or record.get("state") is None:
             raise ValueError(f"{where}: the step holds no fitted state.")
         missing = record.get("missing_params")
@@ -611,7 +480,7 @@ def _rebuild_step(entry, overrides: dict, where: str, depth: int):
                 f"{where}: this step's parameter(s) {missing} held Python code; pass them "
                 f"again, e.g. load(path, <step>__{missing[0]}=...)."
             )
-        return _rebuild(record, overrides, where, depth)
+        return rebuild(record, overrides, where, depth)
     if "__sklearn__" in entry:
         if overrides:
             raise ValueError(f"{where}: a scikit-learn step's parameters are all in the file.")

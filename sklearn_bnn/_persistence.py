@@ -7,7 +7,7 @@ allow-list decoder (:func:`decode`) that can only produce:
 
 - ``None``, bools, ints, floats, strings, and lists, tuples and string-keyed dicts of these;
 - plain dense CPU tensors, and numpy arrays of booleans, numbers or strings;
-- the torch dtypes of :data:`_DTYPES` and devices named ``cpu``, ``cuda[:N]`` or ``mps[:N]``;
+- the torch dtypes of :data:`DTYPES` and devices named ``cpu``, ``cuda[:N]`` or ``mps[:N]``;
 - instances of the classes registered with :func:`register` (this package's estimators and
   :class:`~sklearn_bnn.PosteriorSamples`), rebuilt from checked plain values, and
   :class:`sklearn.frozen.FrozenEstimator` around one of them;
@@ -44,21 +44,20 @@ import torch
 # The registry, the codec and the state checks live in their own modules (a class registers
 # without importing the codec); their names stay importable from here.
 from ._codec import (  # noqa: F401
-    _DTYPES,
-    _PIPELINE,
-    _RENAMED_PARAMS,
+    DTYPES,
     FORMAT,
-    _encode_estimator,
-    _encode_pipeline,
-    _rebuild,
-    _rebuild_pipeline,
-    _Unsaveable,
+    PIPELINE,
+    Unsaveable,
     decode,
     encode,
+    encode_estimator,
+    encode_pipeline,
+    rebuild,
+    rebuild_pipeline,
 )
 from ._registry import (  # noqa: F401
-    _NETWORKS,
-    _REGISTRY,
+    NETWORKS,
+    REGISTRY,
     SAMPLERS,
     WeightsOnlyMixin,
     is_estimator_class,
@@ -130,17 +129,17 @@ def save(estimator, path: str | os.PathLike) -> None:
 
     cls = type(estimator)
     is_pipeline = cls is Pipeline
-    if not is_pipeline and (_REGISTRY.get(cls.__name__) is not cls or not is_estimator_class(cls)):
+    if not is_pipeline and (REGISTRY.get(cls.__name__) is not cls or not is_estimator_class(cls)):
         raise TypeError(
             f"{type(estimator).__name__} does not support weights-only saving; use joblib.dump."
         )
     check_is_fitted(estimator)
     try:
         if is_pipeline:
-            payload = _encode_pipeline(estimator, "pipeline")
+            payload = encode_pipeline(estimator, "pipeline")
         else:
-            payload = _encode_estimator(estimator, "estimator", nested=False)
-    except _Unsaveable as exc:
+            payload = encode_estimator(estimator, "estimator", nested=False)
+    except Unsaveable as exc:
         raise TypeError(f"cannot save weights-only: {exc} is not a plain value") from None
     torch.save(payload, path)
 
@@ -216,9 +215,9 @@ def load(path: str | os.PathLike, **params):
     if type(payload) is not dict or payload.get("format") != FORMAT:
         raise ValueError(f"{_name(path)!r} is not a sklearn_bnn weights-only file.")
     try:
-        if payload.get("class") == _PIPELINE:
-            return _rebuild_pipeline(payload, params, _name(path))
-        return _rebuild(payload, params, _name(path))
+        if payload.get("class") == PIPELINE:
+            return rebuild_pipeline(payload, params, _name(path))
+        return rebuild(payload, params, _name(path))
     except ValueError:
         raise
     except Exception as exc:  # whatever else a malformed file trips over is still a bad file

@@ -18,8 +18,8 @@ __all__ = [
     "register_sampler_class",
 ]
 
-_REGISTRY: dict[str, type] = {}
-_NETWORKS: dict[str, Callable] = {}
+REGISTRY: dict[str, type] = {}
+NETWORKS: dict[str, Callable] = {}
 # the one registry of samplers by name: sampler="nuts" on an estimator, sample() and load all
 # read it; filled by sklearn_bnn.samplers.register_sampler
 SAMPLERS: dict[str, type] = {}
@@ -31,7 +31,7 @@ def register(cls: type) -> type:
     Estimators (classes with ``_get_state``) are rebuilt from parameters and a checked fitted
     state; other classes from ``cls.from_state(state)`` after ``cls._check_state(state)``.
     """
-    _REGISTRY[cls.__name__] = cls
+    REGISTRY[cls.__name__] = cls
     return cls
 
 
@@ -55,7 +55,7 @@ def register_network(factory: Callable, name: str | None = None) -> Callable:
         Unchanged, so that this works as a decorator.
     """
     key = name or f"{factory.__module__}.{factory.__qualname__}"
-    _NETWORKS[key] = factory
+    NETWORKS[key] = factory
     return factory
 
 

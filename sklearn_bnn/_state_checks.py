@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ._registry import _REGISTRY, is_estimator_class
+from ._registry import REGISTRY, is_estimator_class
 
 
 def describe(value) -> str:
@@ -189,12 +189,41 @@ def is_fitted_estimator(value, field):
         getattr(value, "estimator", None) if type(value).__name__ == "FrozenEstimator" else value
     )
     cls = type(inner)
-    if not is_estimator_class(cls) or _REGISTRY.get(cls.__name__) is not cls:
+    if not is_estimator_class(cls) or REGISTRY.get(cls.__name__) is not cls:
         _fail(field, "a fitted sklearn_bnn estimator", value)
     try:
         check_is_fitted(inner)
     except Exception:
         _fail(field, "a fitted estimator", value)
+
+
+def check_same_as_wrapped(state: dict) -> None:
+    """A loaded meta-estimator's classes and features must be those of its ``estimator_``."""
+    inner = state["estimator_"]
+    if not np.array_equal(state["classes_"], inner.classes_):
+        raise ValueError("classes_ differ from the wrapped estimator_'s classes_.")
+    for name in ("n_features_in_", "feature_names_in_"):
+        if (name in state) != hasattr(inner, name) or (
+            name in state and not np.array_equal(state[name], getattr(inner, name))
+        ):
+            raise ValueError(f"{name} differs from the wrapped estimator_'s.")
+
+
+def check_temperature(value, field):
+    """A positive finite float: a classifier's ``calibration_temperature_``."""
+    is_float(value, field)
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{field} must be a positive finite float, got {value!r}.")
+
+
+def check_temperature_posterior(value, field):
+    """A classifier's ``calibration_posterior_``: temperatures (row 0, positive) and weights
+    (row 1, non-negative, summing to one)."""
+    ok = isinstance(value, np.ndarray) and value.ndim == 2 and value.shape[0] == 2
+    ok = ok and value.shape[1] >= 1 and value.dtype.kind == "f" and np.all(np.isfinite(value))
+    if not (ok and np.all(value[0] > 0) and np.all(value[1] >= 0)
+            and abs(value[1].sum() - 1) < 1e-6):
+        raise ValueError(f"{field} must hold positive temperatures and weights summing to 1.")
 
 
 def check_depth(hidden_layer_sizes, n_tensors: int, field: str) -> None:

@@ -175,7 +175,7 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
             },
             {"n_features_in_": P.is_int(1), "feature_names_in_": P.is_array(ndim=1, kinds="UO")},
         )
-        _check_same_as_wrapped(state)
+        P.check_same_as_wrapped(state)
         check_utility(state["utility_"], len(state["classes_"]))
         if len(state["decisions_"]) != state["utility_"].shape[1]:
             raise ValueError("decisions_ must have one label per column of utility_.")
@@ -209,14 +209,3 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
         tags.input_tags = get_tags(self.estimator).input_tags
         return tags
 
-
-def _check_same_as_wrapped(state: dict) -> None:
-    """A loaded meta-estimator's classes and features must be those of its ``estimator_``."""
-    inner = state["estimator_"]
-    if not np.array_equal(state["classes_"], inner.classes_):
-        raise ValueError("classes_ differ from the wrapped estimator_'s classes_.")
-    for name in ("n_features_in_", "feature_names_in_"):
-        if (name in state) != hasattr(inner, name) or (
-            name in state and not np.array_equal(state[name], getattr(inner, name))
-        ):
-            raise ValueError(f"{name} differs from the wrapped estimator_'s.")

@@ -21,7 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from .._registry import WeightsOnlyMixin, register
-from ._selection import _SCORES, greedy_member_selection, random_order_member_selection
+from ._selection import SCORES, greedy_member_selection, random_order_member_selection
 
 __all__ = ["EnsembleReducer"]
 
@@ -134,7 +134,7 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["fit", "predict_samples"]), None],
         "method": [StrOptions({"random_order", "greedy"})],
-        "scoring": [StrOptions(set(_SCORES))],
+        "scoring": [StrOptions(set(SCORES))],
         "tolerance": [Interval(Real, 0, None, closed="left")],
         "confidence_level": [Interval(Real, 0, 1, closed="neither")],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
@@ -276,12 +276,8 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
         """Check a decoded fitted state (see :func:`sklearn_bnn.load`): kept members within the
         wrapped estimator's members, and the classes and features of the wrapped estimator."""
         from .. import _state_checks as P
-        from ..decision import _check_same_as_wrapped
 
         self._validate_params()
-        for old, new in (("metric_full_", "score_full_"), ("metric_reduced_", "score_reduced_")):
-            if old in state:  # a file saved while the score was called the metric
-                state[new] = state.pop(old)
         required = {
             "classes_": lambda v, f: P.check_classes(v, f, min_classes=1),
             "kept_indices_": P.is_array(ndim=1, kinds="iu"),
@@ -316,7 +312,7 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
                 f"below n_members_full_={n_full}."
             )
         if self.estimator is not None:
-            _check_same_as_wrapped(state)
+            P.check_same_as_wrapped(state)
             n_wrapped = _n_members(state["estimator_"])
             if n_wrapped is not None and n_wrapped != n_full:
                 raise ValueError(

@@ -18,7 +18,7 @@ def _accuracy(y_index, y_prob, labels):
 
 
 # name -> (metric(y_index, y_prob, labels), greater_is_better)
-_SCORES = {
+SCORES = {
     "accuracy": (_accuracy, True),
     "nll": (negative_log_likelihood, False),
     "brier": (brier_score, False),
@@ -27,9 +27,9 @@ _SCORES = {
 
 
 def _check_scoring(scoring: str):
-    if scoring not in _SCORES:
-        raise ValueError(f"scoring must be one of {sorted(_SCORES)}, got {scoring!r}.")
-    return _SCORES[scoring]
+    if scoring not in SCORES:
+        raise ValueError(f"scoring must be one of {sorted(SCORES)}, got {scoring!r}.")
+    return SCORES[scoring]
 
 
 def greedy_member_selection(

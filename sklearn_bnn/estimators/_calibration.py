@@ -28,29 +28,21 @@ import math
 from contextlib import contextmanager
 
 import numpy as np
-from sklearn.model_selection import train_test_split
 from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import HasMethods, StrOptions
-from sklearn.utils.validation import column_or_1d
 
-from .._registry import register
-from .._seeding import child, root_seed
-from .._utils import SettingsObject, check_scalar_param
 from .._warnings import one_convergence_warning
+from ..calibration import TemperatureCalibration
 from ._weights import class_weights, sample_weights
 
 __all__ = [
-    "MIN_VALIDATION_ROWS",
     "fit_calibrated",
     "temper_as_calibrated",
     "calibrated",
-    "held_out_rows",
     "temper",
     "temperature_posterior",
 ]
 
-# fewer held-out rows than this and the temperature is left at 1 (its prior mode)
-MIN_VALIDATION_ROWS = 20
 # prior sd of log T, and the grid of log T the posterior is computed on (+-8 prior sd)
 LOG_T_PRIOR_SD = 0.5
 _LOG_T_GRID = np.linspace(-4.0, 4.0, 161)
@@ -159,72 +151,6 @@ def calibration_draws(n_draws, thin: int = 1):
     return max(thin, min(n_draws, max(n_draws // 4, MIN_CALIBRATION_DRAWS)))
 
 
-def held_out_rows(y: np.ndarray, fraction: float, seed) -> tuple[np.ndarray, np.ndarray] | None:
-    """Row indices ``(fit, held_out)`` of a stratified split, or None when the held-out part
-    would have fewer than :data:`MIN_VALIDATION_ROWS` rows or a class too small to split.
-
-    Parameters
-    ----------
-    y : ndarray of shape (n_samples,)
-        Encoded classes.
-    fraction : float
-        Share of the rows held out, in (0, 1).
-    seed : int
-        Seed of the split.
-    """
-    n = len(y)
-    n_held = int(math.ceil(fraction * n))
-    counts = np.bincount(y)
-    if n_held < MIN_VALIDATION_ROWS or n - n_held < 2 * len(counts) or counts.min() < 2:
-        return None
-    rows = np.arange(n)
-    fit_rows, held = train_test_split(rows, test_size=n_held, stratify=y, random_state=seed)
-    return np.sort(fit_rows), np.sort(held)
-
-
-@register
-class TemperatureCalibration(SettingsObject):
-    """A temperature of the predictive learned on held-out rows (docs/hmc.md, "Calibration").
-
-    The classifiers' ``calibration="temperature"`` is ``TemperatureCalibration()``;
-    ``calibration=TemperatureCalibration(validation_fraction=0.3)`` or
-    ``set_params(calibration__validation_fraction=0.3)`` holds out another share.
-
-    Parameters
-    ----------
-    validation_fraction : float in (0, 1), default=0.2
-        Share of the training rows held out (stratified) to learn the temperature.
-
-    Examples
-    --------
-    >>> from sklearn_bnn import HMCClassifier
-    >>> HMCClassifier().set_params(calibration__validation_fraction=0.3).calibration
-    TemperatureCalibration(validation_fraction=0.3)
-    """
-
-    def __init__(self, validation_fraction=0.2):
-        self.validation_fraction = validation_fraction
-
-    def _check_params(self) -> None:
-        check_scalar_param(
-            self.validation_fraction,
-            "validation_fraction",
-            low=0,
-            high=1,
-            low_inclusive=False,
-            high_inclusive=False,
-        )
-
-    def held_out_split(self, y, random_state):
-        """``(fit_rows, held_rows)`` of the labels ``y``, stratified, drawn from the
-        "calibration" child of ``random_state``'s seed sequence; None when fewer than 20 rows
-        would be held out (see :func:`held_out_rows`)."""
-        self._check_params()
-        codes = np.unique(column_or_1d(y, warn=True), return_inverse=True)[1]
-        seed = int(child(root_seed(random_state), "calibration").generate_state(1)[0])
-        return held_out_rows(codes, self.validation_fraction, seed)
-
-
 def resolve_calibration(calibration):
     """The calibration ``calibration`` asks for: ``TemperatureCalibration()`` for
     "temperature", None for None, an object as it is."""
@@ -249,7 +175,7 @@ def fit_calibrated(estimator, fit_stage, X, y, sample_weight=None):
     if estimator._continuing():  # a warm start keeps the temperature it had
         return fit_stage(X, y, sample_weight)
     estimator.calibration_temperature_ = 1.0
-    estimator.calibration_posterior_ = _NO_CALIBRATION
+    estimator.calibration_posterior_ = NO_CALIBRATION
     split = None
     # SG-MCMC reads a memory map one batch at a time: the calibration stage's rows would be
     # copied into memory, so it goes uncalibrated (the full-batch estimators load it whole)
@@ -270,7 +196,7 @@ def fit_calibrated(estimator, fit_stage, X, y, sample_weight=None):
     # continue from it
     keep = ("warmup",)
     with (
-        _overridden(
+        overridden(
             estimator,
             n_draws=n_phase,
             _min_auto_draws=MIN_CALIBRATION_DRAWS,
@@ -291,7 +217,7 @@ def fit_calibrated(estimator, fit_stage, X, y, sample_weight=None):
     posterior = temperature_posterior(
         proba, codes, held_out_weights(estimator, np.asarray(y), weights, held)
     )
-    with _overridden(
+    with overridden(
         estimator,
         warm_start=True,
         _drop_previous_draws=True,
@@ -307,11 +233,11 @@ def fit_calibrated(estimator, fit_stage, X, y, sample_weight=None):
 
 def temper_as_calibrated(estimator, proba: np.ndarray) -> np.ndarray:
     """``proba`` averaged over the fitted temperature's posterior (unchanged without one)."""
-    return calibrated(proba, getattr(estimator, "calibration_posterior_", _NO_CALIBRATION))
+    return calibrated(proba, getattr(estimator, "calibration_posterior_", NO_CALIBRATION))
 
 
 @contextmanager
-def _overridden(estimator, **values):
+def overridden(estimator, **values):
     """Set attributes of ``estimator`` for the duration of a block, then restore them."""
     saved = {name: vars(estimator).get(name, _MISSING) for name in values}
     vars(estimator).update(values)
@@ -326,7 +252,7 @@ def _overridden(estimator, **values):
 
 
 _MISSING = object()
-_NO_CALIBRATION = np.array([[1.0], [1.0]])
+NO_CALIBRATION = np.array([[1.0], [1.0]])
 
 
 CALIBRATION_DOC = """\

@@ -1,6 +1,6 @@
 """The fit / predict / persistence machinery that MC dropout's estimators share.
 
-:class:`_MCDropoutBase` trains the network through skorch on the objective of
+:class:`MCDropoutBase` trains the network through skorch on the objective of
 :mod:`sklearn_bnn.estimators.dropout` (the data term and the weight decay of Gal & Ghahramani's
 eq. 3.21, and with ``dropout="auto"`` the learned rates' terms of
 :mod:`._concrete_dropout`), predicts with dropout masks drawn from a generator seeded at fit
@@ -32,7 +32,7 @@ from ._concrete_dropout import (
     with_bernoulli_dropout,
     with_learned_dropout,
 )
-from ._dropout_masks import _PREDICT_CHUNK_ELEMENTS, masked_output_samples
+from ._dropout_masks import PREDICT_CHUNK_ELEMENTS, masked_output_samples
 from ._skorch import (
     TensorData,
     check_history,
@@ -46,8 +46,69 @@ from ._skorch import (
 from ._trained import TrainedEstimator
 from ._weights import row_weights, sample_weights
 
+# the parameters every MC dropout estimator documents (numpydoc lines, indented for a class)
+DROPOUT_PARAMS_DOC = """
+    hidden_layer_sizes : sequence of int, default=(100,)
+        Widths of the hidden layers of the multilayer perceptron.
+    activation : str, default="relu"
+        One of ``"relu"``, ``"tanh"``, ``"logistic"``, ``"gelu"``, ``"silu"``, ``"elu"``,
+        ``"identity"``.
+    dropout : float in [0, 1) or "auto", default="auto"
+        Dropout probability after every hidden layer, in training and at prediction. "auto"
+        learns it, one rate per layer from 0.1, on the same objective (concrete dropout,
+        Gal, Hron & Kendall 2017): the mask's Concrete relaxation in training, the entropy of
+        the rate in the KL term (docs/mc_dropout.md); prediction draws Bernoulli masks at the
+        learned rates, ``dropout_``. The learned rate follows the data size (about 0.15-0.3 on
+        a few hundred rows, near 0 on 160,000), where a fixed rate under-fits large data.
+        (:class:`LossCalibratedBNN` takes a float only, default 0.1.)
+    prior_precision : float > 0, default=1.0
+        Precision ``lambda`` of the Gaussian prior ``N(0, lambda^-1 I)`` on the weights (Gal's
+        length-scale ``l`` is ``sqrt(lambda)``). It sets the weight decay of each layer as in Gal &
+        Ghahramani (2016): weights fed by dropped-out units get ``lambda / (2 N (1 - dropout))``
+        (their eq. 3.21 term ``lambda (1 - dropout) ||M||^2 / 2N`` written for the weights of
+        torch's inverted dropout, ``W = (1 - dropout) M``), the other weights and the biases
+        ``lambda / (2 N)``, ``N`` being the number of training points.
+    n_predict_draws : int, default=100
+        Number of dropout passes averaged at prediction.
+    max_iter : int, default=200
+        Maximum number of passes over the training data (epochs).
+    batch_size : int, default=128
+    learning_rate_init : float, default=1e-3
+        Adam step size.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training data, stop when the validation loss has
+        not improved for ``n_iter_no_change`` epochs and keep the best weights (skorch's
+        ``EarlyStopping``). The validation loss is the negative log-likelihood with dropout
+        replaced by its expectation.
+    validation_fraction : float in (0, 1), default=0.1
+        Also held out when a callback in ``callbacks`` monitors a ``"valid_*"`` quantity.
+    n_iter_no_change : int, default=10
+    callbacks : list of skorch callbacks or None, default=None
+        Extra :mod:`skorch.callbacks` for the training loop (e.g. ``LRScheduler``,
+        ``EarlyStopping``, ``Checkpoint``), or ``(name, callback)`` pairs; copied at each fit.
+        Their losses are ``train_loss`` and ``valid_loss`` (the data term per point).
+    device : str, default="cpu"
+        ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
+    dtype : {"float32", "float64"}, default="float32"
+    verbose : bool, default=False
+        Show a progress bar over epochs.
+    random_state : int, RandomState or None, default=None
+        Seeds the initial weights, the shuffling and every dropout mask. Training runs with
+        torch's global generator forked and seeded from it, prediction with a local generator:
+        results are reproducible on a given device and the caller's global random state (torch's
+        and numpy's) is unchanged by ``fit`` and ``predict``. (Two threads fitting at once share
+        torch's global generator and lose reproducibility.)
+    **kwargs
+        skorch's ``optimizer__<setting>`` (to Adam; ``optimizer__weight_decay`` adds to the
+        prior's decay) and ``callbacks__<name>=None`` / ``callbacks__<name>__<setting>``
+        (remove or set a named callback: ``"progress"``, ``"early_stopping"``, a user's pair).
+        Any other keyword is refused by ``fit`` (and ``set_params``) with a ValueError naming
+        the parameter that takes its place (skorch's ``lr`` is ``learning_rate_init``,
+        ``max_epochs`` ``max_iter``).
+"""
 
-class _MCDropoutBase(TrainedEstimator):
+
+class MCDropoutBase(TrainedEstimator):
     """Shared fit / predict machinery; subclasses define the likelihood."""
 
     _parameter_constraints: dict = {
@@ -243,7 +304,7 @@ class _MCDropoutBase(TrainedEstimator):
         sizes = check_hidden_layer_sizes(self.hidden_layer_sizes)
         width = max([self.n_features_in_, self._n_net_outputs(), *sizes])
         T = self.n_predict_draws
-        rows = min(len(Xt), max(1, _PREDICT_CHUNK_ELEMENTS // (T * width)))  # per forward
+        rows = min(len(Xt), max(1, PREDICT_CHUNK_ELEMENTS // (T * width)))  # per forward
         with sampling_threads(module_work(net, T * rows)):  # the fits' rule (_threads.py)
             return masked_output_samples(
                 net, Xt, T, self.mc_seed_, width, reduce, out=out, transform=transform
@@ -299,11 +360,9 @@ class _MCDropoutBase(TrainedEstimator):
             "history_": check_history,  # absent from files written before it was kept
         }
         if is_classifier(self):  # absent from files written before the calibration
-            from ._sampling_state import _check_temperature, _check_temperature_posterior
-
             optional.update(
-                calibration_temperature_=_check_temperature,
-                calibration_posterior_=_check_temperature_posterior,
+                calibration_temperature_=P.check_temperature,
+                calibration_posterior_=P.check_temperature_posterior,
             )
         P.check_state(state, required, optional)
         P.check_feature_names(state)

@@ -17,7 +17,7 @@ __all__ = ["draw_masks", "forward_with_masks", "masked_output_samples"]
 # Upper bound on the elements of one hidden activation tensor during prediction (16 MB of
 # float32: benchmarks/speed/predict_memory.py --samples; 2**24 was slower as well as 4 times
 # larger).
-_PREDICT_CHUNK_ELEMENTS = 2**22
+PREDICT_CHUNK_ELEMENTS = 2**22
 
 
 def draw_masks(net: nn.Sequential, prefix: tuple, generator: torch.Generator, like: torch.Tensor):
@@ -65,7 +65,7 @@ def masked_output_samples(
 
     Every draw uses one mask for all rows, from a generator on ``Xt``'s device seeded with
     ``seed``. The rows go by chunks whose hidden activations hold at most
-    ``_PREDICT_CHUNK_ELEMENTS`` elements (``width``: the widest layer); ``reduce`` maps each
+    ``PREDICT_CHUNK_ELEMENTS`` elements (``width``: the widest layer); ``reduce`` maps each
     chunk's outputs (n_draws, rows, n_out) to (rows, ...) before the chunks are joined. With
     ``out``, a preallocated (n_draws, n, n_out) tensor, each chunk's float64 outputs, mapped by
     ``transform`` when given (e.g. a softmax over the last axis), are written into its rows of
@@ -75,7 +75,7 @@ def masked_output_samples(
     T = n_draws
     with torch.no_grad():
         masks = draw_masks(net, (T, 1), generator, Xt)
-        rows = max(1, _PREDICT_CHUNK_ELEMENTS // (T * width))
+        rows = max(1, PREDICT_CHUNK_ELEMENTS // (T * width))
         chunks, start = [], 0
         for chunk in Xt.split(rows):
             f = forward_with_masks(net, chunk, masks).expand(T, len(chunk), -1)

@@ -17,7 +17,7 @@ __all__ = [
     "pass_draws",
 ]
 
-_ROWS_PER_FORWARD = 16384  # rows x passes evaluated in one forward call at prediction
+ROWS_PER_FORWARD = 16384  # rows x passes evaluated in one forward call at prediction
 
 NOT_FINITE = (
     "the networks' predicted precision is not finite and positive definite for some inputs; "
@@ -70,7 +70,7 @@ def _passes(net, Xs, n_passes: int, seed: int):
     One dropout mask per pass, shared by all rows (seeded by ``seed``, so every chunk sees
     the same masks and a row's prediction does not depend on the other rows).
     """
-    rows = max(1, _ROWS_PER_FORWARD // n_passes)
+    rows = max(1, ROWS_PER_FORWARD // n_passes)
     for start in range(0, len(Xs), rows):
         gen = torch.Generator(device=Xs.device).manual_seed(seed)
         xb = Xs[start : start + rows]

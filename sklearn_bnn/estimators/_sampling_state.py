@@ -19,6 +19,8 @@ from .._state_checks import (
     check_feature_names,
     check_named_shapes,
     check_state,
+    check_temperature,
+    check_temperature_posterior,
     dict_of,
     is_any,
     is_array,
@@ -78,8 +80,8 @@ def loaded_state_spec(estimator) -> tuple[dict, dict]:
     optional_entries = {"feature_names_in_": is_array(ndim=1, kinds="UO")}
     if estimator._is_classifier():  # absent from files written before calibration existed
         optional_entries.update(
-            calibration_temperature_=_check_temperature,
-            calibration_posterior_=_check_temperature_posterior,
+            calibration_temperature_=check_temperature,
+            calibration_posterior_=check_temperature_posterior,
         )
     if not estimator._is_classifier():  # the learned (or fixed) noise, in y units
         optional_entries.update(_y_var=is_any, noise_precision_=is_any, noise_std_=is_any)
@@ -174,21 +176,6 @@ def _check_diagnostics(diag: dict, n_chains: int, dim: int) -> None:
             raise ValueError(f"diagnostics_[{key!r}] must be a number or an array.")
     if diag.get("n_chains", n_chains) != n_chains:
         raise ValueError(f"diagnostics_['n_chains'] is not the {n_chains} chains of samples_.")
-
-
-def _check_temperature(value, field):
-    is_float(value, field)
-    if not (np.isfinite(value) and value > 0):
-        raise ValueError(f"{field} must be a positive finite float, got {value!r}.")
-
-
-def _check_temperature_posterior(value, field):
-    """Temperatures (row 0, positive) and weights (row 1, non-negative, summing to one)."""
-    ok = isinstance(value, np.ndarray) and value.ndim == 2 and value.shape[0] == 2
-    ok = ok and value.shape[1] >= 1 and value.dtype.kind == "f" and np.all(np.isfinite(value))
-    if not (ok and np.all(value[0] > 0) and np.all(value[1] >= 0)
-            and abs(value[1].sum() - 1) < 1e-6):
-        raise ValueError(f"{field} must hold positive temperatures and weights summing to 1.")
 
 
 def _not_dtype(field, value):

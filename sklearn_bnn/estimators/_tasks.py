@@ -2,9 +2,10 @@
 encoding of ``y``, the learned noise and what prediction means.
 
 :class:`SamplingClassifierMixin` (categorical, Bernoulli for two classes) and
-:class:`SamplingRegressorMixin` (Gaussian, fixed or learned noise precision) go before a
-sampling family's parameters and :class:`~._base.BaseSamplingEstimator` in a public class's
-bases, e.g. ``HMCRegressor(SamplingRegressorMixin, _TrajectoryParams, BaseSamplingEstimator)``.
+:class:`SamplingRegressorMixin` (Gaussian, fixed or learned noise precision) go before
+:class:`~._base.BaseSamplingEstimator` in a public class's bases, e.g.
+``HMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator)``; each lists the constraints
+of the parameters it adds in ``task_constraints``.
 """
 
 from __future__ import annotations

@@ -31,100 +31,26 @@ from numbers import Real
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from sklearn.base import ClassifierMixin, RegressorMixin
-from sklearn.utils import _safe_indexing
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.class_weight import compute_class_weight
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.base import RegressorMixin
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from .._registry import register
 from .._utils import to_numpy
-from .._warnings import one_convergence_warning, one_warning_per_call
-from ._calibration import (
-    _NO_CALIBRATION,
-    CALIBRATION_CONSTRAINT,
-    _overridden,
-    calibrated,
-    held_out_weights,
-    resolve_calibration,
-    temperature_posterior,
-)
-from ._dropout_base import _MCDropoutBase
+from ._calibration import CALIBRATION_CONSTRAINT, resolve_calibration
+from ._dropout_base import DROPOUT_PARAMS_DOC, MCDropoutBase
+from ._dropout_classifier import DropoutClassifierBase
 from ._dropout_masks import draw_masks, forward_with_masks
 from ._dropout_noise import NoiseFromResiduals, WithNoise, gaussian_nll
 from ._nested import NestedSettingsMixin
 from ._skorch import skorch_params, split_weights, standardize_targets, weighted_mean
 from ._variance_parts import PredictiveVarianceParts, variance_parts
-from ._weights import sample_weights
 
 # draw_masks and forward_with_masks are imported from here (lcbnn, tests, benchmarks)
 __all__ = ["MCDropoutClassifier", "MCDropoutRegressor", "draw_masks", "forward_with_masks"]
 
-_COMMON_PARAMS_DOC = """
-    hidden_layer_sizes : sequence of int, default=(100,)
-        Widths of the hidden layers of the multilayer perceptron.
-    activation : str, default="relu"
-        One of ``"relu"``, ``"tanh"``, ``"logistic"``, ``"gelu"``, ``"silu"``, ``"elu"``,
-        ``"identity"``.
-    dropout : float in [0, 1) or "auto", default="auto"
-        Dropout probability after every hidden layer, in training and at prediction. "auto"
-        learns it, one rate per layer from 0.1, on the same objective (concrete dropout,
-        Gal, Hron & Kendall 2017): the mask's Concrete relaxation in training, the entropy of
-        the rate in the KL term (docs/mc_dropout.md); prediction draws Bernoulli masks at the
-        learned rates, ``dropout_``. The learned rate follows the data size (about 0.15-0.3 on
-        a few hundred rows, near 0 on 160,000), where a fixed rate under-fits large data.
-        (:class:`LossCalibratedBNN` takes a float only, default 0.1.)
-    prior_precision : float > 0, default=1.0
-        Precision ``lambda`` of the Gaussian prior ``N(0, lambda^-1 I)`` on the weights (Gal's
-        length-scale ``l`` is ``sqrt(lambda)``). It sets the weight decay of each layer as in Gal &
-        Ghahramani (2016): weights fed by dropped-out units get ``lambda / (2 N (1 - dropout))``
-        (their eq. 3.21 term ``lambda (1 - dropout) ||M||^2 / 2N`` written for the weights of
-        torch's inverted dropout, ``W = (1 - dropout) M``), the other weights and the biases
-        ``lambda / (2 N)``, ``N`` being the number of training points.
-    n_predict_draws : int, default=100
-        Number of dropout passes averaged at prediction.
-    max_iter : int, default=200
-        Maximum number of passes over the training data (epochs).
-    batch_size : int, default=128
-    learning_rate_init : float, default=1e-3
-        Adam step size.
-    early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the training data, stop when the validation loss has
-        not improved for ``n_iter_no_change`` epochs and keep the best weights (skorch's
-        ``EarlyStopping``). The validation loss is the negative log-likelihood with dropout
-        replaced by its expectation.
-    validation_fraction : float in (0, 1), default=0.1
-        Also held out when a callback in ``callbacks`` monitors a ``"valid_*"`` quantity.
-    n_iter_no_change : int, default=10
-    callbacks : list of skorch callbacks or None, default=None
-        Extra :mod:`skorch.callbacks` for the training loop (e.g. ``LRScheduler``,
-        ``EarlyStopping``, ``Checkpoint``), or ``(name, callback)`` pairs; copied at each fit.
-        Their losses are ``train_loss`` and ``valid_loss`` (the data term per point).
-    device : str, default="cpu"
-        ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
-    dtype : {"float32", "float64"}, default="float32"
-    verbose : bool, default=False
-        Show a progress bar over epochs.
-    random_state : int, RandomState or None, default=None
-        Seeds the initial weights, the shuffling and every dropout mask. Training runs with
-        torch's global generator forked and seeded from it, prediction with a local generator:
-        results are reproducible on a given device and the caller's global random state (torch's
-        and numpy's) is unchanged by ``fit`` and ``predict``. (Two threads fitting at once share
-        torch's global generator and lose reproducibility.)
-    **kwargs
-        skorch's ``optimizer__<setting>`` (to Adam; ``optimizer__weight_decay`` adds to the
-        prior's decay) and ``callbacks__<name>=None`` / ``callbacks__<name>__<setting>``
-        (remove or set a named callback: ``"progress"``, ``"early_stopping"``, a user's pair).
-        Any other keyword is refused by ``fit`` (and ``set_params``) with a ValueError naming
-        the parameter that takes its place (skorch's ``lr`` is ``learning_rate_init``,
-        ``max_epochs`` ``max_iter``).
-"""
-
-
 @register
-class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
+class MCDropoutClassifier(NestedSettingsMixin, DropoutClassifierBase):
     __doc__ = f"""Classifier with Monte Carlo dropout (Cobb 2019, section 3.2.5).
 
     A softmax multilayer perceptron trained with dropout and weight decay; at prediction
@@ -134,7 +60,7 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
 
     Parameters
     ----------
-    {_COMMON_PARAMS_DOC.strip()}
+    {DROPOUT_PARAMS_DOC.strip()}
     class_weight : dict, "balanced" or None, default=None
         Weight ``alpha_c`` of each class in the cross-entropy, ``-alpha_y log p(y | x, w)``
         (eq. 4.12); ``"balanced"`` as in scikit-learn.
@@ -236,135 +162,18 @@ class MCDropoutClassifier(NestedSettingsMixin, ClassifierMixin, _MCDropoutBase):
         self._skorch_params = skorch_params(type(self), kwargs)
 
     _parameter_constraints: dict = {
-        **_MCDropoutBase._parameter_constraints,
-        "class_weight": [dict, StrOptions({"balanced"}), None],
+        **DropoutClassifierBase._parameter_constraints,
         "calibration": CALIBRATION_CONSTRAINT,
     }
     _NAMED_OBJECTS = {"calibration": resolve_calibration}
 
-    @one_warning_per_call
-    def fit(self, X, y, sample_weight=None):
-        """Train the dropout network on ``(X, y)``, after learning the predictive temperature
-        on held-out rows when ``calibration="temperature"``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weight of each row, multiplying its term of the loss (the weighted
-            mean, ``N`` in the KL term the sum of the weights; the held-out temperature's
-            likelihood weighted too). None: every row weighs 1.
-
-        Returns
-        -------
-        self
-        """
-        self._validate_params()
-        weights = sample_weights(sample_weight, X)  # scikit-learn's messages before indexing
-        split = None
-        calibration = resolve_calibration(getattr(self, "calibration", None))
-        if calibration is not None:  # LossCalibratedBNN has none
-            split = calibration.held_out_split(y, self.random_state)
-        posterior = _NO_CALIBRATION
-        name, last = type(self).__name__, None
-        if split is not None:
-            fit_rows, held = split
-            # the two stages' progress bars (verbose=True) say which is which
-            stage = f"{name} calibration stage ({len(fit_rows)} rows, {len(held)} held out)"
-            # the fit's convergence warning is the final training's
-            with _overridden(self, _progress_desc=stage), one_convergence_warning(keep=()):
-                super().fit(
-                    _safe_indexing(X, fit_rows),
-                    _safe_indexing(y, fit_rows),
-                    None if weights is None else weights[fit_rows],
-                )
-            proba = self._dropout_average(_safe_indexing(X, held))
-            classes = np.searchsorted(self.classes_, _safe_indexing(np.asarray(y), held))
-            posterior = temperature_posterior(
-                proba, classes, held_out_weights(self, np.asarray(y), weights, held)
-            )
-            last = f"{name} training (all {len(fit_rows) + len(held)} rows)"
-        with _overridden(self, _progress_desc=last or name):
-            super().fit(X, y, weights)  # every row: the network calibration=None gives
-        self.calibration_posterior_ = posterior
-        self.calibration_temperature_ = float(np.exp(np.sum(posterior[1] * np.log(posterior[0]))))
-        return self
-
-    def _prepare_targets(self, y):
-        check_classification_targets(y)
-        self.classes_, encoded = np.unique(y, return_inverse=True)
-        if len(self.classes_) < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs samples of at least 2 classes in the data, "
-                f"but the data contain only one class: {self.classes_[0]!r}."
-            )
-        if isinstance(self.class_weight, dict):
-            bad = {k: v for k, v in self.class_weight.items() if not (np.isfinite(v) and v >= 0)}
-            if bad:
-                raise ValueError(
-                    f"class_weight must map classes to finite weights >= 0, got {bad!r}."
-                )
-        self.class_weight_ = compute_class_weight(self.class_weight, classes=self.classes_, y=y)
-        self._unweighted = bool(np.all(self.class_weight_ == 1.0))
-        return encoded
-
-    def _targets_tensor(self, targets, device, dtype):
-        return torch.as_tensor(targets, device=device)
-
-    def _n_net_outputs(self):
-        return len(self.classes_)
-
-    def _loss(self, net, y_pred, y_true, X, training):
-        """skorch loss hook: mean (class- and row-weighted) cross-entropy of a batch."""
-        y_true, weights = split_weights(y_true)
-        if self._unweighted and weights is None:
-            return F.cross_entropy(y_pred, y_true)
-        return weighted_mean(self._nll(y_pred, y_true, None), weights)
-
-    def _nll(self, out, yb, log_tau):
-        """Weighted cross-entropy ``-alpha_y log softmax(out)_y`` (eq. 4.12)."""
-        alpha = torch.as_tensor(self.class_weight_, dtype=out.dtype, device=out.device)
-        return alpha[yb] * F.cross_entropy(out, yb, reduction="none")
-
-    def predict_samples(self, X) -> np.ndarray:
-        """Class probabilities of every dropout draw (float64).
-
-        Computed by chunks of rows written into the result, so the memory used beyond the
-        result itself stays bounded.
-
-        Returns
-        -------
-        ndarray of shape (n_predict_draws, n_samples, n_classes)
-        """
-        check_is_fitted(self)
-        out = self._empty_samples(X, len(self.classes_))
-        softmax = lambda f: torch.softmax(f, dim=-1)  # noqa: E731
-        return to_numpy(self._net_output_samples(X, out=out, transform=softmax))
-
-    def _dropout_average(self, X) -> np.ndarray:
-        """The mean of :meth:`predict_samples` over draws, untempered."""
-        return self.predict_samples(X).mean(axis=0)
-
-    def predict_proba(self, X) -> np.ndarray:
-        """Predictive probabilities: the mean of :meth:`predict_samples` over draws, tempered
-        and averaged over ``calibration_posterior_`` (untempered when ``calibration=None``)."""
-        posterior = getattr(self, "calibration_posterior_", _NO_CALIBRATION)
-        return calibrated(self._dropout_average(X), posterior)
-
-    def predict_log_proba(self, X) -> np.ndarray:
-        """Logarithm of :meth:`predict_proba`."""
-        with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
-
-    def predict(self, X) -> np.ndarray:
-        """The class with the highest predictive probability."""
-        proba = self.predict_proba(X)
-        return self.classes_[np.argmax(proba, axis=1)]
+    def _held_out_split(self, y):
+        calibration = resolve_calibration(self.calibration)
+        return None if calibration is None else calibration.held_out_split(y, self.random_state)
 
 
 @register
-class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
+class MCDropoutRegressor(RegressorMixin, MCDropoutBase):
     __doc__ = f"""Regressor with Monte Carlo dropout (Cobb 2019, section 3.2.5, eq. 3.21).
 
     A multilayer perceptron with a Gaussian likelihood ``N(y; f(x, w), tau^-1)`` trained with
@@ -375,7 +184,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
 
     Parameters
     ----------
-    {_COMMON_PARAMS_DOC.strip()}
+    {DROPOUT_PARAMS_DOC.strip()}
     noise_precision : float > 0 or None, default=None
         Precision ``tau`` of the Gaussian noise, in the units of ``y`` (the targets are
         standardised internally; the value given here and ``noise_precision_`` are not).
@@ -453,7 +262,7 @@ class MCDropoutRegressor(RegressorMixin, _MCDropoutBase):
         self._skorch_params = skorch_params(type(self), kwargs)
 
     _parameter_constraints: dict = {
-        **_MCDropoutBase._parameter_constraints,
+        **MCDropoutBase._parameter_constraints,
         "noise_precision": [Interval(Real, 0, None, closed="neither"), None],
     }
 

@@ -24,8 +24,10 @@ from sklearn.utils.validation import check_is_fitted
 from .._registry import register
 from .._utils import to_numpy
 from ..decision import bayes_decision, check_utility, expected_utilities
-from ._skorch import split_weights, weighted_mean
-from .dropout import _COMMON_PARAMS_DOC, MCDropoutClassifier, draw_masks, forward_with_masks
+from ._dropout_base import DROPOUT_PARAMS_DOC
+from ._dropout_classifier import DropoutClassifierBase
+from ._dropout_masks import draw_masks, forward_with_masks
+from ._skorch import skorch_params, split_weights, weighted_mean
 
 __all__ = ["LossCalibratedBNN", "loss_calibrated_penalty", "transformed_utility"]
 
@@ -77,7 +79,7 @@ def loss_calibrated_penalty(log_prob: torch.Tensor, decisions, utility_star) -> 
 
 
 @register
-class LossCalibratedBNN(MCDropoutClassifier):
+class LossCalibratedBNN(DropoutClassifierBase):
     __doc__ = f"""MC-dropout classifier trained on the loss-calibrated bound (Cobb 2019, ch. 4).
 
     The network learns, besides the data, the task's preferences: the utility-dependent penalty
@@ -105,7 +107,7 @@ class LossCalibratedBNN(MCDropoutClassifier):
         the same decision, and the penalty then pulls all of them towards that one class).
         0 runs Algorithm 1 from the random initialisation. Early stopping starts counting after
         the warm-up.
-    {_COMMON_PARAMS_DOC.strip()}
+    {DROPOUT_PARAMS_DOC.strip()}
     class_weight : dict, "balanced" or None, default=None
         Class weights of the cross-entropy term, as in :class:`MCDropoutClassifier`.
 
@@ -161,36 +163,29 @@ class LossCalibratedBNN(MCDropoutClassifier):
         self.utility_bound = utility_bound
         self.n_train_draws = n_train_draws
         self.warmup_fraction = warmup_fraction
-        super().__init__(
-            hidden_layer_sizes=hidden_layer_sizes,
-            activation=activation,
-            dropout=dropout,
-            prior_precision=prior_precision,
-            n_predict_draws=n_predict_draws,
-            max_iter=max_iter,
-            batch_size=batch_size,
-            learning_rate_init=learning_rate_init,
-            early_stopping=early_stopping,
-            validation_fraction=validation_fraction,
-            n_iter_no_change=n_iter_no_change,
-            class_weight=class_weight,
-            callbacks=callbacks,
-            device=device,
-            dtype=dtype,
-            verbose=verbose,
-            random_state=random_state,
-            **kwargs,
-        )
-        # MCDropoutClassifier's held-out temperature is not a parameter here: tempering the
-        # predictive would move the Bayes actions of a utility the network was trained for
-        del self.calibration
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.dropout = dropout
+        self.prior_precision = prior_precision
+        self.n_predict_draws = n_predict_draws
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.learning_rate_init = learning_rate_init
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.class_weight = class_weight
+        self.callbacks = callbacks
+        self.device = device
+        self.dtype = dtype
+        self.verbose = verbose
+        self.random_state = random_state
+        self._skorch_params = skorch_params(type(self), kwargs)
 
+    # no calibration: tempering the predictive would move the Bayes actions of a utility the
+    # network was trained for
     _parameter_constraints: dict = {
-        **{
-            name: rule
-            for name, rule in MCDropoutClassifier._parameter_constraints.items()
-            if name != "calibration"  # not a parameter here (see __init__)
-        },
+        **DropoutClassifierBase._parameter_constraints,
         # its penalty draws Bernoulli masks of a fixed rate (no learned rate)
         "dropout": [Interval(Real, 0, 1, closed="left")],
         "utility": ["array-like", None],

@@ -26,7 +26,7 @@ from .._utils import check_scalar_param, draw_seed, seeded_torch
 from .._warnings import one_warning_per_call
 from ..nets import PlanNet, check_hidden_layer_sizes
 from ._plannet_predictive import (
-    _ROWS_PER_FORWARD,
+    ROWS_PER_FORWARD,
     combine_gaussians,
     ensemble_gaussian_draws,
     member_moments,
@@ -317,7 +317,7 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         """
         nets, Xs = self._prepare(X)
         T = self.n_predict_draws
-        rows = min(len(Xs), max(1, _ROWS_PER_FORWARD // T)) * T  # per forward call
+        rows = min(len(Xs), max(1, ROWS_PER_FORWARD // T)) * T  # per forward call
         with sampling_threads(module_work(nets[0], rows)):  # the fits' rule (_threads.py)
             return member_moments(
                 nets, self.mc_seeds_, Xs, self.n_outputs_, T, self.prediction, parts=parts

@@ -12,7 +12,7 @@ from ._classification import (
     maximum_calibration_error,
     negative_log_likelihood,
 )
-from ._samples import _predict_samples_or_none
+from ._samples import predict_samples_or_none
 from ._uncertainty import expected_utility_score, mutual_information, predictive_entropy
 
 __all__ = ["uncertainty_report"]
@@ -56,7 +56,7 @@ def uncertainty_report(estimator, X, y, utility=None, *, n_bins: int = 15) -> di
     """
     check_is_fitted(estimator)
     labels = estimator.classes_
-    samples = _predict_samples_or_none(estimator, X)
+    samples = predict_samples_or_none(estimator, X)
     if samples is not None:
         y_prob = samples.mean(axis=0)
         mean_mi = float(mutual_information(samples).mean())

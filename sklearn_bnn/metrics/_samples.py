@@ -47,7 +47,7 @@ def predict_samples(estimator, X) -> np.ndarray:
     >>> predict_samples(pipe.fit(X, y), X[:4]).shape  # the draws of both chains, pooled
     (20, 4)
     """
-    draws = _predict_samples_or_none(estimator, X)
+    draws = predict_samples_or_none(estimator, X)
     if draws is None:
         final = estimator[-1] if isinstance(estimator, Pipeline) else estimator
         raise TypeError(
@@ -58,12 +58,12 @@ def predict_samples(estimator, X) -> np.ndarray:
     return draws
 
 
-def _predict_samples_or_none(estimator, X):
+def predict_samples_or_none(estimator, X):
     """``predict_samples(estimator, X)`` as an array, or None when there is none to call."""
     if hasattr(estimator, "predict_samples"):
         return np.asarray(estimator.predict_samples(X))
     if isinstance(estimator, Pipeline):
         final = estimator[-1]
         if hasattr(final, "predict_samples") or isinstance(final, Pipeline):
-            return _predict_samples_or_none(final, estimator[:-1].transform(X))
+            return predict_samples_or_none(final, estimator[:-1].transform(X))
     return None

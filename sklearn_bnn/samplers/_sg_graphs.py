@@ -48,7 +48,7 @@ class _Buffers:
         self.spare = torch.empty_like(theta)
 
 
-class _Drawn:
+class DrawnNoise:
     """The step's normal draws, made before the replay into fixed buffers; the kernel's
     ``_noise`` takes them in order instead of drawing."""
 
@@ -100,7 +100,7 @@ class _SGRecording(ConditionedRecording):
         """One minibatch step on the buffers, in place."""
         kernel = self.kernel
         work = _Buffers(self.theta, self.noises[0])
-        drawn = _Drawn(self.noises)
+        drawn = DrawnNoise(self.noises)
         new_theta, new_value, new_grad = kernel._move(
             self.theta, self.m, self.grad, self.coef, self.mass, work, drawn, self.rows
         )

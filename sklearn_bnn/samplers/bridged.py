@@ -33,7 +33,7 @@ from ._registry import register_sampler
 from ._run import ChainRun
 from .bridge import bridge_log_masses, bridge_terms, explicit_boxes, split_boxes
 from .budget import as_length
-from .constrained import ConstrainedHMC, _where, to_box
+from .constrained import ConstrainedHMC, dtype_and_device, to_box
 from .defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
 from .gibbs import with_gibbs_blocks
 
@@ -61,7 +61,7 @@ def run_box(
     """One box: start inside it, warm up and sample with constrained HMC (through
     ``run_chains``, the sampling loop the driver hands over), then the bridge terms; one joblib
     job. Returns ``(run, ll1, ll2, inside)`` on the CPU."""
-    dtype, device = _where(target)
+    dtype, device = dtype_and_device(target)
     generator = torch.Generator(device=device).manual_seed(torch_seed(seed))
     box_sampler = ConstrainedHMC(
         lower=lower,

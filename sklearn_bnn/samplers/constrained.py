@@ -119,7 +119,7 @@ def _bounds(lower, upper, dim: int, dtype, device):
     return lo, hi
 
 
-def _where(target):
+def dtype_and_device(target):
     """The target's dtype and device (float64 on the CPU when it does not say)."""
     return getattr(target, "dtype", torch.float64), getattr(target, "device", "cpu")
 
@@ -168,7 +168,9 @@ class ConstrainedHMCKernel(HMCKernel):
     confined = True
 
     def __init__(self, sampler, target, *, step_size=None, inv_mass=None):
-        self.lower, self.upper = _bounds(sampler.lower, sampler.upper, target.dim, *_where(target))
+        self.lower, self.upper = _bounds(
+            sampler.lower, sampler.upper, target.dim, *dtype_and_device(target)
+        )
         super().__init__(sampler, target, step_size=step_size, inv_mass=inv_mass)
 
     def _integrator(self):
@@ -242,7 +244,7 @@ class ConstrainedHMC(Sampler):
         check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         check_scalar_param(self.step_jitter, "step_jitter", low=0, high=1, high_inclusive=False)
-        _bounds(self.lower, self.upper, target.dim, *_where(target))
+        _bounds(self.lower, self.upper, target.dim, *dtype_and_device(target))
 
     def build(self, target) -> ConstrainedHMCKernel:
         """The constrained kernel of this configuration on ``target``, once the settings and

@@ -4,7 +4,7 @@ Schmal & Mäder (2026).
 
 AMAGOLD (Algorithm 2) and HTE (Algorithm 1) test a whole minibatch trajectory on the exact
 full-data energy; GSGHMC tests every minibatch step on the batch energies (eq. 9). The shared
-batches, schedule and bookkeeping are :class:`~.sg_kernels._SGKernel`'s.
+batches, schedule and bookkeeping are :class:`~.sg_kernels.SGKernel`'s.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from .sg_integrators import (
     skew_momentum,
     skew_noise_variance,
 )
-from .sg_kernels import _SGKernel
+from .sg_kernels import SGKernel
 
 __all__ = ["AMAGOLDKernel", "GSGHMCKernel", "HTEKernel", "amagold_trajectory"]
 
@@ -52,7 +52,7 @@ def amagold_trajectory(theta, r, eps, alpha, inv_mass, grad_fn, noise_fn, n_step
     return half, r, rho
 
 
-class _ExactEnergyKernel(_SGKernel):
+class _ExactEnergyKernel(SGKernel):
     """AMAGOLD and HTE: state.log_prob is the exact full-data log density (for the test)."""
 
     def init(self, position, generator=None, *, n_warmup: int = 0):
@@ -109,7 +109,7 @@ class AMAGOLDKernel(_ExactEnergyKernel):
         return new, self._info(eps0, prob, acc, err, div, div.long())
 
 
-class GSGHMCKernel(_SGKernel):
+class GSGHMCKernel(SGKernel):
     """OBABO with a Metropolis-Hastings test of each B-A-B move on the batch of the new point."""
 
     def __init__(self, sampler, target):

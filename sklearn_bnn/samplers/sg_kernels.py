@@ -1,7 +1,7 @@
 """The kernels of the stochastic-gradient samplers of :mod:`.sgmcmc` (Schmal & Mäder 2026).
 
 Batches, the warmup step-size schedule (told its length by the loop through ``init``), the
-momentum draws and the divergence bookkeeping shared by all of them (:class:`_SGKernel`); the
+momentum draws and the divergence bookkeeping shared by all of them (:class:`SGKernel`); the
 unadjusted updates of SGLD and SGHMC. The adjusted kernels (AMAGOLD, GSGHMC, HTE) are in
 :mod:`.sg_adjusted`.
 """
@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ._base import Info, Kernel, State
-from ._sg_graphs import GraphedSGSteps, _Drawn
+from ._sg_graphs import DrawnNoise, GraphedSGSteps
 from .sg_integrators import (
     cosine_step_size,
     euler_momentum,
@@ -38,7 +38,7 @@ CURVATURE_EVERY = 25
 MIN_STEPS_PER_TRANSITION = 16
 
 
-class _SGKernel(Kernel):
+class SGKernel(Kernel):
     """Batches, schedule, momentum and divergence bookkeeping shared by the SG kernels."""
 
     adapts_step_size = False
@@ -213,7 +213,7 @@ class _Scratch:
         self.spare = torch.empty_like(old) if old is self.start else old
 
 
-class _UnadjustedKernel(_SGKernel):
+class _UnadjustedKernel(SGKernel):
     """SGLD and SGHMC: no acceptance test; a step whose position, density or gradient is not
     finite is undone (a divergence, counted) and the momentum of that chain is drawn afresh.
 
@@ -352,7 +352,7 @@ class _UnadjustedKernel(_SGKernel):
     def _noise(self, work, generator):
         """N(0, 1) draws into ``work.noise``: the numbers ``torch.randn`` would give (a replayed
         step takes the draws made before its replay instead)."""
-        if isinstance(generator, _Drawn):
+        if isinstance(generator, DrawnNoise):
             return generator.take()
         return work.noise.normal_(generator=generator)
 

@@ -11,11 +11,10 @@ from sklearn_bnn import (
     SGMCMCClassifier,
     TemperatureCalibration,
 )
+from sklearn_bnn.calibration import MIN_VALIDATION_ROWS, held_out_rows
 from sklearn_bnn.estimators._calibration import (
-    MIN_VALIDATION_ROWS,
     calibrated,
     calibration_draws,
-    held_out_rows,
     temper,
     temperature_posterior,
 )

@@ -70,7 +70,7 @@ def test_dropout_regressor_chunked_predict_equals_the_draws(monkeypatch, n_out):
         hidden_layer_sizes=(8,), max_iter=3, n_predict_draws=12, random_state=0
     ).fit(X, y)
     draws = reg.predict_samples(X)
-    monkeypatch.setattr(masks_module, "_PREDICT_CHUNK_ELEMENTS", 12 * 8 * 4)  # 4 rows a chunk
+    monkeypatch.setattr(masks_module, "PREDICT_CHUNK_ELEMENTS", 12 * 8 * 4)  # 4 rows a chunk
     mean, std = reg.predict(X, return_std=True)
     noise_var = 1.0 / np.asarray(reg.noise_precision_, dtype=np.float64)
     want_std = np.sqrt(draws.var(axis=0) + (noise_var if n_out > 1 else noise_var[0]))
@@ -161,7 +161,7 @@ def test_predict_samples_fills_its_result_chunk_by_chunk(monkeypatch, family, ta
     if family == "hmc":
         monkeypatch.setattr(tasks_module, "_PREDICT_CHUNK_BYTES", 8 * n_draws * n_columns * rows)
     else:
-        monkeypatch.setattr(masks_module, "_PREDICT_CHUNK_ELEMENTS", n_draws * 4 * rows)
+        monkeypatch.setattr(masks_module, "PREDICT_CHUNK_ELEMENTS", n_draws * 4 * rows)
     result, largest, numpy_peak = _measured(est.predict_samples, X)
     assert result.shape == (n_draws, _N_ROWS, n_columns) and result.dtype == np.float64
     np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-7)

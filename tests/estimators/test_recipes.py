@@ -20,7 +20,7 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import Interval
 
 import sklearn_bnn
-from sklearn_bnn._registry import _REGISTRY, SAMPLERS
+from sklearn_bnn._registry import REGISTRY, SAMPLERS
 from sklearn_bnn.estimators._base import BaseSamplingEstimator
 from sklearn_bnn.estimators._families import FullData
 from sklearn_bnn.estimators._tasks import SamplingRegressorMixin
@@ -199,7 +199,7 @@ class FirstRowsRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
 def toy_estimator():
     sklearn_bnn._registry.register(FirstRowsRegressor)
     yield FirstRowsRegressor
-    _REGISTRY.pop("FirstRowsRegressor")
+    REGISTRY.pop("FirstRowsRegressor")
 
 
 def test_the_estimator_recipe_fits_predicts_clones_and_survives_a_file(toy_estimator, tmp_path):

@@ -31,7 +31,7 @@ from torch.func import grad, jvp, vmap
 __all__ = ["AutodiffDerivatives"]
 
 
-def _map(f, *args):
+def map_rows(f, *args):
     """``vmap(f)(*args)``, or a loop over the leading axis where ``f`` cannot be batched."""
     try:
         return vmap(f)(*args)
@@ -125,7 +125,7 @@ class AutodiffDerivatives:
     def log_prob_and_grad(self, theta):
         fn = self.fn
         with torch.no_grad():
-            g, v = _map(torch.func.grad_and_value(fn), theta.detach())
+            g, v = map_rows(torch.func.grad_and_value(fn), theta.detach())
         return v, g
 
     def hessian_contraction(self, theta, A):
@@ -161,7 +161,7 @@ def _hessian_diagonal(fn, theta, chunk):
             out.append((hv * basis).sum(-1))
         return torch.cat(out)
 
-    return _map(one, theta)
+    return map_rows(one, theta)
 
 
 def _diag_hessian_contraction(fn, theta, c, chunk):
@@ -176,5 +176,5 @@ def _diag_hessian_contraction(fn, theta, c, chunk):
             hv = vmap(lambda e: jvp(grad(fn), (th,), (e,))[1])(basis)
             return ((hv * basis).sum(-1) * cc[s : s + chunk]).sum()
 
-        total = total + _map(grad(part), theta, c)
+        total = total + map_rows(grad(part), theta, c)
     return total

@@ -35,7 +35,7 @@ from sklearn.base import BaseEstimator
 from torch.func import grad
 
 from ..._utils import check_scalar_param
-from ._autodiff import AutodiffDerivatives, _map
+from ._autodiff import AutodiffDerivatives, map_rows
 from ._protocol import Metric
 
 __all__ = [
@@ -325,7 +325,7 @@ class _CholeskyGeometry(Geometry):
             G = metric_fn(th)
             return 0.5 * torch.logdet(G) + 0.5 * (pp * torch.linalg.solve(G, pp)).sum()
 
-        return _map(grad(terms), self.theta, p)
+        return map_rows(grad(terms), self.theta, p)
 
 
 class FisherMetric(BaseEstimator, Metric):
@@ -367,6 +367,6 @@ class FisherMetric(BaseEstimator, Metric):
         metric_fn = self.metric_fn if metric_fn is None else metric_fn
         with torch.no_grad():
             value, g = _value_and_grad(derivs, theta)
-            G = _map(metric_fn, theta)
+            G = map_rows(metric_fn, theta)
             L = torch.linalg.cholesky(0.5 * (G + G.transpose(-1, -2)))
         return _CholeskyGeometry(theta, value, g, L, metric_fn)
