@@ -120,7 +120,7 @@ def test_a_named_sampler_becomes_a_fresh_object_never_a_shared_one():
     assert first.sampler.n_steps == 9
     second = HMCClassifier()
     assert second.sampler == "hmc"
-    assert second.set_params(sampler__step_jitter=0.0).sampler.n_steps == 50
+    assert second.set_params(sampler__step_jitter=0.0).sampler.n_steps == HMC().n_steps
     # a split target is integrated by its symmetric split leapfrog unless the sampler says
     split = SplitHMCRegressor().set_params(sampler__n_steps=5).sampler
     assert split.integrator is None
