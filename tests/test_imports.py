@@ -195,7 +195,7 @@ def test_every_registering_module_reaches_only_the_leaf_registry():
     package's ``__init__`` imports ``_persistence`` (for save and load), only ``_persistence``
     the codec, and there is one registry of samplers."""
     from sklearn_bnn import _registry as leaf
-    from sklearn_bnn.samplers import _registry as samplers_registry
+    from sklearn_bnn.samplers import _by_name as samplers_registry
 
     graph = import_graph()
     assert {m for m, deps in graph.items() if f"{PACKAGE}._persistence" in deps} == {PACKAGE}
@@ -205,8 +205,8 @@ def test_every_registering_module_reaches_only_the_leaf_registry():
     registering = {
         m
         for m, deps in graph.items()
-        if f"{PACKAGE}._registry" in deps or f"{PACKAGE}.samplers._registry" in deps
+        if f"{PACKAGE}._registry" in deps or f"{PACKAGE}.samplers._by_name" in deps
     }
     assert len(registering) >= 10, registering  # the test covers the registering modules
     assert samplers_registry.SAMPLERS is leaf.SAMPLERS
-    assert f"{PACKAGE}._registry" in graph[f"{PACKAGE}.samplers._registry"]
+    assert f"{PACKAGE}._registry" in graph[f"{PACKAGE}.samplers._by_name"]

@@ -28,7 +28,7 @@ from sklearn_bnn import (
     PlanNetRegressor,
 )
 from sklearn_bnn._persistence import encode, register_network
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 DATA = Path(__file__).parent / "data"
 FAST_HMC = dict(

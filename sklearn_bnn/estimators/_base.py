@@ -44,9 +44,9 @@ from ..samplers import (
     run_sampler,
     setup_sampler,
 )
-from ..samplers._chains import check_n_jobs
-from ..samplers.budget import DrawRule, WarmupRule, is_auto
-from ..samplers.init import resolve_start
+from ..samplers.driver._jobs import check_n_jobs
+from ..samplers.driver.budget import DrawRule, WarmupRule, is_auto
+from ..samplers.starts import resolve_start
 from ..samples import PosteriorSamples
 from ..targets import FunctionalNetwork, Target, hierarchical_target
 from ._calibration import resolve_calibration

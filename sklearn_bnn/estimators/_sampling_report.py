@@ -35,7 +35,7 @@ from ..diagnostics import (
     format_summary,
 )
 from ..exceptions import ConvergenceWarning
-from ..samplers._summary import run_summary
+from ..samplers.driver._summary import run_summary
 
 
 class SamplingReportMixin:

@@ -14,7 +14,7 @@ from sklearn.utils._param_validation import Interval
 
 from .._registry import register
 from ..priors import GaussianPrior
-from ..samplers.init import resolve_start
+from ..samplers.starts import resolve_start
 from ..targets import MinibatchTarget
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_DOC

@@ -11,8 +11,8 @@ import math
 import torch
 from sklearn.base import clone
 
-from .._utils import check_scalar_param
-from ._base import (
+from ..._utils import check_scalar_param
+from .._base import (
     Info,
     Kernel,
     Sampler,
@@ -23,11 +23,11 @@ from ._base import (
     sample_momentum,
     sampler_setting,
 )
-from ._graphs import GraphedLeapfrog
-from ._registry import register_sampler
-from .chees import ChEESTrajectory
-from .defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
-from .geometry.euclidean import DiagonalMetric, EuclideanMetric, as_metric, check_n_chains
+from .._by_name import register_sampler
+from .._graphs import GraphedLeapfrog
+from ..adaptation.chees import ChEESTrajectory
+from ..defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
+from ..geometry.euclidean import DiagonalMetric, EuclideanMetric, as_metric, check_n_chains
 from .integrators import resolve_integrator
 
 __all__ = ["HMC", "HMCKernel", "check_metric", "metropolis_hastings"]

@@ -23,9 +23,9 @@ transition, AMAGOLD and HTE never need it).
 
 from __future__ import annotations
 
-from .._utils import check_scalar_param
-from ._base import Kernel, Sampler
-from ._registry import register_sampler, register_setup
+from ..._utils import check_scalar_param
+from .._base import Kernel, Sampler
+from .._by_name import register_sampler, register_setup
 from .sg_adjusted import AMAGOLDKernel, GSGHMCKernel, HTEKernel, amagold_trajectory
 from .sg_kernels import SGHMCKernel, SGLDKernel
 from .sg_step_size import estimator_setup

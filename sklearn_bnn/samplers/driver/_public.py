@@ -10,13 +10,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._seeding import child, root_seed, torch_seed
-from .._utils import check_scalar_param, resolve_device, resolve_dtype
-from .._warnings import one_convergence_warning
-from ..samples import PosteriorSamples
-from ._chains import check_n_jobs, run_sampler
-from ._registry import resolve_sampler
-from ._run import RunConfig
+from ..._seeding import child, root_seed, torch_seed
+from ..._utils import check_scalar_param, resolve_device, resolve_dtype
+from ..._warnings import one_convergence_warning
+from ...samples import PosteriorSamples
+from .._by_name import resolve_sampler
+from ._jobs import check_n_jobs, run_sampler
+from ._records import RunConfig
 from ._summary import run_summary
 from .budget import DrawRule, WarmupRule, is_auto
 
@@ -29,7 +29,7 @@ def _checked_target(logdensity, dim: int, device, dtype):
     if hasattr(logdensity, "value_and_grad"):
         target = logdensity
     elif callable(logdensity):
-        from ..targets import FunctionTarget
+        from ...targets import FunctionTarget
 
         target = FunctionTarget(logdensity, dim, device=device, dtype=dtype)
     else:

@@ -37,10 +37,10 @@ import math
 import numpy as np
 import torch
 
-from .._seeding import child, root_seed
-from ._base import State
-from .adaptation import find_reasonable_step_size
-from .budget import as_length
+from ..._seeding import child, root_seed
+from .._base import State
+from ..adaptation.step_size_and_mass import find_reasonable_step_size
+from ..driver.budget import as_length
 
 __all__ = [
     "AutoStepSampler",
