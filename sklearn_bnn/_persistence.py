@@ -56,7 +56,7 @@ from ._codec import (  # noqa: F401
     decode,
     encode,
 )
-from ._registry import (  # noqa: F401
+from ._persistence_registry import (  # noqa: F401
     _NETWORKS,
     _REGISTRY,
     SAMPLERS,

@@ -18,7 +18,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._registry import WeightsOnlyMixin
+from .._persistence_registry import WeightsOnlyMixin
 from .._seeding import child, root_seed, torch_seed
 from .._state_checks import meta_module
 from .._threads import in_sampling_threads
@@ -50,8 +50,8 @@ from ..samplers.starts import resolve_start
 from ..samples import PosteriorSamples
 from ..targets import FunctionalNetwork, Target, hierarchical_target
 from ._calibration import resolve_calibration
-from ._hierarchical import record_precisions
 from ._nested import NestedSettingsMixin
+from ._sampled_precisions import record_precisions
 from ._sampling_report import SamplingReportMixin
 from ._sampling_state import SamplingStateMixin
 from ._weights import class_weights, row_weights, sample_weights

@@ -33,7 +33,7 @@ from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.validation import column_or_1d
 
-from .._registry import register
+from .._persistence_registry import register
 from .._seeding import child, root_seed
 from .._utils import SettingsObject, check_scalar_param
 from .._warnings import one_convergence_warning

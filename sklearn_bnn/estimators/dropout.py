@@ -39,7 +39,7 @@ from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from .._registry import register
+from .._persistence_registry import register
 from .._utils import to_numpy
 from .._warnings import one_convergence_warning, one_warning_per_call
 from ._calibration import (

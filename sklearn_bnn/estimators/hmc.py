@@ -5,7 +5,7 @@ seeds/000 §3.1 (full HMC), REFERENCE §1.
 
 from __future__ import annotations
 
-from .._registry import register
+from .._persistence_registry import register
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_ATTRS_DOC, CALIBRATION_DOC
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin

@@ -12,7 +12,7 @@ from numbers import Integral
 
 from sklearn.utils._param_validation import Interval
 
-from .._registry import register
+from .._persistence_registry import register
 from ..priors import GaussianPrior
 from ..samplers.starts import resolve_start
 from ..targets import MinibatchTarget

@@ -12,7 +12,7 @@ from numbers import Integral
 import torch
 from sklearn.utils._param_validation import Interval
 
-from .._registry import register
+from .._persistence_registry import register
 from .._seeding import numpy_rng
 from .._state_checks import is_int
 from .._utils import resolve_device

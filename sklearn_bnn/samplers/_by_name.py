@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-from .._registry import SAMPLERS, register_sampler_class
+from .._persistence_registry import SAMPLERS, register_sampler_class
 from ._base import Sampler
 
 __all__ = [

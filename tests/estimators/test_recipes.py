@@ -20,7 +20,7 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import Interval
 
 import sklearn_bnn
-from sklearn_bnn._registry import _REGISTRY, SAMPLERS
+from sklearn_bnn._persistence_registry import _REGISTRY, SAMPLERS
 from sklearn_bnn.estimators._base import BaseSamplingEstimator
 from sklearn_bnn.estimators._tasks import SamplingRegressorMixin
 from sklearn_bnn.priors import as_prior
@@ -187,7 +187,7 @@ class FirstRowsRegressor(SamplingRegressorMixin, _FirstRowsParams, BaseSamplingE
 
 @pytest.fixture
 def toy_estimator():
-    sklearn_bnn._registry.register(FirstRowsRegressor)
+    sklearn_bnn._persistence_registry.register(FirstRowsRegressor)
     yield FirstRowsRegressor
     _REGISTRY.pop("FirstRowsRegressor")
 
