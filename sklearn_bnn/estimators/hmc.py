@@ -6,6 +6,7 @@ seeds/000 §3.1 (full HMC), REFERENCE §1.
 from __future__ import annotations
 
 from .._persistence_registry import register
+from ..samplers import with_sampler_names
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_ATTRS_DOC, CALIBRATION_DOC
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
@@ -37,7 +38,7 @@ _PARAMS_DOC = """
         :class:`~sklearn_bnn.samplers.budget.WarmupRule`).
     sampler : str or sampler object, default="hmc"
         A name registered in :data:`sklearn_bnn.samplers.SAMPLERS` for a full-batch sampler
-        ("hmc", "nuts", "rmhmc", "s3hmc", "constrained_hmc", "bridged_hmc"; the
+        ({full_samplers}; the
         stochastic-gradient names need :class:`SGMCMCClassifier` / :class:`SGMCMCRegressor`),
         built with its defaults, or a configured object such as ``HMC(n_steps=30)`` or
         ``NUTS(max_tree_depth=8, target_accept=0.9)``. A sampler's settings (the trajectory:
@@ -92,6 +93,7 @@ _PARAMS_DOC = """
         prior both tempered (the "cold posterior" of Wenzel et al. 2020, eq. 1). T = 1 is the
         Bayes posterior; T < 1 sharpens it.
 """
+_PARAMS_DOC = with_sampler_names(_PARAMS_DOC)
 
 _FITTED_DOC = """
     samples_ : PosteriorSamples

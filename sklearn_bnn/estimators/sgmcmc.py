@@ -14,6 +14,7 @@ from sklearn.utils._param_validation import Interval
 
 from .._persistence_registry import register
 from ..priors import GaussianPrior
+from ..samplers import with_sampler_names
 from ..samplers.starts import resolve_start
 from ..targets import MinibatchTarget
 from ._base import BaseSamplingEstimator
@@ -28,7 +29,7 @@ _SG_PARAMS_DOC = """
     ----------
     hidden_layer_sizes, activation, module, prior_precision
         As for :class:`{base}` (``module`` may be any ``nn.Module``: CNNs, recurrent nets).
-    sampler : {{"sghmc", "sgld", "gsghmc", "amagold", "hte"}} or sampler object, default="sghmc"
+    sampler : {{{minibatch_samplers}}} or sampler object, default="sghmc"
         The stochastic-gradient sampler (see :mod:`sklearn_bnn.samplers.sgmcmc`), by name
         (built with its defaults) or as an object; its settings live on it and are reached as
         ``sampler__<setting>``: ``momentum`` (decay per step, 0.99 for SGHMC: the momentum is
@@ -81,6 +82,7 @@ _SG_PARAMS_DOC = """
         is reported in ``diagnostics_`` (``init_steps``, ``init_loss``, ``init_converged``).
         (The HMC estimators' MAP start takes full-data steps.)
 """
+_SG_PARAMS_DOC = with_sampler_names(_SG_PARAMS_DOC)
 
 
 class _MinibatchParams:

@@ -23,7 +23,9 @@ from ._by_name import (
     register_sampler,
     register_setup,
     resolve_sampler,
+    sampler_names,
     setup_sampler,
+    with_sampler_names,
 )
 from .adaptation.step_size_and_mass import DualAveraging, find_reasonable_step_size
 from .adaptation.warmup import WindowAdaptation
@@ -60,6 +62,9 @@ from .hamiltonian.nuts import NUTS, NUTSKernel
 from .hamiltonian.rmhmc import RMHMC, RMHMCKernel
 from .hamiltonian.s3hmc import S3HMC, S3HMCKernel
 from .stochastic_gradient.sgmcmc import AMAGOLD, GSGHMC, HTE, SGHMC, SGLD
+
+# every sampler above has registered: sample's docstring lists the registry's names
+sample.__doc__ = with_sampler_names(sample.__doc__)
 
 __all__ = [
     "AMAGOLD",
@@ -118,6 +123,7 @@ __all__ = [
     "run_sampler",
     "sample",
     "sample_momentum",
+    "sampler_names",
     "sampler_setting",
     "setup_sampler",
     "symmetric_split",

@@ -72,9 +72,8 @@ def sample(
         Where the chains start: one (D,) start for every chain, jittered (``init_jitter``) so
         that they start apart, as R-hat needs; or one row per chain, used as it is.
     sampler : str or Sampler, default="nuts"
-        A name registered in :data:`sklearn_bnn.samplers.SAMPLERS` (``"hmc"``, ``"nuts"``,
-        ``"rmhmc"``, ``"s3hmc"``, ``"constrained_hmc"``, ``"bridged_hmc"``, and for a minibatch
-        target ``"sghmc"``, ``"sgld"``, ``"gsghmc"``, ``"amagold"``, ``"hte"``), built with its
+        A name registered in :data:`sklearn_bnn.samplers.SAMPLERS` ({full_samplers}, and
+        for a minibatch target {minibatch_samplers}), built with its
         defaults, or a configured sampler object (``HMC(n_steps=30)``,
         ``NUTS(max_tree_depth=8)``, your own :class:`Sampler`). The warmup's settings are the
         sampler's: ``NUTS(step_size=0.1)`` fixes the step, ``NUTS(target_accept=0.9)`` sets the
