@@ -20,7 +20,7 @@ from .estimators import (
 )
 from .exceptions import ConvergenceWarning
 from .metrics import uncertainty_report
-from .samplers.init import MAPStart
+from .samplers.starts import MAPStart
 from .samples import PosteriorSamples
 
 __version__ = "0.1.0"

@@ -13,7 +13,7 @@ import re
 import numpy as np
 import torch
 
-from ._registry import (
+from ._persistence_registry import (
     NETWORKS,
     REGISTRY,
     SAMPLERS,

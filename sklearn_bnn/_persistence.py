@@ -55,7 +55,7 @@ from ._codec import (  # noqa: F401
     rebuild,
     rebuild_pipeline,
 )
-from ._registry import (  # noqa: F401
+from ._persistence_registry import (  # noqa: F401
     NETWORKS,
     REGISTRY,
     SAMPLERS,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ._registry import REGISTRY, is_estimator_class
+from ._persistence_registry import REGISTRY, is_estimator_class
 
 
 def describe(value) -> str:

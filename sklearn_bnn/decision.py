@@ -21,8 +21,8 @@ from sklearn.utils.metadata_routing import (
 )
 from sklearn.utils.validation import check_is_fitted
 
-from ._registry import WeightsOnlyMixin, register
-from ._utility import bayes_decision, check_utility, expected_utilities
+from ._persistence_registry import WeightsOnlyMixin, register
+from ._utility_matrix import bayes_decision, check_utility, expected_utilities
 from .metrics import mean_utility
 
 __all__ = ["check_utility", "expected_utilities", "bayes_decision", "BayesDecisionClassifier"]

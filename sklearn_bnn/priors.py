@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from sklearn.base import BaseEstimator
 
-from ._registry import register
+from ._persistence_registry import register
 
 __all__ = [
     "BoundGaussianPrior",

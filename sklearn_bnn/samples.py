@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._registry import register
+from ._persistence_registry import register
 
 __all__ = ["PosteriorSamples"]
 

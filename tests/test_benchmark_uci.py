@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 ROOT = Path(__file__).resolve().parents[1]
 _UCI = ROOT / "benchmarks" / "scoreboard" / "uci.py"

@@ -28,7 +28,7 @@ from sklearn_bnn._utils import (
     resolve_device,
 )
 from sklearn_bnn.samplers import GSGHMC, HMC, NUTS, SGHMC, DenseMetric, DiagonalMetric
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 
 def test_without_cuda_auto_is_always_the_cpu(monkeypatch):

@@ -166,13 +166,13 @@ def test_cycle_finder_on_small_packages(tmp_path, files, cycle):
 
 
 def test_the_persistence_registry_is_a_leaf():
-    """Classes register for ``load`` through ``_registry``, which imports nothing but the
-    standard library; the modules that only register do not pull in the codec."""
+    """Classes register for ``load`` through ``_persistence_registry``, which imports nothing
+    but the standard library; the modules that only register do not pull in the codec."""
     import sys
 
     graph = import_graph()
-    assert graph[f"{PACKAGE}._registry"] == set()
-    tree = ast.parse((ROOT / "_registry.py").read_text(encoding="utf-8"))
+    assert graph[f"{PACKAGE}._persistence_registry"] == set()
+    tree = ast.parse((ROOT / "_persistence_registry.py").read_text(encoding="utf-8"))
     imported = {
         alias.name.split(".")[0]
         for node in ast.walk(tree)
@@ -185,17 +185,17 @@ def test_the_persistence_registry_is_a_leaf():
     }
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
     for module in ("priors", "samples"):
-        assert f"{PACKAGE}._registry" in graph[f"{PACKAGE}.{module}"]
+        assert f"{PACKAGE}._persistence_registry" in graph[f"{PACKAGE}.{module}"]
         assert not {f"{PACKAGE}._persistence", f"{PACKAGE}._codec"} & graph[f"{PACKAGE}.{module}"]
 
 
 def test_every_registering_module_reaches_only_the_leaf_registry():
     """Whatever registers (estimators, priors, samplers, metrics, samples) imports the leaf
-    ``_registry`` (or the samplers' registry, itself on the leaf), never the codec: only the
-    package's ``__init__`` imports ``_persistence`` (for save and load), only ``_persistence``
-    the codec, and there is one registry of samplers."""
-    from sklearn_bnn import _registry as leaf
-    from sklearn_bnn.samplers import _registry as samplers_registry
+    ``_persistence_registry`` (or the samplers' registry, itself on the leaf), never the codec:
+    only the package's ``__init__`` imports ``_persistence`` (for save and load), only
+    ``_persistence`` the codec, and there is one registry of samplers."""
+    from sklearn_bnn import _persistence_registry as leaf
+    from sklearn_bnn.samplers import _by_name as samplers_registry
 
     graph = import_graph()
     assert {m for m, deps in graph.items() if f"{PACKAGE}._persistence" in deps} == {PACKAGE}
@@ -205,8 +205,8 @@ def test_every_registering_module_reaches_only_the_leaf_registry():
     registering = {
         m
         for m, deps in graph.items()
-        if f"{PACKAGE}._registry" in deps or f"{PACKAGE}.samplers._registry" in deps
+        if f"{PACKAGE}._persistence_registry" in deps or f"{PACKAGE}.samplers._by_name" in deps
     }
     assert len(registering) >= 10, registering  # the test covers the registering modules
     assert samplers_registry.SAMPLERS is leaf.SAMPLERS
-    assert f"{PACKAGE}._registry" in graph[f"{PACKAGE}.samplers._registry"]
+    assert f"{PACKAGE}._persistence_registry" in graph[f"{PACKAGE}.samplers._by_name"]

@@ -23,7 +23,7 @@ from sklearn_bnn import HMCClassifier, SGMCMCClassifier, targets
 from sklearn_bnn.estimators._sampling_report import _divergence_advice
 from sklearn_bnn.samplers import HMC, NUTS, BridgedHMC, DenseMetric, run_chains, sample
 from sklearn_bnn.samplers._base import Info, Kernel, State
-from sklearn_bnn.samplers.s3hmc import S3HMC
+from sklearn_bnn.samplers.hamiltonian.s3hmc import S3HMC
 from sklearn_bnn.targets import FunctionTarget
 
 PACKAGE_DIR = str(Path(sklearn_bnn.__file__).resolve().parent)

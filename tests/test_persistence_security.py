@@ -27,7 +27,7 @@ from sklearn_bnn import (
     PlanNetRegressor,
 )
 from sklearn_bnn._persistence import encode, register_network
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 FAST_HMC = dict(
     hidden_layer_sizes=(3,), n_draws=6, n_warmup=2, init=MAPStart(n_steps=2), random_state=0

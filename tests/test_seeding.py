@@ -8,7 +8,7 @@ import torch
 from sklearn_bnn import HMCRegressor, SGMCMCClassifier, SplitHMCClassifier
 from sklearn_bnn._seeding import child, numpy_rng, root_seed, torch_seed
 from sklearn_bnn.samplers import HMC, chain_seeds
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 
 def test_children_depend_on_their_path_only():

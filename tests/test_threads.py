@@ -18,7 +18,7 @@ from sklearn_bnn import (
 )
 from sklearn_bnn._threads import WORK_PER_THREAD, sampling_threads, threads_for
 from sklearn_bnn.samplers import HMC
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 
 @pytest.fixture

@@ -93,7 +93,7 @@ from sklearn_bnn.nets import MLP  # noqa: E402
 from sklearn_bnn.priors import GaussianPrior  # noqa: E402
 from sklearn_bnn.samplers import HMC as OurHMC  # noqa: E402
 from sklearn_bnn.samplers import SGHMC, run_chains  # noqa: E402
-from sklearn_bnn.samplers.init import MAPStart  # noqa: E402
+from sklearn_bnn.samplers.starts import MAPStart  # noqa: E402
 from sklearn_bnn.targets import FunctionalNetwork, MinibatchTarget, Target  # noqa: E402
 
 N_STEPS = 50
@@ -516,7 +516,7 @@ def sgfit_section(X, y, X_te, y_te, devices, clock, smoke):
     runs a second) timed apart: at its defaults on cuda, and with 10 + 10 transitions, a MAP
     search capped at 20,000 steps and no calibration on cuda and on the CPU, with held-out
     accuracy and NLL."""
-    from sklearn_bnn.samplers import init as init_module
+    from sklearn_bnn.samplers import starts as init_module
 
     found = init_module.find_mode_minibatch
     timings = []

@@ -8,7 +8,7 @@ the first half, posterior draws the second half) and reported:
 
 - ll1 = log q - log g on the posterior draws and ll2 on the proposal draws (mean, sd, min/max),
   and how many proposal draws reach the smallest ll1: the two samples' overlap;
-- the overlap O of :func:`sklearn_bnn.samplers.bridge.bridge_log_masses`;
+- the overlap O of :func:`sklearn_bnn.samplers.hamiltonian.bridge_sampling.bridge_log_masses`;
 - the plain iteration of eq. 3.6 (its iterates 1-4 and 999-1000: a swing with period two when
   the samples do not overlap) and the fixed point found by bisection;
 - ll1 with an interleaved split (even draws fit, odd draws evaluate), which removes the chain's
@@ -35,8 +35,12 @@ from sklearn.datasets import make_moons
 
 from sklearn_bnn import HMCClassifier
 from sklearn_bnn.samplers import BridgedHMC, ConstrainedHMC, sample
-from sklearn_bnn.samplers.bridge import _log_density, bridge_log_masses, bridge_terms
-from sklearn_bnn.samplers.constrained import to_box
+from sklearn_bnn.samplers.hamiltonian.bridge_sampling import (
+    _log_density,
+    bridge_log_masses,
+    bridge_terms,
+)
+from sklearn_bnn.samplers.hamiltonian.constrained import to_box
 
 
 class _KeepTarget(BridgedHMC):

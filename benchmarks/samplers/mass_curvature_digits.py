@@ -48,7 +48,7 @@ from sklearn_bnn.metrics import negative_log_likelihood
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import HMC, DiagonalMetric
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py

@@ -34,7 +34,7 @@ from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.likelihoods import Categorical
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import HMC, run_chains
-from sklearn_bnn.samplers.init import find_mode
+from sklearn_bnn.samplers.starts import find_mode
 from sklearn_bnn.targets import FunctionalNetwork, SplitTarget, Target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py

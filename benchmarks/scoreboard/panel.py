@@ -102,7 +102,7 @@ from sklearn_bnn.metrics import (  # noqa: E402
     predict_samples,
     predictive_entropy,
 )
-from sklearn_bnn.samplers.init import MAPStart  # noqa: E402
+from sklearn_bnn.samplers.starts import MAPStart  # noqa: E402
 
 # --- the only estimator parameter names the panel ever uses -------------------------------------
 # Every estimator runs at its defaults. These names are read (to project a fit time) or set (only

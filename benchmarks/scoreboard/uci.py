@@ -51,7 +51,7 @@ from sklearn_bnn import HMCRegressor, MCDropoutRegressor, PlanNetRegressor
 from sklearn_bnn.metrics import gaussian_nll
 from sklearn_bnn.priors import GaussianPrior, HierarchicalPrior
 from sklearn_bnn.samplers import HMC, NUTS
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO_ROOT.parent / "shared" / "data" / "uci"

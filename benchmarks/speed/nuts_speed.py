@@ -25,7 +25,7 @@ from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.nets import make_mlp
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import NUTS, run_chains
-from sklearn_bnn.samplers.init import find_mode
+from sklearn_bnn.samplers.starts import find_mode
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
 NOISE_PRECISION = 100.0

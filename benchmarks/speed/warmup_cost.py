@@ -39,7 +39,7 @@ import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.preprocessing import StandardScaler
 from sklearn_bnn import HMCClassifier, fit_threads
-from sklearn_bnn.samplers import hmc
+from sklearn_bnn.samplers.hamiltonian import hmc
 X, y = load_digits(return_X_y=True)
 X, y = X[:1257], y[:1257]  # the demo's training-set size, unshuffled
 X = StandardScaler().fit_transform(X)

@@ -66,7 +66,7 @@ def ours(X, y, theta0, eps, n_steps, batched=True, fit_threads=False):
     from sklearn_bnn.likelihoods import Categorical
     from sklearn_bnn.nets import MLP
     from sklearn_bnn.priors import GaussianPrior
-    from sklearn_bnn.samplers.hmc import HMC
+    from sklearn_bnn.samplers.hamiltonian.hmc import HMC
     from sklearn_bnn.targets import FunctionalNetwork, Target
 
     net = FunctionalNetwork(MLP(X.shape[1], (HIDDEN,), N_OUT))

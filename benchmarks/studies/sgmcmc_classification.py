@@ -68,7 +68,7 @@ from sklearn_bnn.metrics import (
     predictive_entropy,
 )
 from sklearn_bnn.samplers import GSGHMC, HMC, HTE, SGHMC
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness.py
 from harness import DigitsCNN  # noqa: E402

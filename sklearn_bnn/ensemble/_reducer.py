@@ -20,7 +20,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from .._registry import WeightsOnlyMixin, register
+from .._persistence_registry import WeightsOnlyMixin, register
 from ._selection import SCORES, greedy_member_selection, random_order_member_selection
 
 __all__ = ["EnsembleReducer"]

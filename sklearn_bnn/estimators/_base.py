@@ -44,15 +44,15 @@ from ..samplers import (
     run_sampler,
     setup_sampler,
 )
-from ..samplers._chains import check_n_jobs
-from ..samplers.budget import DrawRule, WarmupRule, is_auto
-from ..samplers.init import resolve_start
+from ..samplers.driver._jobs import check_n_jobs
+from ..samplers.driver.budget import DrawRule, WarmupRule, is_auto
+from ..samplers.starts import resolve_start
 from ..samples import PosteriorSamples
 from ..targets import FunctionalNetwork, Target
 from ._calibration import resolve_calibration
 from ._families import FullData
-from ._hierarchical import record_precisions
 from ._nested import named_as_objects, with_named_settings
+from ._sampled_precisions import record_precisions
 from ._sampling_report import record_diagnostics
 from ._sampling_state import (
     PRIVATE_STATE,
@@ -343,7 +343,7 @@ class BaseSamplingEstimator(BaseEstimator):
 
     def _budgets(self, start: _ChainStart, X) -> tuple:
         """The run's warmup and draws budgets: the numbers given, or for "auto" the rules of
-        :mod:`sklearn_bnn.samplers.budget`, the draws' rule monitoring the predictions on the
+        :mod:`sklearn_bnn.samplers.driver.budget`, the draws' rule monitoring the predictions on the
         reference rows that ``diagnostics_`` reports."""
         n_warmup = WarmupRule() if is_auto(start.n_warmup) else start.n_warmup
         n_draws = self.n_draws

@@ -20,7 +20,7 @@ from .._seeding import numpy_rng
 from .._state_checks import is_int
 from .._utils import resolve_device
 from ..priors import GaussianPrior, HierarchicalPrior, as_prior
-from ..samplers.init import resolve_start
+from ..samplers.starts import resolve_start
 from ..targets import MinibatchTarget, SplitTarget, Target, hierarchical_target
 
 __all__ = ["FullData", "MinibatchData", "SplitData"]

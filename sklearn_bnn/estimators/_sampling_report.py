@@ -33,7 +33,7 @@ from ..diagnostics import (
     ess_tail,
 )
 from ..exceptions import ConvergenceWarning
-from ..samplers._summary import run_summary
+from ..samplers.driver._summary import run_summary
 
 
 def record_diagnostics(estimator, run, continuing: bool, X) -> None:

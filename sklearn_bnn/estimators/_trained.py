@@ -18,7 +18,7 @@ from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._registry import WeightsOnlyMixin
+from .._persistence_registry import WeightsOnlyMixin
 from .._seeding import child, root_seed
 from .._utils import FitDeviceMixin, mlp_parameter_count, resolve_device, resolve_dtype
 from ..nets import ACTIVATIONS, check_hidden_layer_sizes

@@ -35,7 +35,7 @@ from sklearn.base import RegressorMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from .._registry import register
+from .._persistence_registry import register
 from .._utils import to_numpy
 from ._calibration import CALIBRATION_CONSTRAINT, resolve_calibration
 from ._dropout_base import DROPOUT_PARAMS_DOC, MCDropoutBase

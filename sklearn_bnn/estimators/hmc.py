@@ -5,7 +5,8 @@ Cobb & Jalaian (2021), §3.1 (full HMC); Neal (2011).
 
 from __future__ import annotations
 
-from .._registry import register
+from .._persistence_registry import register
+from ..samplers import with_sampler_names
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_ATTRS_DOC, CALIBRATION_DOC
 from ._families import FullData
@@ -34,15 +35,15 @@ _PARAMS_DOC = """
         (of the log density and of the predictions on 64 training rows, the check that
         ``diagnostics_`` reports) and the effective sample size of the draws reaches 50;
         draws a chain had not forgotten its start in become warmup
-        (:class:`~sklearn_bnn.samplers.budget.DrawRule`; docs/hmc.md, "Budgets").
+        (:class:`~sklearn_bnn.samplers.driver.budget.DrawRule`; docs/hmc.md, "Budgets").
     n_warmup : int or "auto", default="auto"
         Transitions of warmup (step-size adaptation), discarded. "auto": at least 150, ended
         once the adapted step size moves by less than 10 % over 25 transitions, at most 500
         (a sampler that adapts a mass matrix or an integration time runs 500;
-        :class:`~sklearn_bnn.samplers.budget.WarmupRule`).
+        :class:`~sklearn_bnn.samplers.driver.budget.WarmupRule`).
     sampler : str or sampler object, default="hmc"
         A name registered in :data:`sklearn_bnn.samplers.SAMPLERS` for a full-batch sampler
-        ("hmc", "nuts", "rmhmc", "s3hmc", "constrained_hmc", "bridged_hmc"; the
+        ({full_samplers}; the
         stochastic-gradient names need :class:`SGMCMCClassifier` / :class:`SGMCMCRegressor`),
         built with its defaults, or a configured object such as ``HMC(n_steps=30)`` or
         ``NUTS(max_tree_depth=8, target_accept=0.9)``. A sampler's settings (the trajectory:
@@ -80,7 +81,7 @@ _PARAMS_DOC = """
     init : {"map", "random"} or MAPStart, default="map"
         Where chains start: at a posterior mode found by full-batch Adam from the network's
         random initialisation (each chain its own; "map" is
-        :class:`~sklearn_bnn.samplers.init.MAPStart` at its defaults, 500 steps, reached as
+        :class:`~sklearn_bnn.samplers.starts.MAPStart` at its defaults, 500 steps, reached as
         ``init__n_steps``), or at that random initialisation itself.
     device : {"cpu", "cuda", "auto"}, default="cpu"
     dtype : {"float32", "float64"}, default="float32"
@@ -97,6 +98,7 @@ _PARAMS_DOC = """
         prior both tempered (the "cold posterior" of Wenzel et al. 2020, eq. 1). T = 1 is the
         Bayes posterior; T < 1 sharpens it.
 """
+_PARAMS_DOC = with_sampler_names(_PARAMS_DOC)
 
 _FITTED_DOC = """
     samples_ : PosteriorSamples

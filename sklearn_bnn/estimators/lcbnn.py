@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from .._registry import register
+from .._persistence_registry import register
 from .._utils import to_numpy
 from ..decision import bayes_decision, check_utility, expected_utilities
 from ._dropout_base import DROPOUT_PARAMS_DOC

@@ -19,7 +19,7 @@ from sklearn.base import RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._registry import register
+from .._persistence_registry import register
 from .._seeding import child, torch_seed
 from .._threads import module_work, sampling_threads
 from .._utils import check_scalar_param, draw_seed, seeded_torch

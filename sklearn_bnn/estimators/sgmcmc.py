@@ -8,7 +8,8 @@ array or a memory map) and go to the device one batch of ``batch_size`` rows at 
 
 from __future__ import annotations
 
-from .._registry import register
+from .._persistence_registry import register
+from ..samplers import with_sampler_names
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_DOC
 from ._families import MinibatchData
@@ -22,9 +23,10 @@ _SG_PARAMS_DOC = """
     ----------
     hidden_layer_sizes, activation, module, prior_precision
         As for :class:`{base}` (``module`` may be any ``nn.Module``: CNNs, recurrent nets).
-    sampler : {{"sghmc", "sgld", "gsghmc", "amagold", "hte"}} or sampler object, default="sghmc"
-        The stochastic-gradient sampler (see :mod:`sklearn_bnn.samplers.sgmcmc`), by name
-        (built with its defaults) or as an object; its settings live on it and are reached as
+    sampler : {{{minibatch_samplers}}} or sampler object, default="sghmc"
+        The stochastic-gradient sampler (see
+        :mod:`sklearn_bnn.samplers.stochastic_gradient.sgmcmc`), by name (built with its
+        defaults) or as an object; its settings live on it and are reached as
         ``sampler__<setting>``: ``momentum`` (decay per step, 0.99 for SGHMC: the momentum is
         carried across transitions and persists about a hundred steps), ``warmup_step_size``
         (start of a cosine warmup schedule annealed to the step over ``n_warmup``; None:
@@ -36,7 +38,8 @@ _SG_PARAMS_DOC = """
         N/|B|-scaled gradient estimate, 16 batches): the largest step whose gradient noise is
         a tenth of the injected noise (eps**2 v = 0.1 * 2 (1 - momentum); SGLD: eps**2 v =
         0.1 * 2 eps; Chen et al. 2014, §3.2), at most a per-datum learning rate of 0.03,
-        fixed from then on; see :mod:`sklearn_bnn.samplers.sg_step_size` and docs/sgmcmc.md.
+        fixed from then on; see :mod:`sklearn_bnn.samplers.stochastic_gradient.sg_step_size`
+        and docs/sgmcmc.md.
     batch_size : int, default=128
         Rows per minibatch.
     n_cycles : int, default=None
@@ -56,7 +59,7 @@ _SG_PARAMS_DOC = """
         100 and at most 200, stopped once every chain is stationary by its own split R-hat
         (log density and predictions on 64 training rows) and the draws' effective sample size
         reaches 50; draws a chain had not forgotten its start in become warmup
-        (:class:`~sklearn_bnn.samplers.budget.DrawRule`; docs/sgmcmc.md).
+        (:class:`~sklearn_bnn.samplers.driver.budget.DrawRule`; docs/sgmcmc.md).
     n_warmup : int or "auto", default="auto"
         Transitions of warmup (discarded); "auto": 150.
     thin : int, default=1
@@ -65,7 +68,7 @@ _SG_PARAMS_DOC = """
         As for :class:`{base}`.
     init : {{"map", "random"}} or MAPStart, default="map"
         Start at a mode found by minibatch Adam, or at the network's random initialisation
-        (warmup does the rest). "map" is :class:`~sklearn_bnn.samplers.init.MAPStart` at its
+        (warmup does the rest). "map" is :class:`~sklearn_bnn.samplers.starts.MAPStart` at its
         defaults: steps on one batch of ``batch_size`` rows each, as scikit-learn's
         ``MLPClassifier`` trains (learning rate 1e-3, the rows in a fresh order every epoch),
         ended when the epoch's mean training loss (the per-datum negative log posterior) has
@@ -75,6 +78,7 @@ _SG_PARAMS_DOC = """
         is reported in ``diagnostics_`` (``init_steps``, ``init_loss``, ``init_converged``).
         (The HMC estimators' MAP start takes full-data steps.)
 """
+_SG_PARAMS_DOC = with_sampler_names(_SG_PARAMS_DOC)
 
 
 SG_CALIBRATION_DOC = CALIBRATION_DOC.rstrip() + """ A memory map (``X`` from

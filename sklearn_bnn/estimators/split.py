@@ -7,7 +7,7 @@ memory is bounded by a subset, while the Metropolis-Hastings test uses the full-
 
 from __future__ import annotations
 
-from .._registry import register
+from .._persistence_registry import register
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_DOC
 from ._families import SplitData

@@ -15,6 +15,7 @@ from ._classification import (
     negative_log_likelihood,
     top_label_calibration_curve,
 )
+from ._predict_samples import predict_samples
 from ._regression import (
     gaussian_crps,
     gaussian_nll,
@@ -23,7 +24,6 @@ from ._regression import (
     regression_calibration_curve,
 )
 from ._report import uncertainty_report
-from ._samples import predict_samples
 from ._scorer import (
     GaussianScorer,
     ProbaScorer,

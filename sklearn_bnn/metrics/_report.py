@@ -12,7 +12,7 @@ from ._classification import (
     maximum_calibration_error,
     negative_log_likelihood,
 )
-from ._samples import predict_samples_or_none
+from ._predict_samples import predict_samples_or_none
 from ._uncertainty import expected_utility_score, mutual_information, predictive_entropy
 
 __all__ = ["uncertainty_report"]

@@ -11,7 +11,7 @@ import numpy as np
 from scipy.special import entr
 from sklearn.utils import check_consistent_length, column_or_1d
 
-from .._utility import bayes_decision, check_utility
+from .._utility_matrix import bayes_decision, check_utility
 from .._validation import check_classification, check_probabilities, check_weights, encode_labels
 
 __all__ = [

@@ -18,20 +18,21 @@ from ._base import (
     sample_momentum,
     sampler_setting,
 )
-from ._chains import run_all_chains, run_sampler
-from ._driver import sample
-from ._loop import run_chains
-from ._registry import (
+from ._by_name import (
     SAMPLERS,
     register_sampler,
     register_setup,
     resolve_sampler,
+    sampler_names,
     setup_sampler,
+    with_sampler_names,
 )
-from ._run import ChainRun, RunConfig, chain_seeds
-from .adaptation import DualAveraging, find_reasonable_step_size
-from .bridged import BridgedHMC
-from .constrained import ConstrainedHMC, ConstrainedHMCKernel
+from .adaptation.step_size_and_mass import DualAveraging, find_reasonable_step_size
+from .adaptation.warmup import WindowAdaptation
+from .driver._jobs import run_all_chains, run_sampler
+from .driver._loop import run_chains
+from .driver._public import sample
+from .driver._records import ChainRun, RunConfig, chain_seeds
 from .geometry import (
     DenseMetric,
     DiagonalMetric,
@@ -44,8 +45,10 @@ from .geometry import (
     as_metric,
 )
 from .gibbs import BlockSequence, GibbsKernel, GibbsState
-from .hmc import HMC, HMCKernel, metropolis_hastings
-from .integrators import (
+from .hamiltonian.bridged_hmc import BridgedHMC
+from .hamiltonian.constrained import ConstrainedHMC, ConstrainedHMCKernel
+from .hamiltonian.hmc import HMC, HMCKernel, metropolis_hastings
+from .hamiltonian.integrators import (
     INTEGRATORS,
     drift,
     kick,
@@ -55,11 +58,13 @@ from .integrators import (
     resolve_integrator,
     symmetric_split,
 )
-from .nuts import NUTS, NUTSKernel
-from .rmhmc import RMHMC, RMHMCKernel
-from .s3hmc import S3HMC, S3HMCKernel
-from .sgmcmc import AMAGOLD, GSGHMC, HTE, SGHMC, SGLD
-from .warmup import WindowAdaptation
+from .hamiltonian.nuts import NUTS, NUTSKernel
+from .hamiltonian.rmhmc import RMHMC, RMHMCKernel
+from .hamiltonian.s3hmc import S3HMC, S3HMCKernel
+from .stochastic_gradient.sgmcmc import AMAGOLD, GSGHMC, HTE, SGHMC, SGLD
+
+# every sampler above has registered: sample's docstring lists the registry's names
+sample.__doc__ = with_sampler_names(sample.__doc__)
 
 __all__ = [
     "AMAGOLD",
@@ -118,6 +123,7 @@ __all__ = [
     "run_sampler",
     "sample",
     "sample_momentum",
+    "sampler_names",
     "sampler_setting",
     "setup_sampler",
     "symmetric_split",

@@ -1,7 +1,7 @@
 """The minibatch MAP search's Adam steps, replayed from CUDA graphs on a GPU.
 
 The stochastic-gradient estimators start their chains at a mode found by minibatch Adam
-(:func:`~sklearn_bnn.samplers.init.find_mode_minibatch`): up to 200 epochs of minibatch steps.
+(:func:`~sklearn_bnn.samplers.starts.find_mode_minibatch`): up to 200 epochs of minibatch steps.
 Launched one operation at a time, a step of a small network on a GPU costs its kernel launches,
 not its arithmetic (docs/sgmcmc.md, "The MAP start on a GPU", has the timings). Here the step is one
 function on fixed buffers (position, Adam's two moments, the epoch's loss total, the per-chain step

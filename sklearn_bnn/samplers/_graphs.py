@@ -36,7 +36,7 @@ from .._config import switch
 from .._warnings import warn
 from ._base import State
 from .geometry.euclidean import DiagonalMetric, IdentityMetric, as_metric
-from .integrators import gradient_only, leapfrog, naive_split
+from .hamiltonian.integrators import gradient_only, leapfrog, naive_split
 
 #: Distinct targets one kernel records graphs for before it stops recording (a target that a
 #: Gibbs block re-conditions at every transition would otherwise be recorded every time).

@@ -180,8 +180,9 @@ class MinibatchTarget(Target):
 
     def graph_family(self) -> tuple | None:
         """As :meth:`Target.graph_family`, with the batch size and residency: a minibatch
-        step recorded as a CUDA graph (:mod:`sklearn_bnn.samplers._sg_graphs`) on one
-        conditioned copy replays on another. None for a subclass."""
+        step recorded as a CUDA graph
+        (:mod:`sklearn_bnn.samplers.stochastic_gradient._sg_graphs`) on one conditioned copy
+        replays on another. None for a subclass."""
         if type(self) is not MinibatchTarget:
             return None
         return (*self._family_members(), self.batch_size, self.resident)

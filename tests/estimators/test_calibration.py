@@ -18,7 +18,7 @@ from sklearn_bnn.estimators._calibration import (
     temper,
     temperature_posterior,
 )
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 
 def _posterior_mean_t(posterior):
@@ -211,7 +211,7 @@ def test_the_calibration_stage_has_a_quarter_of_the_draws_and_at_least_100():
 def _count_hmc_steps(monkeypatch, interrupt_at=None):
     """Count the HMC transitions (``calls["n"]``), raising KeyboardInterrupt at the
     ``interrupt_at``-th when given."""
-    from sklearn_bnn.samplers.hmc import HMCKernel
+    from sklearn_bnn.samplers.hamiltonian.hmc import HMCKernel
 
     original = HMCKernel.step
     calls = {"n": 0}

@@ -158,7 +158,7 @@ def test_ctrl_c_with_parallel_chains_keeps_every_workers_draws(tmp_path):
 def test_ctrl_c_during_the_map_start_leaves_the_estimator_unfitted(iris, monkeypatch):
     from sklearn.exceptions import NotFittedError
 
-    import sklearn_bnn.samplers.init as init
+    import sklearn_bnn.samplers.starts as init
 
     def interrupted_find_mode(*args, **kwargs):
         raise KeyboardInterrupt

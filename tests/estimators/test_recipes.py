@@ -20,7 +20,7 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import Interval
 
 import sklearn_bnn
-from sklearn_bnn._registry import REGISTRY, SAMPLERS
+from sklearn_bnn._persistence_registry import REGISTRY, SAMPLERS
 from sklearn_bnn.estimators._base import BaseSamplingEstimator
 from sklearn_bnn.estimators._families import FullData
 from sklearn_bnn.estimators._tasks import SamplingRegressorMixin
@@ -197,7 +197,7 @@ class FirstRowsRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
 
 @pytest.fixture
 def toy_estimator():
-    sklearn_bnn._registry.register(FirstRowsRegressor)
+    sklearn_bnn._persistence_registry.register(FirstRowsRegressor)
     yield FirstRowsRegressor
     REGISTRY.pop("FirstRowsRegressor")
 

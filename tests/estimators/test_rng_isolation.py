@@ -21,7 +21,7 @@ from sklearn_bnn import (
     SplitHMCRegressor,
 )
 from sklearn_bnn.samplers import HMC
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 
 def _split_hmc():

@@ -11,7 +11,7 @@ from sklearn_bnn._persistence import load, save
 from sklearn_bnn.estimators.split import SplitHMCRegressor
 from sklearn_bnn.priors import HierarchicalPrior
 from sklearn_bnn.samplers import HMC, RMHMC, S3HMC
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 FAST = dict(
     hidden_layer_sizes=(4,),

@@ -27,7 +27,7 @@ from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.likelihoods import Bernoulli, Categorical, Gaussian, RowWeighted, weighted_targets
 from sklearn_bnn.priors import GaussianPrior, HierarchicalPrior
 from sklearn_bnn.samplers import HMC
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 from sklearn_bnn.targets import FunctionalNetwork, MinibatchTarget, SplitTarget, Target
 
 RNG = np.random.default_rng(0)

@@ -12,7 +12,7 @@ from torch import nn
 
 from sklearn_bnn import HMCClassifier, HMCRegressor, SplitHMCRegressor
 from sklearn_bnn.samplers import HMC, NUTS, Info, Kernel, Sampler, State
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 TINY = dict(
     hidden_layer_sizes=(4,), n_draws=15, n_warmup=15, init=MAPStart(n_steps=20), random_state=0

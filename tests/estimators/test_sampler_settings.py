@@ -30,7 +30,7 @@ from sklearn_bnn import (
     SplitHMCRegressor,
 )
 from sklearn_bnn.samplers import HMC, SAMPLERS
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 SAMPLING_ESTIMATORS = [
     HMCClassifier,
@@ -192,7 +192,7 @@ def test_a_split_target_is_integrated_by_its_split_leapfrog_unless_the_sampler_s
     from sklearn_bnn.likelihoods import Gaussian
     from sklearn_bnn.priors import GaussianPrior
     from sklearn_bnn.samplers import NUTS, symmetric_split
-    from sklearn_bnn.samplers.integrators import leapfrog, naive_split
+    from sklearn_bnn.samplers.hamiltonian.integrators import leapfrog, naive_split
     from sklearn_bnn.targets import FunctionalNetwork, SplitTarget, Target
 
     X, y = (torch.as_tensor(a, dtype=torch.float32) for a in _regression_data())

@@ -13,8 +13,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_bnn import SGMCMCClassifier
-from sklearn_bnn.samplers.init import MAPStart
-from sklearn_bnn.samplers.sg_step_size import gradient_noise_step_size
+from sklearn_bnn.samplers.starts import MAPStart
+from sklearn_bnn.samplers.stochastic_gradient.sg_step_size import gradient_noise_step_size
 
 
 @pytest.mark.slow
@@ -38,7 +38,7 @@ def test_default_classifier_fits_breast_cancer_as_well_as_an_mlp():
 
 def test_a_sampler_s_numeric_step_is_kept_and_auto_is_chosen_from_the_data():
     from sklearn_bnn.samplers import SGHMC, SGLD
-    from sklearn_bnn.samplers.sg_step_size import AutoStepSampler
+    from sklearn_bnn.samplers.stochastic_gradient.sg_step_size import AutoStepSampler
 
     # a sampler with a step of its own is wrapped only for the minibatch MAP start, keeping it
     wrapped = SGMCMCClassifier(sampler=SGHMC(0.02))._sampler_object()

@@ -14,7 +14,7 @@ from sklearn.preprocessing import StandardScaler
 import sklearn_bnn
 from sklearn_bnn import SGMCMCClassifier, SGMCMCRegressor
 from sklearn_bnn.samplers import GSGHMC, SAMPLERS, SGHMC
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 from sklearn_bnn.targets import MinibatchTarget
 
 

@@ -35,7 +35,7 @@ from sklearn_bnn import (
 from sklearn_bnn.decision import BayesDecisionClassifier
 from sklearn_bnn.ensemble import EnsembleReducer
 from sklearn_bnn.samplers import HMC, SGHMC, BridgedHMC
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 # float64 networks: scikit-learn compares predictions on permuted and sliced inputs to 1e-7, and
 # float32 matrix products round differently with a row's position on some CPUs (5e-8 measured

@@ -12,7 +12,7 @@ import sklearn_bnn
 from sklearn_bnn import HMCClassifier, SplitHMCClassifier, SplitHMCRegressor
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.samplers import HMC
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 
 def split_hmc(integrator="symmetric", **settings):

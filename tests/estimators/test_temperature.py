@@ -8,7 +8,7 @@ from sklearn_bnn import HMCClassifier, HMCRegressor
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.estimators.split import SplitHMCClassifier, SplitHMCRegressor
 from sklearn_bnn.samplers import HMC
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.starts import MAPStart
 
 # Draws of these three fits (float64), first stored before `temperature` existed (commit
 # 8431580) and stored again, unchanged otherwise, when the seeding became one SeedSequence per

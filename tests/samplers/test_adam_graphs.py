@@ -14,7 +14,7 @@ from test_sg_graphs import minibatch_target
 
 from sklearn_bnn import set_config
 from sklearn_bnn.samplers._adam_graphs import AdamSteps
-from sklearn_bnn.samplers.init import find_mode_minibatch
+from sklearn_bnn.samplers.starts import find_mode_minibatch
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

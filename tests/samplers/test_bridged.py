@@ -11,7 +11,11 @@ from scipy.stats import norm
 from sklearn_bnn import HMCClassifier
 from sklearn_bnn.diagnostics import mcse_mean
 from sklearn_bnn.samplers import BridgedHMC, resolve_sampler, sample
-from sklearn_bnn.samplers.bridge import bridge_log_masses, explicit_boxes, split_boxes
+from sklearn_bnn.samplers.hamiltonian.bridge_sampling import (
+    bridge_log_masses,
+    explicit_boxes,
+    split_boxes,
+)
 
 
 class MixtureTarget:

@@ -6,7 +6,7 @@ import torch
 from conftest import correlated_gaussian
 
 from sklearn_bnn.samplers import HMC, sample
-from sklearn_bnn.samplers.budget import DrawRule, WarmupRule
+from sklearn_bnn.samplers.driver.budget import DrawRule, WarmupRule
 
 F64 = torch.float64
 

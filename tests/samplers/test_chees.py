@@ -9,8 +9,8 @@ from conftest import GaussianTarget, correlated_gaussian
 from test_hmc_kernel import _moments_within_mc_error
 
 from sklearn_bnn.samplers import HMC, run_chains
-from sklearn_bnn.samplers.chees import ChEESTrajectory, chees_gradient
-from sklearn_bnn.samplers.warmup import WindowAdaptation
+from sklearn_bnn.samplers.adaptation.chees import ChEESTrajectory, chees_gradient
+from sklearn_bnn.samplers.adaptation.warmup import WindowAdaptation
 
 
 def _adapted_time(target, sigma, seed, n_chains=32, n_warmup=500):

@@ -8,8 +8,8 @@ from scipy import stats
 
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.samplers import ConstrainedHMC, run_chains, sample
-from sklearn_bnn.samplers.constrained import ReflectingLeapfrog, reflect, to_box
-from sklearn_bnn.samplers.integrators import leapfrog
+from sklearn_bnn.samplers.hamiltonian.constrained import ReflectingLeapfrog, reflect, to_box
+from sklearn_bnn.samplers.hamiltonian.integrators import leapfrog
 
 INF = float("inf")
 

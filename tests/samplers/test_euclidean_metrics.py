@@ -20,7 +20,7 @@ from sklearn_bnn.samplers import (
     leapfrog,
     sample,
 )
-from sklearn_bnn.samplers.constrained import ReflectingLeapfrog
+from sklearn_bnn.samplers.hamiltonian.constrained import ReflectingLeapfrog
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -22,7 +22,7 @@ from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import HMC, _graphs, run_chains
 from sklearn_bnn.samplers.geometry.euclidean import IdentityMetric, as_metric
-from sklearn_bnn.samplers.integrators import leapfrog
+from sklearn_bnn.samplers.hamiltonian.integrators import leapfrog
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

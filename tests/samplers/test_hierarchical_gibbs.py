@@ -19,7 +19,7 @@ from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.priors import HierarchicalPrior
 from sklearn_bnn.samplers import HMC, NUTS, RunConfig
-from sklearn_bnn.samplers._chains import run_sampler
+from sklearn_bnn.samplers.driver._jobs import run_sampler
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
 A, B = 2.0, 0.5  # Gamma hyperprior of the weight precision

@@ -21,11 +21,11 @@ from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import HierarchicalPrior
 from sklearn_bnn.samplers import HMC, State, run_chains
-from sklearn_bnn.samplers._loop import _Record
-from sklearn_bnn.samplers.adaptation import DualAveraging
+from sklearn_bnn.samplers.adaptation.step_size_and_mass import DualAveraging
+from sklearn_bnn.samplers.driver._loop import _Record
 from sklearn_bnn.samplers.gibbs import with_gibbs_blocks
-from sklearn_bnn.samplers.hmc import metropolis_hastings
-from sklearn_bnn.samplers.integrators import leapfrog
+from sklearn_bnn.samplers.hamiltonian.hmc import metropolis_hastings
+from sklearn_bnn.samplers.hamiltonian.integrators import leapfrog
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
 F64 = torch.float64

@@ -10,7 +10,7 @@ from sklearn.datasets import make_classification
 from sklearn_bnn.likelihoods import Categorical
 from sklearn_bnn.nets import build_module
 from sklearn_bnn.priors import GaussianPrior
-from sklearn_bnn.samplers.init import find_mode, find_mode_minibatch
+from sklearn_bnn.samplers.starts import find_mode, find_mode_minibatch
 from sklearn_bnn.targets import FunctionalNetwork, MinibatchTarget
 
 

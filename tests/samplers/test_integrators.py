@@ -69,8 +69,9 @@ def test_the_cpu_leapfrog_takes_the_device_leapfrogs_steps(monkeypatch, metric):
     """The CPU's leapfrog (fused multiply-adds, a host read to stop a trajectory whose every
     chain diverged) against the device path's (one rounding apart), float64; and both stop at
     the same point when every chain leaves the finite region."""
-    from sklearn_bnn.samplers import DenseMetric, integrators
+    from sklearn_bnn.samplers import DenseMetric
     from sklearn_bnn.samplers.geometry.euclidean import as_metric
+    from sklearn_bnn.samplers.hamiltonian import integrators
 
     g = torch.Generator().manual_seed(0)
     cov = torch.tensor([[1.0, 0.3, 0.0], [0.3, 2.0, 0.1], [0.0, 0.1, 0.5]], dtype=torch.float64)
@@ -115,8 +116,8 @@ def test_the_device_leapfrog_takes_the_gradient_alone_inside_a_trajectory(monkey
     from sklearn_bnn.likelihoods import Categorical
     from sklearn_bnn.nets import MLP
     from sklearn_bnn.priors import GaussianPrior
-    from sklearn_bnn.samplers import integrators
     from sklearn_bnn.samplers.geometry.euclidean import IdentityMetric
+    from sklearn_bnn.samplers.hamiltonian import integrators
     from sklearn_bnn.targets import FunctionalNetwork, Target
 
     g = torch.Generator().manual_seed(0)
@@ -154,8 +155,8 @@ def test_the_device_leapfrog_takes_the_gradient_alone_inside_a_trajectory(monkey
 def test_a_gradient_that_only_sums_past_the_float_range_does_not_stop_the_trajectory():
     """The CPU's leapfrog reads the sum of the gradient to spot a divergence; a sum that
     overflows while every element and the log density are finite is not one."""
-    from sklearn_bnn.samplers import integrators
     from sklearn_bnn.samplers.geometry.euclidean import IdentityMetric
+    from sklearn_bnn.samplers.hamiltonian import integrators
 
     class Huge:
         calls = 0

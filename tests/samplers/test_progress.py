@@ -6,7 +6,7 @@ import torch
 
 from sklearn_bnn.samplers import run_chains
 from sklearn_bnn.samplers._base import Info, Kernel, State
-from sklearn_bnn.samplers._loop import _Progress
+from sklearn_bnn.samplers.driver._loop import _Progress
 
 
 class _Alternating(Kernel):

@@ -17,8 +17,8 @@ from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import GaussianPrior, HierarchicalPrior
 from sklearn_bnn.samplers import HMC, RunConfig
-from sklearn_bnn.samplers._chains import run_sampler
-from sklearn_bnn.samplers.init import MAPStart
+from sklearn_bnn.samplers.driver._jobs import run_sampler
+from sklearn_bnn.samplers.starts import MAPStart
 from sklearn_bnn.targets import FunctionalNetwork, Target
 
 X = np.linspace(-2, 2, 10)[:, None]

@@ -17,7 +17,7 @@ from sklearn_bnn.samplers.geometry.riemannian import (
     softabs,
     softabs_derivative,
 )
-from sklearn_bnn.samplers.rmhmc import RMHMC, explicit_step, implicit_step
+from sklearn_bnn.samplers.hamiltonian.rmhmc import RMHMC, explicit_step, implicit_step
 
 f64 = torch.float64
 

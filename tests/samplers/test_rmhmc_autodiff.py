@@ -8,7 +8,7 @@ from _rm_targets import AnalyticGaussian, Funnel, LogisticRegression2D
 
 from sklearn_bnn.samplers import RMHMC, sample
 from sklearn_bnn.samplers.geometry.riemannian import AutodiffDerivatives, SoftAbsMetric
-from sklearn_bnn.samplers.rmhmc import implicit_step
+from sklearn_bnn.samplers.hamiltonian.rmhmc import implicit_step
 from sklearn_bnn.targets import FunctionTarget
 
 f64 = torch.float64

@@ -6,7 +6,7 @@ import torch
 
 from sklearn_bnn.diagnostics import ess
 from sklearn_bnn.samplers import sample
-from sklearn_bnn.samplers.s3hmc import S3HMC, HierarchicalTarget
+from sklearn_bnn.samplers.hamiltonian.s3hmc import S3HMC, HierarchicalTarget
 
 f64 = torch.float64
 

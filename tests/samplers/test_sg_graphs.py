@@ -19,7 +19,7 @@ from sklearn_bnn.likelihoods import Categorical, Gaussian
 from sklearn_bnn.nets import MLP
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import SGHMC, SGLD
-from sklearn_bnn.samplers._sg_graphs import GraphedSGSteps
+from sklearn_bnn.samplers.stochastic_gradient._sg_graphs import GraphedSGSteps
 from sklearn_bnn.targets import FunctionalNetwork, MinibatchTarget
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -11,7 +11,7 @@ from conftest import assert_draws_match_gaussian
 from sklearn_bnn.likelihoods import Gaussian
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import AMAGOLD, SGHMC, sample
-from sklearn_bnn.samplers.sg_step_size import (
+from sklearn_bnn.samplers.stochastic_gradient.sg_step_size import (
     CyclicalSchedule,
     gradient_noise_step_size,
     gradient_noise_variance,
@@ -116,7 +116,7 @@ def test_amagold_with_a_cyclical_schedule_samples_the_gaussian():
 
 
 def test_the_map_start_budget_is_200_epochs_or_10000_steps():
-    from sklearn_bnn.samplers.init import init_step_budget
+    from sklearn_bnn.samplers.starts import init_step_budget
 
     assert init_step_budget("auto", 160_000, 128) == 200 * 1250  # large data: epochs
     assert init_step_budget("auto", 133, 128) == 10_000  # wine: 2 batches an epoch

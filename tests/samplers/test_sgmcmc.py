@@ -12,8 +12,12 @@ from conftest import assert_draws_match_gaussian, blr_posterior
 from sklearn_bnn.likelihoods import Categorical, Gaussian
 from sklearn_bnn.priors import GaussianPrior
 from sklearn_bnn.samplers import AMAGOLD, GSGHMC, HTE, SGHMC, SGLD, sample
-from sklearn_bnn.samplers.sg_integrators import bab, cosine_step_size, skew_noise_variance
-from sklearn_bnn.samplers.sgmcmc import amagold_trajectory
+from sklearn_bnn.samplers.stochastic_gradient.sg_integrators import (
+    bab,
+    cosine_step_size,
+    skew_noise_variance,
+)
+from sklearn_bnn.samplers.stochastic_gradient.sgmcmc import amagold_trajectory
 from sklearn_bnn.targets import FunctionalNetwork, MinibatchTarget
 
 D = 10

@@ -9,8 +9,8 @@ from conftest import GaussianTarget, correlated_gaussian
 from test_hmc_kernel import _moments_within_mc_error
 
 from sklearn_bnn.samplers import HMC, run_chains
-from sklearn_bnn.samplers.adaptation import SettlingVariance, WelfordVariance
-from sklearn_bnn.samplers.warmup import prior_variance as _prior_variance
+from sklearn_bnn.samplers.adaptation.step_size_and_mass import SettlingVariance, WelfordVariance
+from sklearn_bnn.samplers.adaptation.warmup import prior_variance as _prior_variance
 
 
 def test_steps_follow_the_integration_time_jittered():

@@ -18,7 +18,7 @@ from conftest import assert_draws_match_gaussian
 
 from sklearn_bnn import ConvergenceWarning
 from sklearn_bnn.samplers import HMC, sample
-from sklearn_bnn.samplers.adaptation import (
+from sklearn_bnn.samplers.adaptation.step_size_and_mass import (
     DualAveraging,
     collapsed_chains,
     stalled_chains,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from ..._registry import register
+from ..._persistence_registry import register
 from ._protocol import Metric
 
 __all__ = [

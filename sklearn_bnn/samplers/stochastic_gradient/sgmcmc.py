@@ -23,9 +23,9 @@ transition, AMAGOLD and HTE never need it).
 
 from __future__ import annotations
 
-from .._utils import check_scalar_param
-from ._base import Kernel, Sampler
-from ._registry import register_sampler, register_setup
+from ..._utils import check_scalar_param
+from .._base import Kernel, Sampler
+from .._by_name import register_sampler, register_setup
 from .sg_adjusted import AMAGOLDKernel, GSGHMCKernel, HTEKernel, amagold_trajectory
 from .sg_kernels import SGHMCKernel, SGLDKernel
 from .sg_step_size import estimator_setup
@@ -67,8 +67,8 @@ class _SGSampler(Sampler):
 
     def replays_on_cuda(self, default_integrator: str | None = None) -> bool:
         """Whether this sampler's minibatch steps are recorded once as a CUDA graph and
-        replayed on a GPU (:mod:`~sklearn_bnn.samplers._sg_graphs`): SGLD and SGHMC, with data
-        resident there."""
+        replayed on a GPU (:mod:`~sklearn_bnn.samplers.stochastic_gradient._sg_graphs`): SGLD
+        and SGHMC, with data resident there."""
         return self._replays
 
     def check_target(self, target) -> None:

@@ -28,9 +28,9 @@ import math
 
 import torch
 
-from .._utils import host_reads_are_free
-from ._base import State
-from .geometry.euclidean import as_metric
+from ..._utils import host_reads_are_free
+from .._base import State
+from ..geometry.euclidean import as_metric
 
 __all__ = [
     "INTEGRATORS",

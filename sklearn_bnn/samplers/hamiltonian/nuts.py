@@ -32,12 +32,12 @@ from functools import partial
 
 import torch
 
-from .._utils import check_scalar_param
-from ._base import Info, Sampler, State, sample_momentum, sampler_setting
+from ..._utils import check_scalar_param
+from .._base import Info, Sampler, State, sample_momentum, sampler_setting
+from .._by_name import register_sampler
+from ..defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
+from ..geometry.euclidean import IdentityMetric
 from ._nuts_tree import Point, Trajectory, double
-from ._registry import register_sampler
-from .defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
-from .geometry.euclidean import IdentityMetric
 from .hmc import HMC, HMCKernel, check_metric, integrator_for
 from .integrators import drift, kick, resolve_integrator
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import torch
 
-from .._warnings import warn
-from ..exceptions import ConvergenceWarning
-from .adaptation import (
+from ..._warnings import warn
+from ...exceptions import ConvergenceWarning
+from ..defaults import TARGET_ACCEPT
+from .step_size_and_mass import (
     DualAveraging,
     SettlingVariance,
     find_reasonable_step_size,
@@ -28,7 +29,6 @@ from .adaptation import (
     stalled_chains,
     warmup_windows,
 )
-from .defaults import TARGET_ACCEPT
 
 __all__ = ["WindowAdaptation", "prior_variance"]
 

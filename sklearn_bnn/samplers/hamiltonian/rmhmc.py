@@ -25,11 +25,19 @@ import math
 
 import torch
 
-from .._utils import check_scalar_param
-from ._base import Info, Kernel, Sampler, State, chain_step_size, default_step_size, sampler_setting
-from ._registry import register_sampler
-from .defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
-from .geometry.riemannian import FisherMetric, SoftAbsMetric, second_order_derivatives
+from ..._utils import check_scalar_param
+from .._base import (
+    Info,
+    Kernel,
+    Sampler,
+    State,
+    chain_step_size,
+    default_step_size,
+    sampler_setting,
+)
+from .._by_name import register_sampler
+from ..defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
+from ..geometry.riemannian import FisherMetric, SoftAbsMetric, second_order_derivatives
 from .hmc import metropolis_hastings
 
 __all__ = ["RMHMC", "RMHMCKernel", "explicit_step", "implicit_step"]

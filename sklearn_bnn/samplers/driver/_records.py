@@ -10,9 +10,9 @@ from dataclasses import dataclass, field, fields, replace
 
 import torch
 
-from .._seeding import child, root_seed, torch_seed
-from ._base import State
-from .defaults import TARGET_ACCEPT
+from ..._seeding import child, root_seed, torch_seed
+from .._base import State
+from ..defaults import TARGET_ACCEPT
 
 __all__ = ["ChainRun", "RunConfig", "chain_seeds", "merge_runs"]
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._seeding import child, root_seed, torch_seed
-from .._utils import check_scalar_param, resolve_device, resolve_dtype
-from .._warnings import one_convergence_warning
-from ..samples import PosteriorSamples
-from ._chains import check_n_jobs, run_sampler
-from ._registry import resolve_sampler
-from ._run import RunConfig
+from ..._seeding import child, root_seed, torch_seed
+from ..._utils import check_scalar_param, resolve_device, resolve_dtype
+from ..._warnings import one_convergence_warning
+from ...samples import PosteriorSamples
+from .._by_name import resolve_sampler
+from ._jobs import check_n_jobs, run_sampler
+from ._records import RunConfig
 from ._summary import run_summary
 from .budget import DrawRule, WarmupRule, is_auto
 
@@ -29,7 +29,7 @@ def _checked_target(logdensity, dim: int, device, dtype):
     if hasattr(logdensity, "value_and_grad"):
         target = logdensity
     elif callable(logdensity):
-        from ..targets import FunctionTarget
+        from ...targets import FunctionTarget
 
         target = FunctionTarget(logdensity, dim, device=device, dtype=dtype)
     else:
@@ -72,9 +72,8 @@ def sample(
         Where the chains start: one (D,) start for every chain, jittered (``init_jitter``) so
         that they start apart, as R-hat needs; or one row per chain, used as it is.
     sampler : str or Sampler, default="nuts"
-        A name registered in :data:`sklearn_bnn.samplers.SAMPLERS` (``"hmc"``, ``"nuts"``,
-        ``"rmhmc"``, ``"s3hmc"``, ``"constrained_hmc"``, ``"bridged_hmc"``, and for a minibatch
-        target ``"sghmc"``, ``"sgld"``, ``"gsghmc"``, ``"amagold"``, ``"hte"``), built with its
+        A name registered in :data:`sklearn_bnn.samplers.SAMPLERS` ({full_samplers}, and
+        for a minibatch target {minibatch_samplers}), built with its
         defaults, or a configured sampler object (``HMC(n_steps=30)``,
         ``NUTS(max_tree_depth=8)``, your own :class:`Sampler`). The warmup's settings are the
         sampler's: ``NUTS(step_size=0.1)`` fixes the step, ``NUTS(target_accept=0.9)`` sets the
@@ -85,7 +84,7 @@ def sample(
         (the estimators' default is False: docs/sampling.md says why).
     n_warmup, n_draws : int or "auto"
         Adaptation transitions (discarded) and sampling transitions per chain. "auto": the
-        adaptive budgets of :mod:`sklearn_bnn.samplers.budget` (a warmup that ends once the
+        adaptive budgets of :mod:`sklearn_bnn.samplers.driver.budget` (a warmup that ends once the
         step size has settled, for a sampler that adapts no mass; draws that stop once the
         chains are stationary and the log density's ESS reaches 50).
     n_chains : int

@@ -13,8 +13,8 @@ import math
 
 import torch
 
-from ._base import State, kinetic_energy
-from .defaults import DIVERGENCE_THRESHOLD
+from .._base import State, kinetic_energy
+from ..defaults import DIVERGENCE_THRESHOLD
 from .sg_integrators import (
     bab,
     ornstein_uhlenbeck,

@@ -37,12 +37,20 @@ import math
 
 import torch
 
-from .._utils import check_scalar_param
-from ..priors import HierarchicalPrior
-from ..targets._hierarchical import HierarchicalTarget, hierarchical_target
-from ._base import Info, Kernel, Sampler, State, chain_step_size, default_step_size, sampler_setting
-from ._registry import register_sampler
-from .defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
+from ..._utils import check_scalar_param
+from ...priors import HierarchicalPrior
+from ...targets._hierarchical import HierarchicalTarget, hierarchical_target
+from .._base import (
+    Info,
+    Kernel,
+    Sampler,
+    State,
+    chain_step_size,
+    default_step_size,
+    sampler_setting,
+)
+from .._by_name import register_sampler
+from ..defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
 
 __all__ = ["HierarchicalTarget", "S3HMC", "S3HMCKernel"]
 

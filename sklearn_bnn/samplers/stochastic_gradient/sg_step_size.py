@@ -21,7 +21,7 @@ Three pieces, used by :class:`~sklearn_bnn.SGMCMCClassifier` and
   to the sampling step; the step is fixed within a transition (an epoch) and the schedule is
   fixed in advance, so AMAGOLD's and HTE's tests stay exact transition by transition.
 * :class:`AutoStepSampler`, the sampler the estimators run: the MAP start (minibatch Adam
-  with scikit-learn's stopping rule, :func:`~sklearn_bnn.samplers.init.find_mode_minibatch`),
+  with scikit-learn's stopping rule, :func:`~sklearn_bnn.samplers.starts.find_mode_minibatch`),
   then the noise-rule step measured there, then the wrapped sampler with that step (and the
   schedule, if any). Nothing is adapted during the sampling phase. :func:`estimator_setup`
   wraps a sampler in it where an estimator's parameters ask for it; :mod:`.sgmcmc` registers
@@ -37,10 +37,10 @@ import math
 import numpy as np
 import torch
 
-from .._seeding import child, root_seed
-from ._base import State
-from .adaptation import find_reasonable_step_size
-from .budget import as_length
+from ..._seeding import child, root_seed
+from .._base import State
+from ..adaptation.step_size_and_mass import find_reasonable_step_size
+from ..driver.budget import as_length
 
 __all__ = [
     "AutoStepSampler",
@@ -242,7 +242,7 @@ class AutoStepSampler:
     """A stochastic-gradient sampler run at a step size chosen from the data.
 
     ``run`` starts the chains at a mode when the run has a ``start``
-    (:class:`~sklearn_bnn.samplers.init.MAPStart`: minibatch Adam ended by scikit-learn's
+    (:class:`~sklearn_bnn.samplers.starts.MAPStart`: minibatch Adam ended by scikit-learn's
     stopping rule; the batches from the run seed's "init" child), measures the minibatch
     gradient noise there (:func:`gradient_noise_variance`) and runs ``sampler`` with the step of
     :func:`gradient_noise_step_size`, one per chain. With ``init="random"`` the warmup starts at

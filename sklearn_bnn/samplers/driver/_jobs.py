@@ -19,11 +19,11 @@ import threading
 import torch
 from sklearn.utils.parallel import Parallel, delayed
 
-from .._seeding import root_seed, torch_seed
-from .._warnings import collecting, reissue
+from ..._seeding import root_seed, torch_seed
+from ..._warnings import collecting, reissue
+from ..gibbs import kernel_for
 from ._loop import run_chains, warmup_length
-from ._run import ChainRun, RunConfig, chain_seeds, merge_runs
-from .gibbs import kernel_for
+from ._records import ChainRun, RunConfig, chain_seeds, merge_runs
 
 __all__ = ["DRIVER", "check_n_jobs", "run_all_chains", "run_sampler"]
 
@@ -49,7 +49,7 @@ def run_chain_job(
     desc: str,
     verbose: bool,
 ) -> tuple[ChainRun, torch.Tensor]:
-    """Start (at a mode when ``start`` is a :class:`~sklearn_bnn.samplers.init.MAPStart`),
+    """Start (at a mode when ``start`` is a :class:`~sklearn_bnn.samplers.starts.MAPStart`),
     warm up and sample some chains; one joblib job.
 
     Returns the run, on the CPU, and the generator's final state (for warm starts).

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import torch
 
-from .._config import switch
-from .._warnings import warn
-from ._graphs import MAX_TARGETS, ConditionedRecording, record_graph
+from ..._config import switch
+from ..._warnings import warn
+from .._graphs import MAX_TARGETS, ConditionedRecording, record_graph
 
 
 class _Buffers:

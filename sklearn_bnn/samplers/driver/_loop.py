@@ -12,13 +12,13 @@ from __future__ import annotations
 import torch
 from tqdm.auto import tqdm
 
-from .._config import switch
-from .._utils import flush_subnormals
-from .._warnings import warn
-from ._run import ChainRun
+from ..._config import switch
+from ..._utils import flush_subnormals
+from ..._warnings import warn
+from ..adaptation.warmup import WindowAdaptation
+from ..defaults import TARGET_ACCEPT
+from ._records import ChainRun
 from .budget import DrawRule, WarmupRule
-from .defaults import TARGET_ACCEPT
-from .warmup import WindowAdaptation
 
 __all__ = ["run_chains"]
 

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .._registry import register
+from .._persistence_registry import register
 from .._utils import SettingsObject, check_scalar_param, flush_subnormals
 from ._adam_graphs import BETA1, BETA2, TINY, AdamSteps
 

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import torch
 
-from ._base import Info, Kernel, State
+from .._base import Info, Kernel, State
 from ._sg_graphs import DrawnNoise, GraphedSGSteps
 from .sg_integrators import (
     cosine_step_size,

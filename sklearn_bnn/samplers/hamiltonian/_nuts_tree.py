@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import torch
 
-from ._base import State, kinetic_energy
+from .._base import State, kinetic_energy
 
 __all__ = ["Point", "Trajectory", "build_subtree", "double"]
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._utils import check_scalar_param
-from ._base import Sampler, State
-from ._registry import register_sampler
-from .defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
-from .geometry.euclidean import DenseMetric, as_metric
+from ..._utils import check_scalar_param
+from .._base import Sampler, State
+from .._by_name import register_sampler
+from ..defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
+from ..geometry.euclidean import DenseMetric, as_metric
 from .hmc import HMCKernel
 from .integrators import drift, kick
 

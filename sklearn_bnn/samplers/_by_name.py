@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-from .._registry import SAMPLERS, register_sampler_class
+from .._persistence_registry import SAMPLERS, register_sampler_class
 from ._base import Sampler
 
 __all__ = [
@@ -18,7 +18,9 @@ __all__ = [
     "register_sampler",
     "register_setup",
     "resolve_sampler",
+    "sampler_names",
     "setup_sampler",
+    "with_sampler_names",
 ]
 
 # data access -> how an estimator prepares a sampler of that access for its run (register_setup)
@@ -35,6 +37,33 @@ def register_sampler(name: str):
         return cls
 
     return decorate
+
+
+def sampler_names(data_access: str | None = None) -> list[str]:
+    """The registered names, in the order of registration.
+
+    Parameters
+    ----------
+    data_access : {"full", "minibatch"}, optional
+        Only the samplers that read the data this way (their class's ``data_access``).
+    """
+    return [
+        name
+        for name, cls in SAMPLERS.items()
+        if data_access is None or getattr(cls, "data_access", "full") == data_access
+    ]
+
+
+def with_sampler_names(doc: str | None) -> str | None:
+    """``doc`` with ``{full_samplers}`` and ``{minibatch_samplers}`` replaced by the registered
+    names of that data access, quoted and comma-separated, so that docstrings list the
+    registry rather than a copy of it."""
+    if doc is None:  # python -OO
+        return doc
+    for access in ("full", "minibatch"):
+        names = ", ".join(f'"{name}"' for name in sampler_names(access))
+        doc = doc.replace("{" + access + "_samplers}", names)
+    return doc
 
 
 def resolve_sampler(spec, **defaults) -> Sampler:

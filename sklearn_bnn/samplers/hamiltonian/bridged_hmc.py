@@ -24,18 +24,18 @@ import numpy as np
 import torch
 from sklearn.utils.parallel import Parallel, delayed
 
-from .._seeding import child, root_seed, torch_seed
-from .._utils import check_scalar_param
-from .._warnings import collecting, reissue, warn
-from ..exceptions import ConvergenceWarning
-from ._base import Sampler, State
-from ._registry import register_sampler
-from ._run import ChainRun
-from .bridge import bridge_log_masses, bridge_terms, explicit_boxes, split_boxes
-from .budget import as_length
+from ..._seeding import child, root_seed, torch_seed
+from ..._utils import check_scalar_param
+from ..._warnings import collecting, reissue, warn
+from ...exceptions import ConvergenceWarning
+from .._base import Sampler, State
+from .._by_name import register_sampler
+from ..defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
+from ..driver._records import ChainRun
+from ..driver.budget import as_length
+from ..gibbs import with_gibbs_blocks
+from .bridge_sampling import bridge_log_masses, bridge_terms, explicit_boxes, split_boxes
 from .constrained import ConstrainedHMC, dtype_and_device, to_box
-from .defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
-from .gibbs import with_gibbs_blocks
 
 __all__ = ["BridgedHMC", "run_box"]
 

@@ -11,8 +11,8 @@ import math
 import torch
 from sklearn.base import clone
 
-from .._utils import check_scalar_param
-from ._base import (
+from ..._utils import check_scalar_param
+from .._base import (
     Info,
     Kernel,
     Sampler,
@@ -23,11 +23,11 @@ from ._base import (
     sample_momentum,
     sampler_setting,
 )
-from ._graphs import GraphedLeapfrog
-from ._registry import register_sampler
-from .chees import ChEESTrajectory
-from .defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
-from .geometry.euclidean import DiagonalMetric, EuclideanMetric, as_metric, check_n_chains
+from .._by_name import register_sampler
+from .._graphs import GraphedLeapfrog
+from ..adaptation.chees import ChEESTrajectory
+from ..defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
+from ..geometry.euclidean import DiagonalMetric, EuclideanMetric, as_metric, check_n_chains
 from .integrators import resolve_integrator
 
 __all__ = ["HMC", "HMCKernel", "check_metric", "metropolis_hastings"]
@@ -95,7 +95,8 @@ class HMC(Sampler):
         tiny step sizes).
     integrator : {"leapfrog", "naive", "randomised", "symmetric"}, callable or None, \
 default=None
-        The integrator (see :mod:`sklearn_bnn.samplers.integrators`). The three split schemes
+        The integrator (see :mod:`sklearn_bnn.samplers.hamiltonian.integrators`). The three
+        split schemes
         (Cobb & Jalaian 2021, §3.2 and §4) need a target evaluated over data subsets, as the split
         estimators make. None: the target's ``default_integrator`` where it has one (a split
         target's is the symmetric split leapfrog), else the leapfrog.

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..diagnostics import converged, convergence_check, ess_bulk
+from ...diagnostics import converged, convergence_check, ess_bulk
 
 __all__ = ["DrawRule", "WarmupRule", "as_length", "is_auto"]
 

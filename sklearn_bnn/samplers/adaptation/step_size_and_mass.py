@@ -13,10 +13,10 @@ import math
 
 import torch
 
-from ._base import State
-from .defaults import TARGET_ACCEPT
-from .geometry.euclidean import as_metric
-from .integrators import drift, kick
+from .._base import State
+from ..defaults import TARGET_ACCEPT
+from ..geometry.euclidean import as_metric
+from ..hamiltonian.integrators import drift, kick
 
 __all__ = [
     "DualAveraging",
