@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import column_or_1d
 
-from ._registry import register
+from ._persistence_registry import register
 from ._seeding import child, root_seed
 from ._utils import SettingsObject, check_scalar_param
 
