@@ -17,6 +17,7 @@ import torch
 
 from .._config import switch
 from .._warnings import warn
+from ..targets import capabilities
 from ._graphs import record_graph
 
 BETA1, BETA2, TINY = 0.9, 0.999, 1e-8
@@ -43,7 +44,7 @@ class AdamSteps:
         self.steps = torch.zeros(C, dtype=torch.long, device=self.theta.device)
         self.active = torch.ones(C, dtype=torch.bool, device=self.theta.device)
         if record is None:
-            resident = getattr(target, "batch_device", None) is not None
+            resident = capabilities(target).batch_device is not None
             record = switch("map_cuda_graphs") and self.theta.is_cuda and resident
         self.record = record
         self.lr = torch.zeros((), dtype=self.theta.dtype, device=self.theta.device)

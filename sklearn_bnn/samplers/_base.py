@@ -34,6 +34,7 @@ import torch
 from sklearn.base import BaseEstimator
 
 from .._utils import check_scalar_param
+from ..targets import TargetCapabilities, capabilities
 from .geometry.euclidean import as_metric
 
 __all__ = [
@@ -116,8 +117,26 @@ class Kernel:
     adapts_trajectory = False
     needs_warmup_length = False
     sampler = None
-    target = None
+    _target = None
+    _capabilities = None
     metric = None
+
+    @property
+    def target(self):
+        return self._target
+
+    @target.setter
+    def target(self, target) -> None:
+        self._target = target
+        self._capabilities = None
+
+    @property
+    def capabilities(self) -> TargetCapabilities:
+        """The optional members of :attr:`target` (:func:`~sklearn_bnn.targets.capabilities`),
+        read once per target."""
+        if self._capabilities is None:
+            self._capabilities = capabilities(self._target)
+        return self._capabilities
 
     def final_step_size(self, step_size):
         """The step the kernel takes for the loop's ``step_size`` (C,): the step itself, unless
@@ -253,8 +272,8 @@ class Sampler(BaseEstimator):
         """The run of the prepared ``target`` as draws of the caller's target: by default what
         the target's own ``split_draws(run)`` gives when it has one (a hierarchical network
         target: the weights as draws, the precisions as per-draw statistics), else ``run``."""
-        split = getattr(target, "split_draws", None)
-        return split(run) if callable(split) else run
+        split = capabilities(target).split_draws
+        return run if split is None else split(run)
 
     def run(self, target, positions: torch.Tensor, driver, **kwargs):
         """Sample ``target`` from ``positions`` (C, D): build the kernel and let ``driver``

@@ -38,6 +38,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..targets import capabilities
 from ._base import Info, Kernel, State
 
 __all__ = ["BlockSequence", "GibbsKernel", "GibbsState", "kernel_for", "with_gibbs_blocks"]
@@ -224,8 +225,8 @@ def with_gibbs_blocks(kernel: Kernel, target) -> Kernel:
     boxes) drops the blocks that move the position (``moves_position``), which could leave it,
     or takes their ``without_move()`` where they have one (the precisions' plain draw).
     """
-    blocks = getattr(target, "gibbs_blocks", None)
-    blocks = list(blocks()) if callable(blocks) else []
+    blocks = capabilities(target).gibbs_blocks
+    blocks = [] if blocks is None else list(blocks())
     if getattr(kernel, "confined", False):
         blocks = [
             b.without_move() if hasattr(b, "without_move") else b

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from .._persistence_registry import register
 from .._utils import SettingsObject, check_scalar_param, flush_subnormals
+from ..targets import capabilities
 from ._adam_graphs import BETA1, BETA2, TINY, AdamSteps
 
 __all__ = [
@@ -166,7 +167,7 @@ def find_mode_minibatch(
     stale = np.zeros(C, dtype=np.int64)
     # data resident on the device: the epoch's permutation goes there once, and each batch is
     # a slice of it (the same rows; no copy and no host read per step on a GPU)
-    rows_device = getattr(target, "batch_device", None)
+    rows_device = capabilities(target).batch_device
     curve, t = [], 0
     while t < max_steps and bool(adam.active.any()):
         perm = rng.permutation(n)
@@ -229,7 +230,8 @@ def init_step_budget(n_steps, n_data: int, batch_size: int) -> int:
 
 
 def _reads_minibatches(target) -> bool:
-    return hasattr(target, "batch_value_and_grad") and hasattr(target, "batch_size")
+    found = capabilities(target)
+    return found.batch_value_and_grad is not None and found.batch_size is not None
 
 
 @register

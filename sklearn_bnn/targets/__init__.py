@@ -27,6 +27,7 @@ from ._gibbs import InterweavedPrecisionGibbs, NoisePrecisionGibbs, PriorPrecisi
 from ._hierarchical import HierarchicalTarget, hierarchical_target
 from ._minibatch import MinibatchTarget
 from ._network import FunctionalNetwork, Target
+from ._protocol import TargetCapabilities, capabilities, require
 from ._rescale import LayerRescaleGibbs, UnitRescaleGibbs
 from ._split import SplitTarget, split_bounds
 
@@ -44,7 +45,10 @@ __all__ = [
     "PriorPrecisionGibbs",
     "SplitTarget",
     "Target",
+    "TargetCapabilities",
     "UnitRescaleGibbs",
+    "capabilities",
     "hierarchical_target",
+    "require",
     "split_bounds",
 ]

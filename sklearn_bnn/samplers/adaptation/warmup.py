@@ -20,6 +20,7 @@ import torch
 
 from ..._warnings import warn
 from ...exceptions import ConvergenceWarning
+from ...targets import capabilities
 from ..defaults import TARGET_ACCEPT
 from .step_size_and_mass import (
     DualAveraging,
@@ -243,4 +244,4 @@ def prior_variance(target):
         return 1e-3
     if not isinstance(precision, torch.Tensor):
         return 1e-3
-    return getattr(target, "temperature", 1.0) / precision.double()
+    return capabilities(target).temperature / precision.double()

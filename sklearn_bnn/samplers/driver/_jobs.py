@@ -21,6 +21,7 @@ from sklearn.utils.parallel import Parallel, delayed
 
 from ..._seeding import root_seed, torch_seed
 from ..._warnings import collecting, reissue
+from ...targets import capabilities
 from ..gibbs import kernel_for
 from ._loop import run_chains, warmup_length
 from ._records import ChainRun, RunConfig, chain_seeds, merge_runs
@@ -55,13 +56,14 @@ def run_chain_job(
     Returns the run, on the CPU, and the generator's final state (for warm starts).
     """
     # a target may leave device and dtype implicit: those of the positions then
-    device = getattr(kernel.target, "device", position.device)
+    found = kernel.capabilities
+    device = position.device if found.device is None else found.device
     generator = torch.Generator(device=device)
     if generator_state is not None:
         generator.set_state(generator_state)
     else:
         generator.manual_seed(seed)
-    position = position.to(device, getattr(kernel.target, "dtype", position.dtype))
+    position = position.to(device, position.dtype if found.dtype is None else found.dtype)
     if start is not None:
         position, _ = start.find(kernel.target, position, desc=desc, verbose=verbose)
     n_warmup, _ = warmup_length(config.n_warmup, kernel, config.loop_options()["adapt_mass"])
@@ -183,7 +185,8 @@ def run_sampler(sampler, target, positions: torch.Tensor, **kwargs):
     """
     kwargs["config"] = kwargs.get("config", RunConfig()).with_warmup_of(sampler)
     target = sampler.prepare_target(target)
-    if positions.shape[-1] < getattr(target, "dim", positions.shape[-1]):
+    dim = capabilities(target).dim
+    if dim is not None and positions.shape[-1] < dim:
         positions = target.extend_positions(positions)
     run, states = sampler.run(target, positions, DRIVER, **kwargs)
     return sampler.postprocess(run, target), states

@@ -14,6 +14,7 @@ from ..._seeding import child, root_seed, torch_seed
 from ..._utils import check_scalar_param, resolve_device, resolve_dtype
 from ..._warnings import one_convergence_warning
 from ...samples import PosteriorSamples
+from ...targets import capabilities
 from .._by_name import resolve_sampler
 from ._jobs import check_n_jobs, run_sampler
 from ._records import RunConfig
@@ -37,7 +38,7 @@ def _checked_target(logdensity, dim: int, device, dtype):
             "logdensity must be a callable theta -> log p(theta) or an object with "
             f"value_and_grad(theta); got {type(logdensity).__name__}."
         )
-    if getattr(target, "dim", dim) != dim:
+    if capabilities(target).dim not in (None, dim):
         raise ValueError(f"initial_position has {dim} coordinates but the target has {target.dim}.")
     return target
 

@@ -35,6 +35,7 @@ from sklearn.base import BaseEstimator
 from torch.func import grad
 
 from ..._utils import check_scalar_param
+from ...targets import FunctionTarget, capabilities
 from ._autodiff import AutodiffDerivatives, map_rows
 from ._protocol import Metric
 
@@ -59,17 +60,15 @@ def second_order_derivatives(target):
     :class:`~sklearn_bnn.targets.Target` with a Gaussian prior (likelihood plus the prior written
     out differentiably), or an object's ``scalar_log_prob(theta)``.
     """
-    if callable(getattr(target, "log_prob_grad_hessian", None)) and callable(
-        getattr(target, "hessian_contraction", None)
-    ):
+    found = capabilities(target)
+    if found.log_prob_grad_hessian is not None and found.hessian_contraction is not None:
         return target
-    fn = getattr(target, "scalar_log_prob", None)
-    if callable(fn):
-        return AutodiffDerivatives(fn)
-    if callable(getattr(target, "log_prob_fn", None)) and hasattr(target, "_scalar"):
+    if found.scalar_log_prob is not None:
+        return AutodiffDerivatives(found.scalar_log_prob)
+    if isinstance(target, FunctionTarget):
         return AutodiffDerivatives(target._scalar)
-    if hasattr(target, "network") and hasattr(target, "prior_density"):
-        precision = getattr(target.prior_density, "precision", None)
+    if found.network is not None and found.prior_density is not None:
+        precision = getattr(found.prior_density, "precision", None)
         if precision is None:
             raise ValueError("a Riemannian metric needs a target whose prior has a `precision`.")
 
@@ -354,8 +353,8 @@ class FisherMetric(BaseEstimator, Metric):
     def bind(self, target):
         if self.metric_fn is not None:
             return self.metric_fn
-        fisher = getattr(target, "fisher_information", None)
-        if not callable(fisher):
+        fisher = capabilities(target).fisher_information
+        if fisher is None:
             raise ValueError(
                 "FisherMetric() needs metric_fn or a target with fisher_information(theta); "
                 f"{type(target).__name__} has none."

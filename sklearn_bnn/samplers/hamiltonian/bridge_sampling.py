@@ -24,6 +24,8 @@ import torch
 from scipy.special import logsumexp
 from sklearn.covariance import ledoit_wolf
 
+from ...targets import capabilities
+
 __all__ = ["bridge_log_masses", "bridge_terms", "explicit_boxes", "split_boxes"]
 
 
@@ -72,10 +74,11 @@ def explicit_boxes(boxes, dim: int):
 
 
 def _log_density(target, theta: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
-    values = []
+    values, found = [], capabilities(target)
     for start in range(0, theta.shape[0], chunk):
         rows = theta[start : start + chunk].to(
-            getattr(target, "device", "cpu"), getattr(target, "dtype", torch.float64)
+            "cpu" if found.device is None else found.device,
+            torch.float64 if found.dtype is None else found.dtype,
         )
         values.append(target.value_and_grad(rows)[0].detach().double().cpu())
     return torch.cat(values) if values else torch.zeros(0, dtype=torch.float64)

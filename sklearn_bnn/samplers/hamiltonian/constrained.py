@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ..._utils import check_scalar_param
+from ...targets import capabilities
 from .._base import Sampler, State
 from .._by_name import register_sampler
 from ..defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
@@ -121,7 +122,9 @@ def _bounds(lower, upper, dim: int, dtype, device):
 
 def dtype_and_device(target):
     """The target's dtype and device (float64 on the CPU when it does not say)."""
-    return getattr(target, "dtype", torch.float64), getattr(target, "device", "cpu")
+    found = capabilities(target)
+    dtype = torch.float64 if found.dtype is None else found.dtype
+    return dtype, "cpu" if found.device is None else found.device
 
 
 def to_box(position: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor, margin=0.1):

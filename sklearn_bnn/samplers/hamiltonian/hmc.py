@@ -12,6 +12,7 @@ import torch
 from sklearn.base import clone
 
 from ..._utils import check_scalar_param
+from ...targets import TargetCapabilities, capabilities
 from .._base import (
     Info,
     Kernel,
@@ -205,8 +206,9 @@ default=None
 
     def check_target(self, target) -> None:
         self._check_params()
-        integrator = integrator_for(self.integrator, target)
-        if integrator in ("randomised", "symmetric") and not hasattr(target, "n_splits"):
+        found = capabilities(target)
+        integrator = integrator_for(self.integrator, found)
+        if integrator in ("randomised", "symmetric") and found.n_splits is None:
             raise ValueError(
                 f"integrator={integrator!r} integrates over data subsets: it needs a split "
                 "target (use SplitHMCClassifier / SplitHMCRegressor), got "
@@ -229,12 +231,12 @@ default=None
         return HMCKernel(self, target)
 
 
-def integrator_for(integrator, target, fallback=None):
-    """``integrator`` when given, else ``target``'s ``default_integrator`` (a split target's
-    symmetric split leapfrog), else ``fallback``."""
+def integrator_for(integrator, found: TargetCapabilities, fallback=None):
+    """``integrator`` when given, else the target's ``default_integrator`` (a split target's
+    symmetric split leapfrog; ``found`` are the target's capabilities), else ``fallback``."""
     if integrator is not None:
         return integrator
-    return getattr(target, "default_integrator", fallback)
+    return fallback if found.default_integrator is None else found.default_integrator
 
 
 def _is_auto(value) -> bool:
@@ -334,7 +336,8 @@ class HMCKernel(Kernel):
     def _integrator(self):
         """The integrator of a trajectory: the sampler's, else the target's default one, else
         the leapfrog."""
-        return resolve_integrator(integrator_for(self.sampler.integrator, self.target, "leapfrog"))
+        integrator = integrator_for(self.sampler.integrator, self.capabilities, "leapfrog")
+        return resolve_integrator(integrator)
 
     def init(self, position, generator=None, *, n_warmup: int = 0) -> State:
         """The state at ``position``; with ``trajectory_length="auto"``, after checking that

@@ -33,6 +33,7 @@ from functools import partial
 import torch
 
 from ..._utils import check_scalar_param
+from ...targets import capabilities
 from .._base import Info, Sampler, State, sample_momentum, sampler_setting
 from .._by_name import register_sampler
 from ..defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
@@ -44,10 +45,10 @@ from .integrators import drift, kick, resolve_integrator
 __all__ = ["NUTS", "NUTSKernel"]
 
 
-def _select_chains(target, idx: torch.Tensor):
-    """The density of the chains ``idx`` only: ``target.select_chains(idx)`` for a target that
-    holds per-chain values (the conditional of a Gibbs block), else ``target`` itself."""
-    select = getattr(target, "select_chains", None)
+def _select_chains(target, select, idx: torch.Tensor):
+    """The density of the chains ``idx`` only: ``select(idx)``, the target's ``select_chains``,
+    for a target that holds per-chain values (the conditional of a Gibbs block), else
+    ``target`` itself (``select`` None)."""
     return target if select is None else select(idx)
 
 
@@ -107,7 +108,7 @@ class NUTS(Sampler):
         check_scalar_param(self.max_tree_depth, "max_tree_depth", kind="int", low=1, high=30)
         check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         check_metric(self.metric)
-        integrator = integrator_for(self.integrator, target)
+        integrator = integrator_for(self.integrator, capabilities(target))
         if integrator is not None:
             HMC(integrator=integrator).check_target(target)
 
@@ -180,7 +181,7 @@ class NUTSKernel(HMCKernel):
     max_tree_depth = sampler_setting("max_tree_depth")
 
     def _integrator(self):
-        return _leaf_integrator(integrator_for(self.sampler.integrator, self.target))
+        return _leaf_integrator(integrator_for(self.sampler.integrator, self.capabilities))
 
     def describe(self, stats: dict) -> dict:
         """Mean tree depth per chain, and the fraction of draws at ``max_tree_depth``."""
@@ -247,7 +248,7 @@ class NUTSKernel(HMCKernel):
             point, full = Point(*(x[idx] for x in point)), point
             half, step, signed_eps = half[idx], step[idx], signed_eps[idx]
             metric = metric.select(idx)
-            target = _select_chains(target, idx)
+            target = _select_chains(target, self.capabilities.select_chains, idx)
         if self.integrator is None:  # leapfrog, one gradient, fused steps
             p = kick(point.momentum, point.grad, half, fused=True)
             q = drift(point.position, p, step, metric, fused=True)

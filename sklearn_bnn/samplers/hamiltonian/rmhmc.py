@@ -26,6 +26,7 @@ import math
 import torch
 
 from ..._utils import check_scalar_param
+from ...targets import capabilities
 from .._base import (
     Info,
     Kernel,
@@ -251,17 +252,17 @@ class RMHMC(Sampler):
         metric = self._metric()
         if not callable(getattr(metric, "evaluate", None)):
             raise ValueError(f"metric must be a metric object with evaluate(), got {metric!r}.")
-        itemsize = torch.finfo(getattr(target, "dtype", torch.float64)).bits // 8
+        found = capabilities(target)
+        itemsize = torch.finfo(torch.float64 if found.dtype is None else found.dtype).bits // 8
         metric.check(int(target.dim), 1, itemsize)
-        blocks = getattr(target, "gibbs_blocks", None)
-        blocks = blocks() if callable(blocks) else []
+        blocks = [] if found.gibbs_blocks is None else found.gibbs_blocks()
         if any(hasattr(b, "stat_names") for b in blocks):  # HierarchicalPrior(scheme="gibbs")
             raise ValueError(
                 "RMHMC samples the weights under a fixed prior; a HierarchicalPrior's "
                 "precisions are sampled by S3HMC (sampler=S3HMC()) or, with "
                 "scheme='gibbs', by Gibbs steps beside HMC or NUTS."
             )
-        if getattr(target, "n_hyper", 0):
+        if found.n_hyper:
             raise ValueError(
                 "RMHMC samples the weights under a fixed prior; this target also carries "
                 f"{target.n_hyper} hyperparameters (a HierarchicalPrior): use sampler=S3HMC()."

@@ -39,6 +39,7 @@ import torch
 
 from ..._utils import check_scalar_param
 from ...priors import HierarchicalPrior
+from ...targets import capabilities
 from ...targets._hierarchical import HierarchicalTarget, hierarchical_target
 from .._base import (
     Info,
@@ -127,7 +128,7 @@ class S3HMC(Sampler):
                 "or a HierarchicalTarget (sklearn_bnn.targets.hierarchical_target), got "
                 f"{type(target).__name__}."
             )
-        temperature = getattr(target, "temperature", 1.0)
+        temperature = capabilities(target).temperature
         if float(temperature) != 1.0:
             raise ValueError(
                 "temperature must be 1 with a hierarchical prior (S3HMC does not temper its "
@@ -139,9 +140,10 @@ class S3HMC(Sampler):
         log-precisions under its own :class:`~sklearn_bnn.priors.HierarchicalPrior` (whatever
         its ``scheme``: S3HMC samples jointly) or the default one; a hierarchical target (or
         any other) is sampled as it is."""
-        if isinstance(target, HierarchicalTarget) or not hasattr(target, "network"):
+        found = capabilities(target)
+        if isinstance(target, HierarchicalTarget) or found.network is None:
             return target
-        prior = getattr(target, "prior", None)
+        prior = found.prior
         if not isinstance(prior, HierarchicalPrior):
             prior = HierarchicalPrior()
         return hierarchical_target(target, prior)

@@ -195,7 +195,7 @@ class GraphedSGSteps:
             return False
         if self.record and not theta.is_cuda:
             return False
-        return getattr(kernel.target, "batch_device", None) is not None
+        return kernel.capabilities.batch_device is not None
 
     def transition(self, kernel, theta, value, grad, m, eps0, mass, generator):
         """``(theta, value, grad, n_div)`` after the transition's steps, or None where no

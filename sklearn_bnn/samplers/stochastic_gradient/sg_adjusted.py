@@ -118,8 +118,9 @@ class GSGHMCKernel(SGKernel):
 
     def _batch_log_prob(self, theta, rows):
         """(N/|B|) l_B(theta) + log p(theta) without a gradient (a forward pass only)."""
-        if hasattr(self.target, "batch_log_prob"):
-            return self.target.batch_log_prob(theta, rows)
+        own = self.capabilities.batch_log_prob
+        if own is not None:
+            return own(theta, rows)
         return self.target.batch_value_and_grad(theta, rows)[0]
 
     def acceptance(self, info):

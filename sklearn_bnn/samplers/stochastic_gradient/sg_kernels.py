@@ -13,6 +13,7 @@ import math
 import numpy as np
 import torch
 
+from ...targets import capabilities
 from .._base import Info, Kernel, State
 from ._sg_graphs import DrawnNoise, GraphedSGSteps
 from .sg_integrators import (
@@ -89,7 +90,7 @@ class SGKernel(Kernel):
         """Row indices of ``n_steps`` batches: consecutive slices of random permutations, as a
         tensor on the data's device where the target keeps them resident (no transfer, no
         host synchronisation), else as numpy indices. The same rows either way."""
-        device = getattr(self.target, "batch_device", None)
+        device = self.capabilities.batch_device
         done = 0
         while done < self.n_steps:
             if self.rows_per_batch >= self.n_rows:
@@ -148,7 +149,7 @@ class SGKernel(Kernel):
     def _likelihood_grad_fn(self, rows):
         """``theta -> (value, grad)`` on ``rows`` for a caller that uses only the gradient:
         the value without the log prior where the target can leave it out."""
-        split = getattr(self.target, "batch_likelihood_and_grad", None)
+        split = self.capabilities.batch_likelihood_and_grad
         if split is None:
             return self._grad_fn(rows)
         return lambda theta: split(theta, rows)
@@ -237,7 +238,7 @@ class _UnadjustedKernel(SGKernel):
         # per step only the likelihood's value where the target can leave the prior out (the
         # finiteness test needs no more); the prior's value is added to the last step's value,
         # which gives batch_value_and_grad's value bit for bit
-        self._split = getattr(target, "batch_likelihood_and_grad", None)
+        self._split = capabilities(target).batch_likelihood_and_grad
         self._evaluate = target.batch_value_and_grad if self._split is None else self._split
 
     def with_target(self, target):

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from ..._seeding import child, root_seed
+from ...targets import capabilities
 from .._base import State
 from ..adaptation.step_size_and_mass import find_reasonable_step_size
 from ..driver.budget import as_length
@@ -325,8 +326,10 @@ class AutoStepSampler:
         search = None
         # on the target's device before the step-size choice evaluates gradients there (a
         # random start is drawn on the CPU)
+        found = capabilities(target)
         positions = positions.to(
-            getattr(target, "device", positions.device), getattr(target, "dtype", positions.dtype)
+            positions.device if found.device is None else found.device,
+            positions.dtype if found.dtype is None else found.dtype,
         )
         if start is not None:
             positions, search = start.find(

@@ -24,6 +24,7 @@ transition, AMAGOLD and HTE never need it).
 from __future__ import annotations
 
 from ..._utils import check_scalar_param
+from ...targets import capabilities, require
 from .._base import Kernel, Sampler
 from .._by_name import register_sampler, register_setup
 from .sg_adjusted import AMAGOLDKernel, GSGHMCKernel, HTEKernel, amagold_trajectory
@@ -72,13 +73,13 @@ class _SGSampler(Sampler):
         return self._replays
 
     def check_target(self, target) -> None:
-        for name in ("batch_value_and_grad", "n_data", "batch_size"):
-            if not hasattr(target, name):
-                raise ValueError(
-                    f"{type(self).__name__} needs a minibatch target (with batch_value_and_grad, "
-                    f"n_data and batch_size, e.g. MinibatchTarget); {type(target).__name__} has "
-                    f"no {name!r}."
-                )
+        require(
+            target,
+            ("batch_value_and_grad", "n_data", "batch_size"),
+            type(self).__name__,
+            "a minibatch target (with batch_value_and_grad, n_data and batch_size, e.g. "
+            "MinibatchTarget)",
+        )
 
     def build(self, target) -> Kernel:
         self._check_common()
@@ -190,7 +191,7 @@ class _AdjustedSampler(_SGSampler):
 
     def check_target(self, target) -> None:
         super().check_target(target)
-        if self.needs_exact_log_prob and not hasattr(target, "log_prob"):
+        if self.needs_exact_log_prob and capabilities(target).log_prob is None:
             raise ValueError(f"{type(self).__name__} needs the target's exact log_prob(theta).")
 
 
