@@ -31,12 +31,14 @@ def test_temperature_one_reproduces_the_untempered_draws():
     kw = dict(
         hidden_layer_sizes=(4,), n_draws=4, n_warmup=10, init=MAPStart(n_steps=20),
         dtype="float64", random_state=0, temperature=1.0, rescale_moves=False,
+        prior_precision=1.0,
     )  # fmt: skip
     reg_kw = dict(noise_precision=4.0, normalize_y=False)
     # The reference predates the step-size jitter (HMC's step_jitter=0.5 default since): the
     # fixed trajectory it drew with, on the split estimator with its own integrator too; and
     # the rescaling moves (rescale_moves=True default since), which these ReLU nets would take;
-    # and the regressor's one chain (n_chains=4 default since).
+    # and the regressor's one chain (n_chains=4 default since); and the prior of precision 1
+    # (prior_precision="auto" default since).
     fixed = HMC(n_steps=10, step_jitter=0.0)
     split_fixed = HMC(n_steps=10, step_jitter=0.0, integrator="symmetric")
     fits = {
