@@ -13,6 +13,7 @@ from collections.abc import Callable
 __all__ = [
     "SAMPLERS",
     "WeightsOnlyMixin",
+    "fitted_attributes",
     "register",
     "register_network",
     "register_sampler_class",
@@ -78,6 +79,11 @@ def is_estimator_class(cls) -> bool:
     return hasattr(cls, "_get_state") and hasattr(cls, "get_params")
 
 
+def fitted_attributes(estimator) -> dict:
+    """The public fitted attributes of ``estimator``: those ending in ``_``."""
+    return {k: v for k, v in vars(estimator).items() if k.endswith("_") and not k.startswith("_")}
+
+
 class WeightsOnlyMixin:
     """Default ``_get_state``/``_set_state``: every public fitted attribute (ending in ``_``).
 
@@ -85,7 +91,7 @@ class WeightsOnlyMixin:
     """
 
     def _get_state(self) -> dict:
-        return {k: v for k, v in vars(self).items() if k.endswith("_") and not k.startswith("_")}
+        return fitted_attributes(self)
 
     def _check_loaded_state(self, state: dict) -> None:
         raise ValueError(f"{type(self).__name__} does not check a loaded state; use joblib.")

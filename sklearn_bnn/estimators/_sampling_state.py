@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._persistence_registry import fitted_attributes
 from .._state_checks import (
     check_classes,
     check_depth,
@@ -48,9 +49,7 @@ PRIVATE_STATE = (
 def get_state(estimator) -> dict:
     """The fitted state ``save`` writes: the public fitted attributes, the network's constants
     and dtype, and the chains' private state (``estimator._private_state``)."""
-    state = {
-        k: v for k, v in vars(estimator).items() if k.endswith("_") and not k.startswith("_")
-    }
+    state = fitted_attributes(estimator)
     state["network_"] = {
         "constants": dict(estimator.network_._constants),
         "dtype": estimator.network_.dtype,
