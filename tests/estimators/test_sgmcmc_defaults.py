@@ -12,7 +12,7 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from sklearn_bnn import SGMCMCClassifier
+from sklearn_bnn import SGMCMCClassifier, SGMCMCRegressor
 from sklearn_bnn.samplers.starts import MAPStart
 from sklearn_bnn.samplers.stochastic_gradient.sg_step_size import gradient_noise_step_size
 
@@ -158,3 +158,28 @@ def test_a_regression_with_small_noise_keeps_a_stable_step():
     assert np.sqrt(np.mean((reg.predict(X) - y) ** 2)) < 0.2
     cap = float(gradient_noise_step_size(0.0, len(X)))
     assert float(reg.diagnostics_["step_size"][0]) < cap / 4  # the curvature's bound binds
+
+
+def test_default_regressor_samples_the_linear_regression_posterior_on_under_two_batches():
+    """200 rows and the default batch of 128: one batch an epoch, drawn from a fresh
+    permutation, so the gradient is noisy and the step must allow for it. The weights' variance
+    over the draws against the closed-form posterior's: the mean ratio over the four
+    coordinates was 1.38, 0.98 and 1.15 on seeds 0-2 (the noise rule tolerates 10 % of the
+    injected noise; ESS about 85-170); when the noise was taken as zero there, 4.6-5.8."""
+    rng = np.random.default_rng(1)
+    n, alpha, beta = 200, 1.0, 4.0
+    X = rng.normal(size=(n, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.3 + rng.normal(scale=0.5, size=n)
+    X1 = np.hstack([X, np.ones((n, 1))])
+    cov = np.linalg.inv(alpha * np.eye(4) + beta * X1.T @ X1)
+    mean = cov @ (beta * X1.T @ y)
+    reg = SGMCMCRegressor(
+        module=lambda i, o: torch.nn.Linear(i, o),
+        prior_precision=alpha,
+        noise_precision=beta,
+        random_state=1,
+    ).fit(X, y)
+    draws = reg.samples_.draws.double().numpy().reshape(-1, 4)  # weight (1 x 3), bias
+    ratio = draws.var(0) / np.diag(cov)
+    assert 0.7 < ratio.mean() < 1.8 and ratio.max() < 2.5, ratio
+    assert np.all(np.abs(draws.mean(0) - mean) < 0.5 * np.sqrt(np.diag(cov))), draws.mean(0)

@@ -66,6 +66,17 @@ def test_gradient_noise_variance_is_the_variance_of_the_scaled_batch_gradients()
         g = (200 / 20) * 4.0 * np.append(X[rows].T @ r, r.sum()) - 2.0 * theta[0].numpy()
         grads.append(g)
     assert float(got[0]) == pytest.approx(np.var(grads, axis=0, ddof=1).mean(), rel=1e-10)
+    # fewer rows than two disjoint batches: the first rows of independent permutations, as
+    # the sampler draws one batch a permutation then (not "no noise")
+    wide, _, _ = _linear_target(batch_size=128)
+    got = gradient_noise_variance(wide, theta, n_batches=8, seed=3)
+    rng, grads = np.random.default_rng(3), []
+    for _ in range(8):
+        rows = rng.permutation(200)[:128]
+        r = y[rows] - X[rows] @ w - b
+        grads.append((200 / 128) * 4.0 * np.append(X[rows].T @ r, r.sum()) - 2.0 * theta[0].numpy())
+    assert float(got[0]) > 0
+    assert float(got[0]) == pytest.approx(np.var(grads, axis=0, ddof=1).mean(), rel=1e-10)
     # one batch holding every row: no gradient noise
     full, _, _ = _linear_target(batch_size=200)
     assert float(gradient_noise_variance(full, theta)[0]) == 0.0

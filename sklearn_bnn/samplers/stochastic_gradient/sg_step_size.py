@@ -65,9 +65,12 @@ def gradient_noise_variance(target, theta: torch.Tensor, n_batches: int = 16, se
         With ``batch_value_and_grad(theta, rows)``, ``n_data`` and ``batch_size``.
     theta : tensor (C, D)
     n_batches : int, default=16
-        Disjoint batches of ``target.batch_size`` rows (fewer when the data hold fewer).
+        Batches of ``target.batch_size`` rows: disjoint slices of one permutation (fewer when
+        the data hold fewer), or, when the data hold fewer than two disjoint batches, the first
+        rows of ``n_batches`` independent permutations, as the sampler draws one batch a
+        permutation then.
     seed : int or numpy.random.SeedSequence, default=0
-        Seeds the permutation the batches are cut from.
+        Seeds the permutations the batches are cut from.
 
     Returns
     -------
@@ -76,14 +79,17 @@ def gradient_noise_variance(target, theta: torch.Tensor, n_batches: int = 16, se
         the rows.
     """
     n, size = int(target.n_data), min(int(target.batch_size), int(target.n_data))
-    k = min(n_batches, n // size)
-    if k < 2:
+    if size >= n:
         return torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device)
-    perm = np.random.default_rng(seed).permutation(n)
+    rng = np.random.default_rng(seed)
+    if n // size >= 2:
+        perm = rng.permutation(n)
+        batches = [perm[b * size : (b + 1) * size] for b in range(min(n_batches, n // size))]
+    else:
+        batches = [rng.permutation(n)[:size] for _ in range(n_batches)]
     grads = []
-    for b in range(k):
-        rows = np.sort(perm[b * size : (b + 1) * size])
-        grads.append(target.batch_value_and_grad(theta.detach(), rows)[1])
+    for rows in batches:
+        grads.append(target.batch_value_and_grad(theta.detach(), np.sort(rows))[1])
     grads = torch.stack(grads)  # (k, C, D)
     return grads.var(0).mean(-1)
 
