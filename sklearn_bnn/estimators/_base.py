@@ -281,10 +281,6 @@ class BaseSamplingEstimator(BaseEstimator):
             start = self._fresh_start(X.shape[1], n_outputs, device, dtype, seeds)
             self.n_outputs_ = n_outputs
         target = self._make_target(start.network, X, targets, child(seeds, "data"))
-        # p(theta | D)^(1/T); 1 leaves it as it is
-        target.temperature = float(self.temperature)
-        for name, value in self._family.target_options(self).items():  # e.g. rescale_moves
-            setattr(target, name, value)
         run = self._run_chains(target, start, X, continuing)
         self._store_run(run, start.network, dtype, continuing, X)
         return self

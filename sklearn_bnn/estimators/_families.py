@@ -50,14 +50,19 @@ class FullData:
         steps, the network target with its Gibbs blocks."""
         prior = estimator._prior_precision(network)
         likelihood = estimator._fit_likelihood()
+        options = self.target_options(estimator)
         if isinstance(prior, HierarchicalPrior) and prior.scheme == "joint":
-            base = Target(network, X, targets, likelihood, GaussianPrior(1.0))
+            base = Target(network, X, targets, likelihood, GaussianPrior(1.0), **options)
             return hierarchical_target(base, prior)
-        return Target(network, X, targets, likelihood, as_prior(prior))
+        return Target(network, X, targets, likelihood, as_prior(prior), **options)
 
     def target_options(self, estimator) -> dict:
-        """Attributes set on the target before sampling."""
-        return {"rescale_moves": bool(estimator.rescale_moves)}
+        """The keyword options the family's target is built with: the posterior's
+        temperature, and the exact rescaling moves (``rescale_moves``)."""
+        return {
+            "temperature": float(estimator.temperature),
+            "rescale_moves": bool(estimator.rescale_moves),
+        }
 
     def sampler_setup(self, estimator) -> dict:
         """Options of the setup that the samplers of this data access registered
@@ -109,6 +114,7 @@ class SplitData(FullData):
             n_splits=estimator.n_splits,
             split_size=estimator.split_size,
             data_device=None if data_device is None else resolve_device(data_device),
+            **self.target_options(estimator),
         )
         estimator.n_splits_ = target.n_splits
         return target
@@ -138,10 +144,11 @@ class MinibatchData(FullData):
             estimator._fit_likelihood(),
             GaussianPrior(estimator._prior_precision(network)),
             batch_size=estimator.batch_size,
+            **self.target_options(estimator),
         )
 
     def target_options(self, estimator) -> dict:
-        return {}
+        return {"temperature": float(estimator.temperature)}
 
     def sampler_setup(self, estimator) -> dict:
         """The minibatch samplers' setup (``samplers/sg_step_size.py``): the minibatch MAP

@@ -80,6 +80,7 @@ class MinibatchTarget(Target):
         *,
         batch_size: int,
         resident="auto",
+        **options,
     ):
         if int(batch_size) < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
@@ -89,7 +90,7 @@ class MinibatchTarget(Target):
         self.resident = (
             fits_on_device(X, y, network.device) if resident == "auto" else bool(resident)
         )
-        super().__init__(network, X, y, likelihood, prior)
+        super().__init__(network, X, y, likelihood, prior, **options)
 
     def _place(self, X, y, device=None):
         if not self.resident:

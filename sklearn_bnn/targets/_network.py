@@ -190,6 +190,14 @@ class Target:
         network's layout as ``prior_density``. A ``HierarchicalPrior(scheme="gibbs")`` adds
         the Gibbs block of its precisions (:meth:`gibbs_blocks`) and, with ``learn_noise``,
         makes a Gaussian likelihood's noise precision learned under its Gamma hyperprior.
+    temperature : float, default=1.0
+        The posterior temperature T: the density sampled is p(theta | D)^(1 / T), likelihood
+        and prior both tempered (the cold-posterior convention of Wenzel et al. 2020, eq. 1);
+        1 is Bayes.
+    rescale_moves : bool, default=False
+        Declare the exact unit-rescaling move (:class:`UnitRescaleGibbs`) among the Gibbs
+        blocks when the network is the package's MLP with a positively homogeneous activation
+        (ReLU, identity) and the prior is Gaussian.
 
     Examples
     --------
@@ -203,23 +211,25 @@ class Target:
     torch.Size([1, 3])
     """
 
-    #: Posterior temperature T: the density sampled is p(theta | D)^(1 / T), likelihood and prior
-    #: both tempered (the cold-posterior convention of Wenzel et al. 2020, eq. 1); 1 is Bayes.
-    temperature = 1.0
-
-    #: Declare the exact unit-rescaling move (:class:`UnitRescaleGibbs`) among the Gibbs blocks
-    #: when the network is the package's MLP with a positively homogeneous activation (ReLU,
-    #: identity) and the prior is Gaussian; off unless an estimator (``rescale_moves``) or a
-    #: caller sets it.
-    rescale_moves = False
-
     #: Evaluate the package's own MLP under its categorical, Bernoulli or Gaussian likelihood
     #: by the hand-written, chain-batched gradient of :class:`~._batched_mlp.BatchedMLP` (the
     #: same density; faster than autograd at every number of chains); False keeps
     #: the general autograd path for every network.
     batched_mlp = True
 
-    def __init__(self, network: FunctionalNetwork, X, y, likelihood, prior: GaussianPrior):
+    def __init__(
+        self,
+        network: FunctionalNetwork,
+        X,
+        y,
+        likelihood,
+        prior: GaussianPrior,
+        *,
+        temperature: float = 1.0,
+        rescale_moves: bool = False,
+    ):
+        self.temperature = float(temperature)
+        self.rescale_moves = bool(rescale_moves)
         self.network = network
         self.device, self.dtype, self.dim = network.device, network.dtype, network.dim
         self.likelihood = hierarchical_noise(prior, likelihood)

@@ -82,9 +82,10 @@ class SplitTarget(Target):
         n_splits: int | None = None,
         split_size: int | None = None,
         data_device=None,
+        **options,
     ):
         self.data_device = network.device if data_device is None else torch.device(data_device)
-        super().__init__(network, X, y, likelihood, prior)
+        super().__init__(network, X, y, likelihood, prior, **options)
         self.bounds = split_bounds(self.n_data, n_splits, split_size)
         self.n_splits = len(self.bounds)
         self.n_subset_grads = 0

@@ -132,10 +132,13 @@ class FirstRowsData(FullData):
     def make_target(self, estimator, network, X, targets, seed):
         keep = slice(0, estimator.max_rows)
         prior = as_prior(estimator.prior_precision)
-        return Target(network, X[keep], targets[keep], estimator._likelihood(), prior)
+        return Target(
+            network, X[keep], targets[keep], estimator._likelihood(), prior,
+            **self.target_options(estimator),
+        )
 
     def target_options(self, estimator) -> dict:
-        return {}
+        return {"temperature": float(estimator.temperature)}
 
 
 class FirstRowsRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
