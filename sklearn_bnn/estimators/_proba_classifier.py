@@ -16,30 +16,13 @@ class ProbaClassifierMixin(ClassifierMixin):
     """
 
     def predict_log_proba(self, X) -> np.ndarray:
-        """Logarithm of :meth:`predict_proba` (``-inf`` where a probability is 0).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-        """
+        """Logarithm of :meth:`predict_proba`, (n_samples, n_classes): ``-inf`` where a
+        probability is 0."""
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 
     def predict(self, X) -> np.ndarray:
-        """The class of highest predictive probability (:meth:`predict_proba`).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-            Labels from ``classes_``.
-        """
+        """The class of highest :meth:`predict_proba` for each row, (n_samples,): labels from
+        ``classes_``."""
         proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]
