@@ -353,7 +353,4 @@ class SamplingRegressorMixin(RegressorMixin):
             ``total_std**2 == noise_std**2 + weight_std**2``.
         """
         mean, weight_var = self._mean_and_weight_variance(X, True)
-        parts = variance_parts(mean, self._noise_variance(), weight_var)
-        if self._y_2d:
-            return parts
-        return PredictiveVarianceParts(*(field[:, 0] for field in parts))
+        return variance_parts(mean, self._noise_variance(), weight_var, one_output=not self._y_2d)
