@@ -14,13 +14,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clo
 from sklearn.utils import get_tags
 from sklearn.utils._param_validation import HasMethods, InvalidParameterError
 from sklearn.utils.metadata_routing import (
-    MetadataRouter,
-    MethodMapping,
     _routing_enabled,
     process_routing,
 )
 from sklearn.utils.validation import check_is_fitted
 
+from ._metadata_routing import RoutesFitToEstimatorMixin
 from ._persistence_registry import WeightsOnlyMixin, register
 from ._utility_matrix import bayes_decision, check_utility, expected_utilities
 from .metrics import mean_utility
@@ -29,7 +28,9 @@ __all__ = ["check_utility", "expected_utilities", "bayes_decision", "BayesDecisi
 
 
 @register
-class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, BaseEstimator):
+class BayesDecisionClassifier(
+    ClassifierMixin, MetaEstimatorMixin, RoutesFitToEstimatorMixin, WeightsOnlyMixin, BaseEstimator
+):
     """Take the Bayes action of a probabilistic classifier under a utility matrix.
 
     Wraps any classifier with ``predict_proba`` (one of ours, or any scikit-learn classifier):
@@ -95,17 +96,6 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
         self.estimator = estimator
         self.utility = utility
         self.decision_labels = decision_labels
-
-    def get_metadata_routing(self):
-        """Metadata routing (scikit-learn's): what ``fit`` is given goes to the wrapped
-        estimator's ``fit`` as that estimator requests it (``set_fit_request``)."""
-        router = MetadataRouter(owner=self)
-        if self.estimator is not None:
-            router.add(
-                estimator=self.estimator,
-                method_mapping=MethodMapping().add(caller="fit", callee="fit"),
-            )
-        return router
 
     def fit(self, X, y, **fit_params):
         """Fit a clone of ``estimator`` on ``(X, y)`` and validate the utility against its classes.
@@ -208,4 +198,3 @@ class BayesDecisionClassifier(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMi
         tags = super().__sklearn_tags__()
         tags.input_tags = get_tags(self.estimator).input_tags
         return tags
-

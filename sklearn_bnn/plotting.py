@@ -316,23 +316,19 @@ def plot_entropy_histogram(y_prob_in, y_prob_out, *, bins: int = 20, ax=None, ti
     -------
     matplotlib Axes
     """
-    n_classes = np.shape(y_prob_in)[-1]
-    if np.shape(y_prob_out)[-1] != n_classes:
-        raise ValueError("y_prob_in and y_prob_out must have the same number of classes.")
+    n_classes = _same_classes(y_prob_in, y_prob_out)
     entropy_in = predictive_entropy(y_prob_in)
     entropy_out = predictive_entropy(y_prob_out)
-    edges = np.linspace(0.0, np.log(n_classes), bins + 1)
-    ax = _axes(ax)
-    style = {"bins": edges, "density": True, "alpha": 0.6}
-    ax.hist(entropy_in, label=f"in distribution (n = {len(entropy_in)})", **style)
-    ax.hist(entropy_out, label=f"out of distribution (n = {len(entropy_out)})", **style)
-    ax.set(
+    return _in_out_histograms(
+        entropy_in,
+        entropy_out,
+        np.log(n_classes),
+        bins=bins,
+        ax=ax,
         xlabel="predictive entropy (nats)",
-        ylabel="density",
         title=title or "Predictive entropy",
+        legend_loc="upper center",
     )
-    ax.legend(loc="upper center")
-    return ax
 
 
 def plot_mutual_information_histogram(
@@ -359,20 +355,66 @@ def plot_mutual_information_histogram(
     -------
     matplotlib Axes
     """
-    if np.shape(y_prob_samples_out)[-1] != np.shape(y_prob_samples_in)[-1]:
-        raise ValueError("y_prob_in and y_prob_out must have the same number of classes.")
+    _same_classes(y_prob_samples_in, y_prob_samples_out)
     mi_in = mutual_information(y_prob_samples_in)
     mi_out = mutual_information(y_prob_samples_out)
     top = max(float(np.max(mi_in)), float(np.max(mi_out)), 1e-12)
+    return _in_out_histograms(
+        mi_in,
+        mi_out,
+        top,
+        bins=bins,
+        ax=ax,
+        xlabel="mutual information (nats)",
+        title=title or "Mutual information",
+        legend_loc="upper right",
+    )
+
+
+def _same_classes(y_prob_in, y_prob_out) -> int:
+    """The number of classes (last axis) of two probability arrays, which must agree.
+
+    Parameters
+    ----------
+    y_prob_in, y_prob_out : array-like of shape (..., n_classes)
+
+    Returns
+    -------
+    int
+    """
+    n_classes = np.shape(y_prob_in)[-1]
+    if np.shape(y_prob_out)[-1] != n_classes:
+        raise ValueError("y_prob_in and y_prob_out must have the same number of classes.")
+    return n_classes
+
+
+def _in_out_histograms(values_in, values_out, top, *, bins, ax, xlabel, title, legend_loc):
+    """Histograms of a per-input value on in- and out-of-distribution inputs, on one Axes.
+
+    Both are normalised to unit area and share ``bins`` equal bins over ``[0, top]``.
+
+    Parameters
+    ----------
+    values_in, values_out : ndarray of shape (n_in,) and (n_out,)
+        The value of each in- and out-of-distribution input.
+    top : float
+        The upper end of the bins.
+    bins : int
+    ax : matplotlib Axes or None
+        None draws on a new figure's Axes.
+    xlabel, title : str
+    legend_loc : str
+        Matplotlib's ``loc`` of the legend.
+
+    Returns
+    -------
+    matplotlib Axes
+    """
     edges = np.linspace(0.0, top, bins + 1)
     ax = _axes(ax)
     style = {"bins": edges, "density": True, "alpha": 0.6}
-    ax.hist(mi_in, label=f"in distribution (n = {len(mi_in)})", **style)
-    ax.hist(mi_out, label=f"out of distribution (n = {len(mi_out)})", **style)
-    ax.set(
-        xlabel="mutual information (nats)",
-        ylabel="density",
-        title=title or "Mutual information",
-    )
-    ax.legend(loc="upper right")
+    ax.hist(values_in, label=f"in distribution (n = {len(values_in)})", **style)
+    ax.hist(values_out, label=f"out of distribution (n = {len(values_out)})", **style)
+    ax.set(xlabel=xlabel, ylabel="density", title=title)
+    ax.legend(loc=legend_loc)
     return ax

@@ -11,8 +11,6 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import _safe_indexing, check_random_state, column_or_1d
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metadata_routing import (
-    MetadataRouter,
-    MethodMapping,
     _routing_enabled,
     process_routing,
 )
@@ -20,6 +18,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
+from .._metadata_routing import RoutesFitToEstimatorMixin
 from .._persistence_registry import WeightsOnlyMixin, register
 from ._selection import SCORES, greedy_member_selection, random_order_member_selection
 
@@ -35,7 +34,9 @@ def _is_stack_mode(self) -> bool:
 
 
 @register
-class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, BaseEstimator):
+class EnsembleReducer(
+    ClassifierMixin, MetaEstimatorMixin, RoutesFitToEstimatorMixin, WeightsOnlyMixin, BaseEstimator
+):
     """Keep the fewest ensemble members (posterior draws) for which a metric still holds.
 
     By default the members are taken in a random order fixed before the validation data are
@@ -164,17 +165,6 @@ class EnsembleReducer(ClassifierMixin, MetaEstimatorMixin, WeightsOnlyMixin, Bas
         self.n_repeats = n_repeats
         self.n_resamples = n_resamples
         self.random_state = random_state
-
-    def get_metadata_routing(self):
-        """Metadata routing (scikit-learn's): what ``fit`` is given goes to the wrapped
-        estimator's ``fit`` as that estimator requests it (``set_fit_request``)."""
-        router = MetadataRouter(owner=self)
-        if self.estimator is not None:
-            router.add(
-                estimator=self.estimator,
-                method_mapping=MethodMapping().add(caller="fit", callee="fit"),
-            )
-        return router
 
     def fit(self, X, y, **fit_params):
         """Fit the estimator (unless frozen) and select the members to keep.

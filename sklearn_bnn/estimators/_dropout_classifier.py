@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.base import ClassifierMixin
 from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.class_weight import compute_class_weight
@@ -28,13 +27,14 @@ from ._calibration import (
     temperature_posterior,
 )
 from ._dropout_base import MCDropoutBase
+from ._proba_classifier import ProbaClassifierMixin
 from ._skorch import split_weights, weighted_mean
 from ._weights import sample_weights
 
 __all__ = ["DropoutClassifierBase"]
 
 
-class DropoutClassifierBase(ClassifierMixin, MCDropoutBase):
+class DropoutClassifierBase(ProbaClassifierMixin, MCDropoutBase):
     """Classification with MC dropout: the categorical likelihood (class- and row-weighted
     cross-entropy), the classes' encoding and the dropout predictive. ``fit`` trains on every
     row; a subclass whose :meth:`_held_out_split` returns rows first learns the temperature of
@@ -157,13 +157,3 @@ class DropoutClassifierBase(ClassifierMixin, MCDropoutBase):
         and averaged over ``calibration_posterior_`` (untempered when ``calibration=None``)."""
         posterior = getattr(self, "calibration_posterior_", NO_CALIBRATION)
         return calibrated(self._dropout_average(X), posterior)
-
-    def predict_log_proba(self, X) -> np.ndarray:
-        """Logarithm of :meth:`predict_proba`."""
-        with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
-
-    def predict(self, X) -> np.ndarray:
-        """The class with the highest predictive probability."""
-        proba = self.predict_proba(X)
-        return self.classes_[np.argmax(proba, axis=1)]

@@ -14,7 +14,7 @@ from numbers import Real
 
 import numpy as np
 import torch
-from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.base import RegressorMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -23,6 +23,7 @@ from .._utils import check_scalar_param, to_numpy
 from ..likelihoods import Bernoulli, Categorical, Gaussian
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_CONSTRAINT, fit_calibrated, temper_as_calibrated
+from ._proba_classifier import ProbaClassifierMixin
 from ._variance_parts import PredictiveVarianceParts, variance_parts
 from ._weights import CLASS_WEIGHT_CONSTRAINT
 
@@ -62,7 +63,7 @@ def _weighted_moments(y: np.ndarray, weights: np.ndarray):
     return mean, np.average((y - mean) ** 2, axis=0, weights=weights)
 
 
-class SamplingClassifierMixin(ClassifierMixin):
+class SamplingClassifierMixin(ProbaClassifierMixin):
     """Classification: labels encoded as classes, a categorical likelihood (Bernoulli for two
     classes), ``predict_proba`` the posterior predictive mean over the draws, tempered as
     ``calibration`` learned (``_calibration.py``)."""
@@ -145,15 +146,6 @@ class SamplingClassifierMixin(ClassifierMixin):
         proba = to_numpy(mean).astype(np.float64)
         return proba / proba.sum(axis=1, keepdims=True)  # exact in float64
 
-    def predict_log_proba(self, X) -> np.ndarray:
-        """Logarithm of :meth:`predict_proba`."""
-        with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
-
-    def predict(self, X) -> np.ndarray:
-        """The most probable class under the posterior predictive."""
-        proba = self.predict_proba(X)
-        return self.classes_[np.argmax(proba, axis=1)]
 
 class SamplingRegressorMixin(RegressorMixin):
     """Regression: a Gaussian likelihood with a fixed or learned noise precision (in units of
@@ -361,7 +353,4 @@ class SamplingRegressorMixin(RegressorMixin):
             ``total_std**2 == noise_std**2 + weight_std**2``.
         """
         mean, weight_var = self._mean_and_weight_variance(X, True)
-        parts = variance_parts(mean, self._noise_variance(), weight_var)
-        if self._y_2d:
-            return parts
-        return PredictiveVarianceParts(*(field[:, 0] for field in parts))
+        return variance_parts(mean, self._noise_variance(), weight_var, one_output=not self._y_2d)

@@ -71,11 +71,29 @@ class PredictiveCovarianceParts(NamedTuple):
     total_cov: np.ndarray
 
 
-def variance_parts(mean, noise_var, weight_var) -> PredictiveVarianceParts:
-    """The parts from a mean and the two variances (``noise_var`` broadcast to ``mean``)."""
+def variance_parts(mean, noise_var, weight_var, *, one_output=False) -> PredictiveVarianceParts:
+    """The parts from a mean and the two variances.
+
+    Parameters
+    ----------
+    mean : array-like of shape (n_samples, n_outputs)
+    noise_var : array-like
+        The noise variance, broadcast to the shape of ``mean``.
+    weight_var : array-like of shape (n_samples, n_outputs)
+    one_output : bool, default=False
+        Drop the outputs' axis (for a model fitted on a 1-d ``y``, whose ``predict`` returns
+        (n_samples,)).
+
+    Returns
+    -------
+    PredictiveVarianceParts
+    """
     mean = np.asarray(mean)
     noise_var = np.broadcast_to(np.asarray(noise_var, dtype=np.float64), mean.shape)
     weight_var = np.asarray(weight_var, dtype=np.float64)
-    return PredictiveVarianceParts(
+    parts = PredictiveVarianceParts(
         mean, np.sqrt(noise_var), np.sqrt(weight_var), np.sqrt(noise_var + weight_var)
     )
+    if one_output:
+        return PredictiveVarianceParts(*(field[:, 0] for field in parts))
+    return parts

@@ -386,7 +386,4 @@ class MCDropoutRegressor(RegressorMixin, MCDropoutBase):
         """
         mean, var = self._mean_and_weight_variance(X)
         noise_var = 1.0 / np.asarray(self.noise_precision_, dtype=np.float64)
-        parts = variance_parts(mean, noise_var, var)
-        if self.n_outputs_ > 1:
-            return parts
-        return PredictiveVarianceParts(*(field[:, 0] for field in parts))
+        return variance_parts(mean, noise_var, var, one_output=self.n_outputs_ == 1)

@@ -93,6 +93,29 @@ def top_label_calibration_curve(
     return hit[keep] / weight[keep], conf[keep] / weight[keep], weight[keep]
 
 
+def _calibration_gaps(y_true, y_prob, n_bins, strategy, labels, sample_weight):
+    """The calibration gap ``|acc_b - conf_b|`` and the weight of each non-empty bin.
+
+    Parameters
+    ----------
+    y_true, y_prob, n_bins, strategy, labels, sample_weight
+        As in :func:`top_label_calibration_curve`.
+
+    Returns
+    -------
+    gap, weight : ndarray of shape (n_nonempty_bins,)
+    """
+    accuracy, confidence, weight = top_label_calibration_curve(
+        y_true,
+        y_prob,
+        n_bins=n_bins,
+        strategy=strategy,
+        labels=labels,
+        sample_weight=sample_weight,
+    )
+    return np.abs(accuracy - confidence), weight
+
+
 def expected_calibration_error(
     y_true,
     y_prob,
@@ -124,15 +147,8 @@ def expected_calibration_error(
     >>> round(expected_calibration_error([0, 1, 1], y_prob, n_bins=2), 4)
     0.1333
     """
-    accuracy, confidence, weight = top_label_calibration_curve(
-        y_true,
-        y_prob,
-        n_bins=n_bins,
-        strategy=strategy,
-        labels=labels,
-        sample_weight=sample_weight,
-    )
-    return float(np.sum(weight * np.abs(accuracy - confidence)) / np.sum(weight))
+    gap, weight = _calibration_gaps(y_true, y_prob, n_bins, strategy, labels, sample_weight)
+    return float(np.sum(weight * gap) / np.sum(weight))
 
 
 def maximum_calibration_error(
@@ -155,15 +171,8 @@ def maximum_calibration_error(
     >>> round(maximum_calibration_error([0, 1, 1], y_prob, n_bins=10), 4)
     0.7
     """
-    accuracy, confidence, _ = top_label_calibration_curve(
-        y_true,
-        y_prob,
-        n_bins=n_bins,
-        strategy=strategy,
-        labels=labels,
-        sample_weight=sample_weight,
-    )
-    return float(np.max(np.abs(accuracy - confidence)))
+    gap, _ = _calibration_gaps(y_true, y_prob, n_bins, strategy, labels, sample_weight)
+    return float(np.max(gap))
 
 
 def brier_score(y_true, y_prob, *, labels=None, sample_weight=None) -> float:

@@ -202,7 +202,55 @@ def _same(a, b) -> bool:
     return all(x is y or (isinstance(x, float | int) and x == y) for x, y in zip(a, b, strict=True))
 
 
-class GraphedLeapfrog:
+class GraphReplayer:
+    """What a kernel's replayer of recorded steps keeps across transitions: its ``recording``,
+    the ``targets_seen`` besides the recorded one, and ``off_reason``, why CUDA graphs are off
+    for it (None while they are on).
+
+    A subclass names, for the one warning of :meth:`_turn_off`, the steps it replays
+    (``_replayed``) and what then runs eagerly (``_eager``).
+    """
+
+    _replayed = "steps"
+    _eager = "Every step"
+
+    def _may_record_for(self, target, why_not: str) -> bool:
+        """Whether a recording may still be made for ``target``.
+
+        A target the current recording does not read counts as one more seen; at
+        :data:`MAX_TARGETS` of them, graphs are turned off (:meth:`_turn_off` with ``why_not``)
+        and False is returned.
+
+        Parameters
+        ----------
+        target : target object
+            The target of the transition about to be recorded.
+        why_not : str
+            The reason the warning gives when there have been too many targets.
+
+        Returns
+        -------
+        bool
+        """
+        if self.recording is not None and not self.recording.reads(target):
+            self.targets_seen += 1
+        if self.targets_seen >= MAX_TARGETS:
+            self._turn_off(why_not)
+            return False
+        return True
+
+    def _turn_off(self, reason: str) -> None:
+        """Run every later transition eagerly, and say so once, with ``reason``."""
+        self.off_reason = reason
+        self.recording = None
+        warn(
+            f"CUDA graphs are off for this sampler's {self._replayed}: {reason}. {self._eager} "
+            "runs eagerly (the same sampler, more kernel launches).",
+            RuntimeWarning,
+        )
+
+
+class GraphedLeapfrog(GraphReplayer):
     """A kernel's leapfrog trajectories, replayed from CUDA graphs where they apply.
 
     Called as an integrator with the kernel's integrator first:
@@ -212,6 +260,9 @@ class GraphedLeapfrog:
     (a Gibbs block's) runs eagerly. Copies (a kernel's ``with_target``) share the recording;
     a pickled or deep-copied one starts without it.
     """
+
+    _replayed = "trajectories"
+    _eager = "Every leapfrog step"
 
     def __init__(self):
         self.recording = None
@@ -251,13 +302,11 @@ class GraphedLeapfrog:
         return isinstance(metric, DiagonalMetric) and isinstance(inv_mass, torch.Tensor)
 
     def _record(self, target, state, momentum, eps, metric):
-        if self.recording is not None and not self.recording.reads(target):
-            self.targets_seen += 1
-        if self.targets_seen >= MAX_TARGETS:
-            self._turn_off(
-                "the target changes between transitions (a Gibbs block conditions it), so a "
-                "recorded trajectory would read the old one"
-            )
+        if not self._may_record_for(
+            target,
+            "the target changes between transitions (a Gibbs block conditions it), so a "
+            "recorded trajectory would read the old one",
+        ):
             return None
         try:
             self.recording = _Recording(target, state, momentum, eps, metric)
@@ -265,12 +314,3 @@ class GraphedLeapfrog:
             self._turn_off(f"recording failed ({type(exc).__name__}: {exc})")
             return None
         return self.recording
-
-    def _turn_off(self, reason: str) -> None:
-        self.off_reason = reason
-        self.recording = None
-        warn(
-            f"CUDA graphs are off for this sampler's trajectories: {reason}. Every leapfrog "
-            "step runs eagerly (the same sampler, more kernel launches).",
-            RuntimeWarning,
-        )

@@ -101,8 +101,55 @@ def _tensor(value, name: str, owner: str) -> torch.Tensor:
     return tensor.detach()
 
 
+class _InverseMassMetric(EuclideanMetric):
+    """A Euclidean metric given by one tensor, ``inv_mass``: its repr, and its persistence
+    (:func:`sklearn_bnn.save` / :func:`sklearn_bnn.load`) as that tensor alone.
+
+    A subclass checks a loaded tensor's shape and values in :meth:`_check_saved_inv_mass`;
+    what a file holds is checked before the metric is rebuilt from it.
+    """
+
+    inv_mass: torch.Tensor
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(inv_mass=<tensor of shape {tuple(self.inv_mass.shape)}>)"
+
+    def to_state(self) -> dict:
+        return {"inv_mass": self.inv_mass.cpu()}
+
+    @classmethod
+    def _check_state(cls, state) -> None:
+        """A saved metric holds exactly one floating-point tensor ``inv_mass``, which the
+        subclass then checks.
+
+        Parameters
+        ----------
+        state : object
+            The state read from the file for the metric.
+
+        Raises
+        ------
+        ValueError
+            Naming the class, when ``state`` holds anything else.
+        """
+        if not isinstance(state, dict) or set(state) != {"inv_mass"}:
+            raise ValueError(f"a {cls.__name__} state must hold exactly 'inv_mass'.")
+        inv_mass = state["inv_mass"]
+        if not isinstance(inv_mass, torch.Tensor) or not inv_mass.is_floating_point():
+            raise ValueError(f"{cls.__name__} inv_mass must be a floating-point tensor.")
+        cls._check_saved_inv_mass(inv_mass)
+
+    @classmethod
+    def _check_saved_inv_mass(cls, inv_mass: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def from_state(cls, state):
+        return cls(state["inv_mass"])
+
+
 @register
-class DiagonalMetric(EuclideanMetric):
+class DiagonalMetric(_InverseMassMetric):
     """A diagonal Euclidean metric: M^-1 = diag(``inv_mass``).
 
     Parameters
@@ -167,31 +214,15 @@ class DiagonalMetric(EuclideanMetric):
     def n_chains(self):
         return self.inv_mass.shape[0] if getattr(self.inv_mass, "ndim", 0) == 2 else None
 
-    def __repr__(self) -> str:
-        return f"DiagonalMetric(inv_mass=<tensor of shape {tuple(self.inv_mass.shape)}>)"
-
-    # persistence (sklearn_bnn.save / load)
-    def to_state(self) -> dict:
-        return {"inv_mass": self.inv_mass.cpu()}
-
     @classmethod
-    def _check_state(cls, state) -> None:
+    def _check_saved_inv_mass(cls, inv_mass: torch.Tensor) -> None:
         """A saved diagonal metric holds one finite positive (D,) or (C, D) float tensor."""
-        if not isinstance(state, dict) or set(state) != {"inv_mass"}:
-            raise ValueError("a DiagonalMetric state must hold exactly 'inv_mass'.")
-        inv_mass = state["inv_mass"]
-        if not isinstance(inv_mass, torch.Tensor) or not inv_mass.is_floating_point():
-            raise ValueError("DiagonalMetric inv_mass must be a floating-point tensor.")
         if inv_mass.ndim not in (1, 2) or not bool((inv_mass > 0).all()):
             raise ValueError("DiagonalMetric inv_mass must be positive, of shape (D,) or (C, D).")
 
-    @classmethod
-    def from_state(cls, state):
-        return cls(state["inv_mass"])
-
 
 @register
-class DenseMetric(EuclideanMetric):
+class DenseMetric(_InverseMassMetric):
     """A dense Euclidean metric: M^-1 = ``inv_mass``, a symmetric positive-definite matrix.
 
     With M^-1 the posterior covariance, the leapfrog sees a target whitened to unit covariance:
@@ -279,26 +310,10 @@ class DenseMetric(EuclideanMetric):
     def n_chains(self):
         return self.inv_mass.shape[0] if self.inv_mass.ndim == 3 else None
 
-    def __repr__(self) -> str:
-        return f"DenseMetric(inv_mass=<tensor of shape {tuple(self.inv_mass.shape)}>)"
-
-    # persistence (sklearn_bnn.save / load)
-    def to_state(self) -> dict:
-        return {"inv_mass": self.inv_mass.cpu()}
-
     @classmethod
-    def _check_state(cls, state) -> None:
+    def _check_saved_inv_mass(cls, inv_mass: torch.Tensor) -> None:
         """A saved dense metric holds one symmetric positive-definite float tensor."""
-        if not isinstance(state, dict) or set(state) != {"inv_mass"}:
-            raise ValueError("a DenseMetric state must hold exactly 'inv_mass'.")
-        inv_mass = state["inv_mass"]
-        if not isinstance(inv_mass, torch.Tensor) or not inv_mass.is_floating_point():
-            raise ValueError("DenseMetric inv_mass must be a floating-point tensor.")
         cls(inv_mass)  # shape, symmetry and positive definiteness
-
-    @classmethod
-    def from_state(cls, state):
-        return cls(state["inv_mass"])
 
 
 def check_n_chains(metric: Metric, n_chains: int) -> None:

@@ -32,8 +32,7 @@ from __future__ import annotations
 import torch
 
 from ..._config import switch
-from ..._warnings import warn
-from .._graphs import MAX_TARGETS, ConditionedRecording, record_graph
+from .._graphs import ConditionedRecording, GraphReplayer, record_graph
 
 
 class _Buffers:
@@ -163,13 +162,15 @@ class _SGRecording(ConditionedRecording):
         return self.theta.clone(), self.value.clone(), self.grad.clone(), self.n_div.clone()
 
 
-class GraphedSGSteps:
+class GraphedSGSteps(GraphReplayer):
     """A kernel's minibatch steps, replayed from a CUDA graph where that applies.
 
     Copies of the kernel (``with_target``) share it; a pickled or deep-copied one starts
     without a recording. ``record=False`` runs the same buffered step unrecorded, on any device
     (what the CPU tests compare with the eager kernel).
     """
+
+    _replayed = "minibatch steps"
 
     def __init__(self, record: bool = True):
         self.record = record
@@ -202,13 +203,11 @@ class GraphedSGSteps:
         recording can be made (the caller then runs its eager steps)."""
         rec = self.recording
         if rec is None or not rec.matches(kernel, theta, mass):
-            if rec is not None and not rec.reads(kernel.target):
-                self.targets_seen += 1
-            if self.targets_seen >= MAX_TARGETS:
-                self._turn_off(
-                    "the target changes between transitions in a way the recording cannot "
-                    "follow, so a recorded step would read the old one"
-                )
+            if not self._may_record_for(
+                kernel.target,
+                "the target changes between transitions in a way the recording cannot "
+                "follow, so a recorded step would read the old one",
+            ):
                 return None
             coef = kernel._coefficients(kernel._eps(eps0, 0), mass)
             device = kernel.target.batch_device
@@ -221,12 +220,3 @@ class GraphedSGSteps:
                 return None
             self.recording = rec
         return rec.transition(kernel, theta, value, grad, m, eps0, mass, generator)
-
-    def _turn_off(self, reason: str) -> None:
-        self.off_reason = reason
-        self.recording = None
-        warn(
-            f"CUDA graphs are off for this sampler's minibatch steps: {reason}. Every step "
-            "runs eagerly (the same sampler, more kernel launches).",
-            RuntimeWarning,
-        )

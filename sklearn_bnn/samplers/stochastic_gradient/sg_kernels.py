@@ -39,6 +39,26 @@ CURVATURE_EVERY = 25
 MIN_STEPS_PER_TRANSITION = 16
 
 
+def _run_state_field(name: str) -> property:
+    """A read-write kernel attribute that is the field ``name`` of the kernel's ``_run_state``
+    (which the copies a Gibbs step makes share).
+
+    Parameters
+    ----------
+    name : str
+        A field of :class:`_RunState`.
+
+    Returns
+    -------
+    property
+    """
+    return property(
+        lambda kernel: getattr(kernel._run_state, name),
+        lambda kernel, value: setattr(kernel._run_state, name, value),
+        doc=f"The run's ``{name}``.",
+    )
+
+
 class SGKernel(Kernel):
     """Batches, schedule, momentum and divergence bookkeeping shared by the SG kernels."""
 
@@ -65,21 +85,8 @@ class SGKernel(Kernel):
         """Warmup transitions, told by the loop through :meth:`init` (the cosine schedule)."""
         return self._run_state.n_warmup
 
-    @property
-    def _transition(self) -> int:
-        return self._run_state.transition
-
-    @_transition.setter
-    def _transition(self, value: int) -> None:
-        self._run_state.transition = value
-
-    @property
-    def _epochs(self) -> float:
-        return self._run_state.epochs
-
-    @_epochs.setter
-    def _epochs(self, value: float) -> None:
-        self._run_state.epochs = value
+    _transition = _run_state_field("transition")
+    _epochs = _run_state_field("epochs")
 
     def progress(self, info) -> str:
         """Epochs of minibatch gradients so far."""
