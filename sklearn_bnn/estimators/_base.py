@@ -341,7 +341,11 @@ class BaseSamplingEstimator(BaseEstimator):
         """The run's warmup and draws budgets: the numbers given, or for "auto" the rules of
         :mod:`sklearn_bnn.samplers.driver.budget`, the draws' rule monitoring the predictions on the
         reference rows that ``diagnostics_`` reports."""
-        n_warmup = WarmupRule() if is_auto(start.n_warmup) else start.n_warmup
+        n_warmup = (
+            WarmupRule(min_warmup=self._family.min_auto_warmup)
+            if is_auto(start.n_warmup)
+            else start.n_warmup
+        )
         n_draws = self.n_draws
         vars(self).pop("_reference_rows", None)  # chosen by this run's monitor, if any
         if is_auto(n_draws):

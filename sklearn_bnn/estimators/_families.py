@@ -20,6 +20,7 @@ from .._seeding import numpy_rng
 from .._state_checks import is_int
 from .._utils import resolve_device
 from ..priors import GaussianPrior, HierarchicalPrior, as_prior
+from ..samplers.driver.budget import WarmupRule
 from ..samplers.starts import resolve_start
 from ..targets import MinibatchTarget, SplitTarget, Target, hierarchical_target
 
@@ -37,6 +38,8 @@ class FullData:
     integrator = "leapfrog"
     #: The most draws per chain that ``n_draws="auto"`` takes.
     max_auto_draws = 500
+    #: The warmup transitions ``n_warmup="auto"`` takes at least (:class:`WarmupRule`).
+    min_auto_warmup = WarmupRule.min_warmup
     #: Parameters that serve ``fit`` only, left out of the checks of a loaded model.
     fit_only: tuple = ()
     constraints: dict = {"rescale_moves": ["boolean"]}
@@ -131,6 +134,8 @@ class MinibatchData(FullData):
     data_access = "minibatch"
     # an SG transition is an epoch on large data
     max_auto_draws = 200
+    # the step is fixed from the start (nothing settles): the warmup only leaves the mode
+    min_auto_warmup = 100
     constraints: dict = {
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "n_cycles": [Interval(Integral, 1, None, closed="left"), None],

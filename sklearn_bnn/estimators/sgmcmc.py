@@ -61,7 +61,7 @@ _SG_PARAMS_DOC = """
         reaches 50; draws a chain had not forgotten its start in become warmup
         (:class:`~sklearn_bnn.samplers.driver.budget.DrawRule`; docs/sgmcmc.md).
     n_warmup : int or "auto", default="auto"
-        Transitions of warmup (discarded); "auto": 150.
+        Transitions of warmup (discarded); "auto": 100.
     thin : int, default=1
         Keep a draw every ``thin`` transitions.
     n_chains, n_jobs, device, dtype, verbose, warm_start, random_state
