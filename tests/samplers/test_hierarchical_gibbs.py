@@ -46,13 +46,13 @@ def _exact(X, y, learn_noise):
     if learn_noise:  # Gamma in log lambda: (a - 1) log lam - b lam + log lam
         log_post = log_post + NOISE_A * log_lam - NOISE_B * lam
     w = np.exp(log_post - logsumexp(log_post))
-    mean_w, second_w = np.zeros(2), np.zeros(2)
     XtX, Xty = X.T @ X, X.T @ y
-    for i, j in zip(*np.nonzero(w > 1e-12), strict=True):
-        cov = np.linalg.inv(tau[i, 0] * np.eye(2) + lam[0, j] * XtX)
-        m = lam[0, j] * cov @ Xty
-        mean_w += w[i, j] * m
-        second_w += w[i, j] * (np.diag(cov) + m**2)
+    i, j = np.nonzero(w > 1e-12)
+    t, la, wt = tau[i, 0], lam[0, j], w[i, j]
+    cov = np.linalg.inv(t[:, None, None] * np.eye(2) + la[:, None, None] * XtX)  # (K, 2, 2)
+    m = la[:, None] * (cov @ Xty)
+    mean_w = wt @ m
+    second_w = wt @ (np.diagonal(cov, axis1=1, axis2=2) + m**2)
     return (w * tau).sum(), (w * lam).sum(), mean_w, second_w - mean_w**2
 
 
