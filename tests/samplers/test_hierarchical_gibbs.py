@@ -110,10 +110,12 @@ def test_hmc_with_precision_gibbs_matches_the_exact_marginal(learn_noise):
 
 @pytest.mark.slow
 def test_nuts_with_precision_and_noise_gibbs_matches_the_exact_marginal():
-    # margins checked over seeds 0-4: |z| below 2.7
+    # margins checked over seeds 0-4: |z| below 2.7; at 600 draws a chain (the suite's time),
+    # over seeds 0-2: below 2.2 (every mean and variance), a Gamma(2, 1) hyperprior's answer
+    # 25-29 MCSE away
     X, y = _data()
     e_tau, e_lam, mean_w, _ = _exact(X, y, True)
-    run = _sample(X, y, NUTS(max_tree_depth=5), True, 1, n_draws=1000)
+    run = _sample(X, y, NUTS(max_tree_depth=5), True, 1, n_draws=600)
     _close(run.draw_stats["precision[weight]"], e_tau, "tau")
     _close(run.draw_stats["noise_precision"], e_lam, "lambda")
     _close(run.draws[..., 0].double().numpy(), mean_w[0], "E[w0]")
