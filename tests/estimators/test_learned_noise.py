@@ -85,7 +85,10 @@ def test_learned_noise_matches_exact_marginal_posterior_in_y_units(normalize_y):
         prior_precision=alpha,
         noise_prior=(a, b),
         normalize_y=normalize_y,
-        n_draws=1000,
+        # 500 draws a chain: random_state 0-2, |z| at most 2.4 (both cases), noise_std_ within
+        # 0.9 % of the exact value; without normalize_y, a prior precision 4, not 1, puts the
+        # mean 12-15 MCSE off
+        n_draws=500,
         n_warmup=200,
         sampler=HMC(n_steps=8),
         n_chains=2,
@@ -97,7 +100,7 @@ def test_learned_noise_matches_exact_marginal_posterior_in_y_units(normalize_y):
     y_fit = (y - (y.mean() if normalize_y else 0.0)) / scale
     e_tau, e_inv = _exact_tau_moments(X, y_fit, alpha, a, b * y.var() / scale**2)
     tau = reg.samples_.stats["noise_precision"].numpy()  # y units
-    assert tau.shape == (2, 1000)
+    assert tau.shape == (2, 500)
     expected = e_tau / scale**2
     se = tau.std() / np.sqrt(ess(tau))
     assert abs(tau.mean() - expected) < 4 * se, (tau.mean(), expected, se)

@@ -53,13 +53,13 @@ class LogisticRegression2D:
         v, g = self.value_and_grad(theta)
         s = torch.sigmoid(theta @ self.X.T)
         w = s * (1 - s)
-        h = -torch.einsum("cn,ni,nj->cij", w, self.X, self.X) - self.tau * torch.eye(2).double()
+        h = -(w[..., None] * self.X).mT @ self.X - self.tau * torch.eye(2).double()  # -X^T W X
         return v, g, h
 
     def hessian_contraction(self, theta, A):
         s = torch.sigmoid(theta @ self.X.T)
         w3 = -s * (1 - s) * (1 - 2 * s)  # d/dz of -s(1-s)
-        quad = torch.einsum("ni,cij,nj->cn", self.X, A, self.X)
+        quad = ((self.X @ A) * self.X).sum(-1)  # x_n^T A_c x_n, (C, n)
         return (w3 * quad) @ self.X
 
     def scalar_log_prob(self, th):

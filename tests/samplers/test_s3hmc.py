@@ -71,7 +71,10 @@ def test_s3hmc_recovers_the_conjugate_precision_posterior_and_weight_moments():
         torch.zeros(4, dtype=f64),
         S3HMC(n_steps=10),
         n_warmup=200,
-        n_draws=800,
+        # 400 draws a chain: random_state 0, 1, 3 max |z| 2.1 of 4; a Gamma rate 1.5 times
+        # beta moves the quadrature 12-22 MCSE away. (random_state 2 has a chain stuck in the
+        # funnel, 8-9 % divergent, at 400 and at 800 draws alike.)
+        n_draws=400,
         n_chains=4,
         random_state=0,
     )
