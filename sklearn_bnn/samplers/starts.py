@@ -40,8 +40,8 @@ __all__ = [
 FULL_BATCH_STEPS = 500
 #: The stopping tolerance of the minibatch search that starts the chains, on the per-datum
 #: loss: looser than scikit-learn's 1e-4, because the chains leave the mode at once (the
-#: posterior's log density spreads over about D / 2 nats, 3.7 per datum on digits), and the
-#: last epochs of a tighter search cost more than the rest of the start.
+#: posterior's log density spreads over about D / 2 nats, far more than N times this), so
+#: the last epochs of a tighter search polish a point no draw keeps (docs/sgmcmc.md).
 START_TOL = 2e-3
 # the minibatch search's: at most 200 epochs (scikit-learn's MLP max_iter) or 10,000 steps,
 # whichever is more (small data: an epoch is a handful of steps)
