@@ -73,21 +73,24 @@ def ess(x) -> float:
 
 
 def _split(x: np.ndarray) -> np.ndarray:
-    half = x.shape[1] // 2
-    return np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)
+    """Each chain's halves as two chains: (C, N) -> (2C, N // 2); (Q, C, N) likewise."""
+    half = x.shape[-1] // 2
+    return np.concatenate([x[..., :half], x[..., x.shape[-1] - half :]], axis=-2)
 
 
 def _rank_normalise(x: np.ndarray) -> np.ndarray:
+    """Normal scores of the ranks of each column's draws: ``x`` (Q, C, N), ranks taken over
+    the C * N draws of each column q (ties at their average rank)."""
     from scipy.stats import rankdata
 
-    ranks = rankdata(x, method="average").reshape(x.shape)
-    return ndtri((ranks - 0.375) / (x.size + 0.25))
+    ranks = rankdata(x.reshape(x.shape[0], -1), method="average", axis=1).reshape(x.shape)
+    return ndtri((ranks - 0.375) / (x[0].size + 0.25))
 
 
 def ess_bulk(x) -> float:
     """Bulk ESS: ESS of the rank-normalised split chains."""
     x = _as_chains(x)
-    return ess(_rank_normalise(_split(x)))
+    return ess(_rank_normalise(_split(x)[None])[0])
 
 
 def ess_tail(x) -> float:
@@ -100,23 +103,32 @@ def ess_tail(x) -> float:
     return min(ess((x <= q05).astype(float)), ess((x <= q95).astype(float)))
 
 
-def _rhat_plain(x: np.ndarray) -> float:
-    C, N = x.shape
-    w = x.var(axis=1, ddof=1).mean()
-    b = N * x.mean(axis=1).var(ddof=1)
+def _rhat_plain(x: np.ndarray) -> np.ndarray:
+    """The classic R-hat of each column of ``x`` (Q, C, N): NaN where the within-chain
+    variance is zero."""
+    N = x.shape[-1]
+    w = x.var(axis=-1, ddof=1).mean(axis=-1)
+    b = N * x.mean(axis=-1).var(axis=-1, ddof=1)
     var_plus = (N - 1) / N * w + b / N
-    return float(np.sqrt(var_plus / w)) if w > 0 else float("nan")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(w > 0, np.sqrt(var_plus / w), np.nan)
+
+
+def _rhat_columns(x: np.ndarray) -> np.ndarray:
+    """:func:`rhat` of every column of ``x`` (Q, C, N) at once: shape (Q,)."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    if x.shape[-1] < 4:  # split chains of fewer than two draws: no within-chain variance
+        return np.full(x.shape[0], np.nan)
+    x = _split(x)
+    median = np.median(x.reshape(x.shape[0], -1), axis=1)[:, None, None]
+    bulk = _rhat_plain(_rank_normalise(x))
+    folded = _rhat_plain(_rank_normalise(np.abs(x - median)))
+    return np.where(folded > bulk, folded, bulk)  # the larger; NaN where the bulk value is
 
 
 def rhat(x) -> float:
     """Rank-normalised split R-hat: the larger of the bulk and the folded (tail) value."""
-    x = _as_chains(x)
-    if x.shape[1] < 4:  # split chains of fewer than two draws: no within-chain variance
-        return float("nan")
-    x = _split(x)
-    bulk = _rhat_plain(_rank_normalise(x))
-    folded = _rhat_plain(_rank_normalise(np.abs(x - np.median(x))))
-    return max(bulk, folded)
+    return float(_rhat_columns(_as_chains(x)[None])[0])
 
 
 def rhat_per_chain(x) -> np.ndarray:
@@ -138,7 +150,7 @@ def rhat_per_chain(x) -> np.ndarray:
         NaN for a chain of fewer than 4 draws or constant over its draws.
     """
     x = _as_chains(x)
-    return np.array([rhat(x[c : c + 1]) for c in range(x.shape[0])])
+    return _rhat_columns(x[:, None, :])
 
 
 def rhat_within(x) -> float:
@@ -162,10 +174,14 @@ def rhat_within(x) -> float:
     float
         NaN for chains of fewer than 4 draws or constant within every chain.
     """
-    x = _as_chains(x)
-    if x.shape[0] == 1:
-        return rhat(x)
-    return rhat(x - x.mean(axis=1, keepdims=True))
+    return float(_rhat_within_columns(_as_chains(x)[None])[0])
+
+
+def _rhat_within_columns(x: np.ndarray) -> np.ndarray:
+    """:func:`rhat_within` of every column of ``x`` (Q, C, N): shape (Q,)."""
+    if x.shape[1] == 1:
+        return _rhat_columns(x)
+    return _rhat_columns(x - x.mean(axis=-1, keepdims=True))
 
 
 #: The largest split R-hat of a converged quantity (1.1, Gelman & Rubin's long-standing limit;
@@ -178,23 +194,40 @@ def _nanmax(values) -> float:
     return float(np.nanmax(values)) if np.isfinite(values).any() else float("nan")
 
 
-def _worst(statistic, lp: np.ndarray, ref: np.ndarray):
-    """``statistic`` (draws (C, S) -> value) of the log density ``lp`` (C, S), and its
-    largest over the reference quantities ``ref`` (C, S, Q), NaNs left out."""
+def _columns(lp: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """The log density ``lp`` (C, S) and the reference quantities ``ref`` (C, S, Q) as one
+    array of columns (1 + Q, C, S), the log density first."""
+    lp = np.asarray(lp, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64).reshape(lp.shape + (-1,))
+    return np.ascontiguousarray(np.concatenate([lp[None], np.moveaxis(ref, -1, 0)]))
+
+
+def _worst(values: np.ndarray):
+    """A statistic's values on the columns of :func:`_columns` (1 + Q, ...): its value on the
+    log density, and its largest over the reference quantities, NaNs left out (NaN where
+    there are none)."""
+    if values.shape[0] == 1:
+        return values[0], np.full(values.shape[1:], np.nan)
+    return values[0], np.fmax.reduce(values[1:], axis=0)
+
+
+def _quietly(statistic, columns: np.ndarray) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # constant quantities give NaN
-        values = [statistic(ref[..., j]) for j in range(ref.shape[-1])]
-        on_lp = statistic(lp)
-    if not values:
-        return on_lp, np.full(np.shape(on_lp), np.nan)
-    return on_lp, np.fmax.reduce(np.array(values), axis=0)
+        return statistic(columns)
+
+
+def _chain_columns(columns: np.ndarray) -> np.ndarray:
+    """:func:`rhat_per_chain` of every column (1 + Q, C, S): shape (1 + Q, C)."""
+    K, C, S = columns.shape
+    return _rhat_columns(columns.reshape(K * C, 1, S)).reshape(K, C)
 
 
 def pooled_rhat(lp: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
     """The split R-hat of all the chains together (:func:`rhat`):
     of the log density ``lp`` (C, S), and the largest over the reference quantities ``ref``
     (C, S, Q). Above :data:`RHAT_MAX` when a chain drifts or when the chains disagree."""
-    on_lp, on_ref = _worst(rhat, lp, ref)
+    on_lp, on_ref = _worst(_quietly(_rhat_columns, _columns(lp, ref)))
     return float(on_lp), float(on_ref)
 
 
@@ -203,7 +236,7 @@ def within_chain_rhat(lp: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
     chain's mean taken out, pooled over the chains) of the log density ``lp`` (C, S), and the
     largest over the reference quantities ``ref`` (C, S, Q). For one chain it is
     :func:`pooled_rhat`."""
-    on_lp, on_ref = _worst(rhat_within, lp, ref)
+    on_lp, on_ref = _worst(_quietly(_rhat_within_columns, _columns(lp, ref)))
     return float(on_lp), float(on_ref)
 
 
@@ -211,7 +244,7 @@ def chain_rhat(lp: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """The split R-hat of each chain alone (:func:`rhat_per_chain`)
     of the log density ``lp`` (C, S), and each chain's largest over the reference quantities
     ``ref`` (C, S, Q): two arrays of shape (C,)."""
-    return _worst(rhat_per_chain, lp, ref)
+    return _worst(_quietly(_chain_columns, _columns(lp, ref)))
 
 
 def convergence_check(lp: np.ndarray, ref: np.ndarray) -> dict:
@@ -231,9 +264,15 @@ def convergence_check(lp: np.ndarray, ref: np.ndarray) -> dict:
         chains sitting in different modes. For one chain every R-hat is the pooled one and
         the chains never disagree.
     """
-    rhat_lp, rhat_pred = pooled_rhat(lp, ref)
-    within_lp, within_pred = within_chain_rhat(lp, ref)
-    chain_lp, chain_pred = chain_rhat(lp, ref)
+    columns = _columns(lp, ref)
+    pooled = _quietly(_rhat_columns, columns)
+    rhat_lp, rhat_pred = (float(v) for v in _worst(pooled))
+    if columns.shape[1] == 1:  # one chain: every R-hat is its own split R-hat
+        within_lp, within_pred = rhat_lp, rhat_pred
+        chain_lp, chain_pred = _worst(pooled[:, None])
+    else:
+        within_lp, within_pred = (float(v) for v in _worst(_quietly(_rhat_within_columns, columns)))
+        chain_lp, chain_pred = _worst(_quietly(_chain_columns, columns))
     check = {
         "rhat_log_prob": rhat_lp,
         "rhat_predictions_max": rhat_pred,

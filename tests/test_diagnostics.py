@@ -94,3 +94,32 @@ def test_constant_draws_give_nan():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         assert np.isnan(ess_tail(x)) and np.isnan(ess_bulk(x)) and np.isnan(rhat(x))
+
+
+@pytest.mark.parametrize("n_chains", [1, 3])
+def test_the_check_of_many_quantities_is_each_quantitys_own(n_chains):
+    """convergence_check computes the R-hats of all quantities at once; each must be what
+    rhat / rhat_within / rhat_per_chain give for that quantity alone, ties, constant columns
+    and NaNs included."""
+    from sklearn_bnn.diagnostics import convergence_check
+
+    rng = np.random.default_rng(n_chains)
+    lp = rng.normal(size=(n_chains, 120)).cumsum(1)
+    ref = rng.normal(size=(n_chains, 120, 6))
+    ref[..., 1] = np.round(ref[..., 1])  # ties
+    ref[..., 2] = 0.5  # constant: NaN, left out of the worst
+    ref[..., 3] += np.linspace(0, 6, 120)  # drift
+    ref[0, 5, 4] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        columns = [ref[..., j] for j in range(6)]
+        pooled = np.nanmax([rhat(c) for c in columns])
+        within = np.nanmax([rhat_within(c) for c in columns])
+        per_chain = np.fmax.reduce([rhat_per_chain(c) for c in columns])
+    check = convergence_check(lp, ref)
+    assert check["rhat_log_prob"] == pytest.approx(rhat(lp), rel=1e-12)
+    assert check["rhat_predictions_max"] == pytest.approx(pooled, rel=1e-12)
+    assert check["rhat_within_predictions_max"] == pytest.approx(within, rel=1e-12)
+    assert check["rhat_per_chain"] == pytest.approx(np.fmax(rhat_per_chain(lp), per_chain))
+    assert pooled > 1.1  # the drifting column is caught
+    assert not check["converged"]
