@@ -233,17 +233,40 @@ class BatchedMLP:
         return value, grad
 
     def _one_chain(self, theta, X, y, likelihood, with_value=True):
-        """:meth:`log_likelihood_and_grad` of one chain on the CPU, in as few operations as
-        the products allow (a small network's gradient there costs its operations as much as
-        its arithmetic): each layer's bias is added by its product (:func:`torch.addmm`), and
-        each gradient is written straight into its place in the flat vector. A GPU keeps the
-        batched form, whose product layouts are chosen for cuBLAS (:func:`_weight_grad`; the
-        timings are in docs/hmc.md, "On a GPU: trajectories replayed from CUDA graphs")."""
-        n = X.shape[0]
-        params = theta.reshape(-1).split(self.sizes)
-        work = self._workspace(1, n, X)
-        last = len(self.layers) - 1
+        """:meth:`log_likelihood_and_grad` of one chain on the CPU: :meth:`one_chain_columns`
+        of the data's feature-major forms (kept for the same data tensors)."""
         Xt = self._derived("xt", X, lambda: X.t().contiguous())  # (n_in, n)
+        return self.one_chain_columns(theta, Xt, self.columns_of(y, likelihood, X.dtype),
+                                      likelihood, with_value)  # fmt: skip
+
+    def columns_of(self, y, likelihood, dtype) -> torch.Tensor:
+        """The targets ``y`` as the likelihood's columns (n_out, n) in ``dtype``: the labels
+        one-hot for a categorical likelihood, else ``y`` transposed."""
+        if type(likelihood) is Categorical:
+            n_out = self.layers[-1].n_out
+
+            def make():
+                return F.one_hot(y, n_out).to(dtype).t().contiguous()
+
+            return self._derived("onehot", y, make, n_out, dtype)
+        return self._derived("yt", y, lambda: y.t().contiguous())
+
+    def one_chain_columns(self, theta, Xt, columns, likelihood, with_value=True):
+        """:meth:`log_likelihood_and_grad` of one chain (1, D) on the CPU from the data in
+        feature-major form: the inputs ``Xt`` (n_in, n) and the targets' :meth:`columns_of`
+        (n_out, n), both contiguous. A minibatch target gathers a batch's columns from these
+        forms of the whole data (one copy per batch, no transpose, no one-hot).
+
+        As few operations as the products allow (a small network's gradient there costs its
+        operations as much as its arithmetic): each layer's bias is added by its product
+        (:func:`torch.addmm`), and each gradient is written straight into its place in the
+        flat vector. A GPU keeps the batched form, whose product layouts are chosen for cuBLAS
+        (:func:`_weight_grad`; the timings are in docs/hmc.md, "On a GPU: trajectories
+        replayed from CUDA graphs")."""
+        n = Xt.shape[1]
+        params = theta.reshape(-1).split(self.sizes)
+        work = self._workspace(1, n, Xt)
+        last = len(self.layers) - 1
         inputs, hidden = Xt, []  # hidden: (z, a) of each hidden layer, (width, n)
         for i, layer in enumerate(self.layers):
             W = params[2 * i].view(layer.n_out, layer.n_in)
@@ -253,7 +276,8 @@ class BatchedMLP:
             if i < last:
                 inputs = layer.activate(z)
                 hidden.append((z, inputs))
-        value, d_out = self._likelihood(z.unsqueeze(0), y, likelihood, 1, with_value)
+        value, d_out = self._likelihood_of_columns(z.unsqueeze(0), columns, likelihood, 1,
+                                                   with_value)  # fmt: skip
         grad = torch.empty_like(theta)
         pieces = grad.view(-1).split(self.sizes)
         dz = d_out[0]
@@ -378,37 +402,28 @@ class BatchedMLP:
     def _likelihood(self, f, y, likelihood, C, with_value=True):
         """Log-likelihood per chain (C,) of outputs ``f`` (C, n_out, n) (None without
         ``with_value``), and its gradient with respect to ``f`` (C, n_out, n)."""
+        columns = self.columns_of(y, likelihood, f.dtype)
+        return self._likelihood_of_columns(f, columns, likelihood, C, with_value)
+
+    def _likelihood_of_columns(self, f, columns, likelihood, C, with_value=True):
+        """:meth:`_likelihood` with the targets as :meth:`columns_of` gives them."""
         kind = type(likelihood)
         if kind is Categorical:
-            return self._categorical(f, y, with_value)
+            return self._categorical(f, columns, with_value)
         if kind is Bernoulli:
-            return self._bernoulli(f, self._transposed(y), with_value)
-        return self._gaussian(f, self._transposed(y), likelihood, C, with_value)
+            return self._bernoulli(f, columns, with_value)
+        return self._gaussian(f, columns, likelihood, C, with_value)
 
-    def _categorical(self, f, y, with_value=True):
+    def _categorical(self, f, onehot, with_value=True):
         # log p = sum of log_softmax(f) at the labels; d/df = onehot - softmax(f), which is
         # log_softmax's own backward at onehot (each column sums to 1): one pass, not two
         C = f.shape[0]
         log_p = torch.log_softmax(f, 1)
-        onehot = self._onehot_of(y, f)
         value = _rows_dot(log_p.view(C, -1), onehot.view(-1)) if with_value else None
         d_out = torch.ops.aten._log_softmax_backward_data(
             onehot.expand_as(log_p), log_p, 1, log_p.dtype
         )
         return value, d_out
-
-    def _transposed(self, y):
-        """``y`` (n, n_out) as (n_out, n)."""
-        return self._derived("yt", y, lambda: y.t().contiguous())
-
-    def _onehot_of(self, y, f):
-        """One-hot columns (n_out, n) of the labels ``y`` in ``f``'s dtype."""
-        n_out = f.shape[1]
-
-        def make():
-            return F.one_hot(y, n_out).to(f.dtype).t().contiguous()
-
-        return self._derived("onehot", y, make, n_out, f.dtype)
 
     def _bernoulli(self, f, y, with_value=True):
         # log p = y f - softplus(f); d/df = y - sigmoid(f)
@@ -465,5 +480,3 @@ def _rows_dot(m: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 def _flat(buffer):
     """A (C, h, n) buffer as the (C * h, n) matrix it is, or None."""
     return None if buffer is None else buffer.view(-1, buffer.shape[-1])
-
-

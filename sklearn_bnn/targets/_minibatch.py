@@ -24,6 +24,8 @@ __all__ = ["MinibatchTarget"]
 # on the CPU (one tensor copy of an in-memory array) up to this many bytes
 RESIDENT_GPU_SHARE = 0.25
 RESIDENT_CPU_BYTES = 2**30
+# resident CPU data up to this size also keep a feature-major copy for the one-chain fast path
+FEATURE_MAJOR_BYTES = 2**27
 
 
 def fits_on_device(X, y, device) -> bool:
@@ -87,6 +89,7 @@ class MinibatchTarget(Target):
         if resident not in (True, False, "auto"):
             raise ValueError(f"resident must be True, False or 'auto', got {resident!r}.")
         self.batch_size = int(batch_size)
+        self._feature_major = None  # the data in the layout of the MLP's one-chain CPU path
         self.resident = (
             fits_on_device(X, y, network.device) if resident == "auto" else bool(resident)
         )
@@ -157,6 +160,13 @@ class MinibatchTarget(Target):
         grad : tensor (C, D)
             The gradient of (N/|B|) l_B(w) + log p(w).
         """
+        gathered = self._feature_major_batch(theta, rows)
+        if gathered is not None:
+            fast, Xt, columns = gathered
+            scale = self.n_data / Xt.shape[1]
+            log_lik, grad = fast.one_chain_columns(theta.detach(), Xt, columns, self.likelihood)
+            grad = self.prior_density.add_grad_(grad, theta, 1.0 / scale)
+            return scale * self._tempered(log_lik), self._tempered(grad).mul_(scale)
         X, y = self.batch(rows)
         scale = self.n_data / X.shape[0]
         # grad[(N/B) l_B + log p] = (N/B) grad[l_B + (B/N) log p]. The package's MLP takes its
@@ -178,6 +188,26 @@ class MinibatchTarget(Target):
             return scale * log_lik.view(1), grad.view(1, -1)
         log_lik, grad = self.log_likelihood_and_grad(theta, X, y, 1.0 / scale)
         return scale * log_lik, grad.mul_(scale)
+
+    def _feature_major_batch(self, theta: torch.Tensor, rows):
+        """The package's MLP, and the batch ``rows`` as its one-chain CPU path takes them
+        (:meth:`~sklearn_bnn.targets._batched_mlp.BatchedMLP.one_chain_columns`): columns
+        gathered from feature-major copies of the whole resident data, made once. None where
+        that path does not apply (several chains, a GPU, data not resident or larger than
+        :data:`FEATURE_MAJOR_BYTES`, another network, a slice of rows)."""
+        if theta.shape[0] != 1 or theta.device.type != "cpu" or not self.resident:
+            return None
+        if not isinstance(rows, (torch.Tensor, np.ndarray)):
+            return None
+        fast = self._batched_applies(theta, self.X, self.y)
+        if fast is None or theta.dtype != self.X.dtype or self.X.nbytes > FEATURE_MAJOR_BYTES:
+            return None
+        if self._feature_major is None or self._feature_major[0] is not fast:
+            Xt = self.X.t().contiguous()
+            self._feature_major = (fast, Xt, fast.columns_of(self.y, self.likelihood, Xt.dtype))
+        _, Xt, columns = self._feature_major
+        index = torch.as_tensor(rows, device=Xt.device)
+        return fast, Xt.index_select(1, index), columns.index_select(1, index)
 
     def graph_family(self) -> tuple | None:
         """As :meth:`Target.graph_family`, with the batch size and residency: a minibatch

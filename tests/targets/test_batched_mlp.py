@@ -339,3 +339,26 @@ def test_without_a_workspace(n_chains):
     theta = _positions(target, n_chains)
     _check(target, theta)
     assert not target._batched()._work
+
+
+@pytest.mark.parametrize(("kind", "n_out"), LIKELIHOODS)
+def test_minibatch_columns_gathered_from_feature_major_data(kind, n_out):
+    """A resident minibatch target's one-chain CPU batches are gathered as columns of the whole
+    data's feature-major copies; the estimate must be the general path's on the same rows."""
+    import numpy as np
+
+    from sklearn_bnn.targets import MinibatchTarget
+
+    full = _target(kind, n_out, dtype=torch.float32)
+    target = MinibatchTarget(full.network, full.X, full.y, full.likelihood, full.prior,
+                             batch_size=8, temperature=2.0)  # fmt: skip
+    theta = _positions(target, 1)
+    for rows in (torch.tensor([0, 3, 4, 9, 20, 36]), np.array([1, 2, 30])):
+        value, grad = target.batch_likelihood_and_grad(theta, rows)
+        assert target._feature_major is not None  # the gathered path was taken
+        index = torch.as_tensor(rows)
+        scale = N / len(index)
+        ref_value, ref_grad = _general(full, theta, full.X[index], full.y[index], 1.0 / scale)
+        ref_value = ref_value - full.prior_density.log_prob(theta, 1.0 / scale)  # likelihood
+        assert torch.allclose(value, scale * ref_value / 2.0, rtol=1e-5, atol=1e-4)
+        assert torch.allclose(grad, scale * ref_grad / 2.0, rtol=1e-5, atol=1e-4)
