@@ -105,12 +105,13 @@ class SGKernel(Kernel):
             else:
                 perm = torch.randperm(self.n_rows, generator=generator, device=generator.device)
             perm = perm.to(device) if device is not None else perm.cpu().numpy()
-            for b in range(self.n_batches):
+            batches = perm[: self.n_batches * self.rows_per_batch].reshape(self.n_batches, -1)
+            # each batch sorted: contiguous reads from a memory map, the same order on any device
+            batches = batches.sort(dim=1).values if device is not None else np.sort(batches, 1)
+            for rows in batches:
                 if done == self.n_steps:
                     return
-                rows = perm[b * self.rows_per_batch : (b + 1) * self.rows_per_batch]
-                # sorted: contiguous reads from a memory map, and the same order on any device
-                yield rows.sort().values if device is not None else np.sort(rows)
+                yield rows
                 done += 1
 
     def _first_rows(self):
