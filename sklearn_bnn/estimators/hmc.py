@@ -102,6 +102,16 @@ _PARAMS_DOC = """
 """
 _PARAMS_DOC = with_sampler_names(_PARAMS_DOC)
 
+# the classifiers' examples: the heading and the standardised iris data they fit
+IRIS_EXAMPLE_DOC = """
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> X, y = load_iris(return_X_y=True)
+    >>> X = StandardScaler().fit_transform(X)
+"""
+
 _FITTED_DOC = """
     samples_ : PosteriorSamples
         The draws (n_chains, n_draws, D) of the flattened weights.
@@ -136,14 +146,8 @@ class HMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
 """
         + CALIBRATION_ATTRS_DOC
         + _FITTED_DOC
-        + """
-    Examples
-    --------
-    >>> from sklearn.datasets import load_iris
-    >>> from sklearn.preprocessing import StandardScaler
-    >>> X, y = load_iris(return_X_y=True)
-    >>> X = StandardScaler().fit_transform(X)
-    >>> clf = HMCClassifier(hidden_layer_sizes=(10,), n_draws=50, n_warmup=50,
+        + IRIS_EXAMPLE_DOC
+        + """    >>> clf = HMCClassifier(hidden_layer_sizes=(10,), n_draws=50, n_warmup=50,
     ...                     random_state=0).fit(X, y)
     >>> clf.predict_proba(X[:2]).shape
     (2, 3)

@@ -15,6 +15,7 @@ from ._calibration import CALIBRATION_DOC
 from ._families import SplitData
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
 from ._weights import CLASS_WEIGHT_DOC
+from .hmc import IRIS_EXAMPLE_DOC
 
 __all__ = ["SplitHMCClassifier", "SplitHMCRegressor"]
 
@@ -62,14 +63,9 @@ class SplitHMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
         The number of subsets used.
 
     Other fitted attributes are those of :class:`HMCClassifier`.
-
-    Examples
-    --------
-    >>> from sklearn.datasets import load_iris
-    >>> from sklearn.preprocessing import StandardScaler
-    >>> X, y = load_iris(return_X_y=True)
-    >>> X = StandardScaler().fit_transform(X)
-    >>> clf = SplitHMCClassifier(hidden_layer_sizes=(10,), n_splits=3, n_draws=50,
+"""
+        + IRIS_EXAMPLE_DOC
+        + """    >>> clf = SplitHMCClassifier(hidden_layer_sizes=(10,), n_splits=3, n_draws=50,
     ...                          n_warmup=50, random_state=0).fit(X, y)
     >>> clf.n_splits_, clf.predict_proba(X[:2]).shape
     (3, (2, 3))
