@@ -9,6 +9,7 @@ of a run are in :mod:`._sampling_report`, the persistence of the fitted state in
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -80,15 +81,37 @@ class _ChainStart(NamedTuple):
     inv_mass: torch.Tensor | None
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class BaseSamplingEstimator(BaseEstimator):
     """Common parameters and fit/predict machinery of the MCMC estimators (see subclasses).
 
     A public estimator is this base, a task mixin (``_tasks.py``: likelihood, ``y`` encoding,
     prediction) and a family (``_family``, an object of ``_families.py``: how the data reach
-    the samplers, and the parameters that adds). Its ``__init__`` assigns the parameters of
-    the three, and its ``_parameter_constraints`` joins their constraints (scikit-learn's
-    format): this base's, the task's and the family's.
+    the samplers, and the parameters that adds). The parameters are keyword-only dataclass
+    fields, each declared once: those of every MCMC estimator here, the task's on its mixin,
+    the family's on the public class, which redeclares a field whose default differs. The
+    generated ``__init__`` stores each as given (scikit-learn's contract), and the public
+    class's ``_parameter_constraints`` joins their constraints (scikit-learn's format): this
+    base's, the task's and the family's.
     """
+
+    hidden_layer_sizes: tuple = (100,)
+    activation: str = "relu"
+    module: object = None
+    prior_precision: object = "auto"
+    n_draws: object = "auto"
+    n_warmup: object = "auto"
+    sampler: object = "hmc"
+    thin: int = 1
+    n_chains: int = 1
+    n_jobs: int | None = None
+    init: object = "map"
+    device: object = "cpu"
+    dtype: object = "float32"
+    verbose: bool = False
+    warm_start: bool = False
+    random_state: object = None
+    temperature: float = 1.0
 
     #: How the data reach the samplers (``_families.py``).
     _family = FullData()
@@ -117,7 +140,7 @@ class BaseSamplingEstimator(BaseEstimator):
     # -- validation ----------------------------------------------------------------
     # scikit-learn's parameter constraints (checked by ``_validate_params`` at the start of
     # ``fit``, with scikit-learn's message); ``_check_params`` adds what they cannot say.
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [str],
         "module": "no_validation",  # a torch module class or a factory: checked when built

@@ -4,12 +4,13 @@ encoding of ``y``, the learned noise and what prediction means.
 :class:`SamplingClassifierMixin` (categorical, Bernoulli for two classes) and
 :class:`SamplingRegressorMixin` (Gaussian, fixed or learned noise precision) go before
 :class:`~._base.BaseSamplingEstimator` in a public class's bases, e.g.
-``HMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator)``; each lists the constraints
-of the parameters it adds in ``task_constraints``.
+``HMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator)``; each declares the parameters
+it adds as keyword-only dataclass fields and lists their constraints in ``task_constraints``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
@@ -63,13 +64,17 @@ def _weighted_moments(y: np.ndarray, weights: np.ndarray):
     return mean, np.average((y - mean) ** 2, axis=0, weights=weights)
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class SamplingClassifierMixin(ProbaClassifierMixin):
     """Classification: labels encoded as classes, a categorical likelihood (Bernoulli for two
     classes), ``predict_proba`` the posterior predictive mean over the draws, tempered as
     ``calibration`` learned (``_calibration.py``)."""
 
+    calibration: object = "temperature"
+    class_weight: object = None
+
     #: The constraints of the parameters the task adds.
-    task_constraints: dict = {
+    task_constraints = {
         "calibration": CALIBRATION_CONSTRAINT,
         "class_weight": CLASS_WEIGHT_CONSTRAINT,
     }
@@ -147,12 +152,17 @@ class SamplingClassifierMixin(ProbaClassifierMixin):
         return proba / proba.sum(axis=1, keepdims=True)  # exact in float64
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class SamplingRegressorMixin(RegressorMixin):
     """Regression: a Gaussian likelihood with a fixed or learned noise precision (in units of
     y), optional standardisation of y, ``predict(X, return_std=True)``."""
 
+    noise_precision: float | None = None
+    noise_prior: tuple = (1.0, 0.01)
+    normalize_y: bool = False
+
     #: The constraints of the parameters the task adds.
-    task_constraints: dict = {
+    task_constraints = {
         "noise_precision": [Interval(Real, 0, None, closed="neither"), None],
         "noise_prior": [tuple, list],
         "normalize_y": ["boolean"],

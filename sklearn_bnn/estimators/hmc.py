@@ -5,6 +5,8 @@ Cobb & Jalaian (2021), §3.1 (full HMC); Neal (2011).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .._persistence_registry import register
 from ..samplers import with_sampler_names
 from ._base import BaseSamplingEstimator
@@ -100,6 +102,16 @@ _PARAMS_DOC = """
 """
 _PARAMS_DOC = with_sampler_names(_PARAMS_DOC)
 
+# the classifiers' examples: the heading and the standardised iris data they fit
+IRIS_EXAMPLE_DOC = """
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> X, y = load_iris(return_X_y=True)
+    >>> X = StandardScaler().fit_transform(X)
+"""
+
 _FITTED_DOC = """
     samples_ : PosteriorSamples
         The draws (n_chains, n_draws, D) of the flattened weights.
@@ -115,6 +127,7 @@ _FITTED_DOC = """
 
 
 @register
+@dataclass(kw_only=True, eq=False, repr=False)
 class HMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network classifier sampled by Hamiltonian Monte Carlo.
@@ -133,72 +146,25 @@ class HMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
 """
         + CALIBRATION_ATTRS_DOC
         + _FITTED_DOC
-        + """
-    Examples
-    --------
-    >>> from sklearn.datasets import load_iris
-    >>> from sklearn.preprocessing import StandardScaler
-    >>> X, y = load_iris(return_X_y=True)
-    >>> X = StandardScaler().fit_transform(X)
-    >>> clf = HMCClassifier(hidden_layer_sizes=(10,), n_draws=50, n_warmup=50,
+        + IRIS_EXAMPLE_DOC
+        + """    >>> clf = HMCClassifier(hidden_layer_sizes=(10,), n_draws=50, n_warmup=50,
     ...                     random_state=0).fit(X, y)
     >>> clf.predict_proba(X[:2]).shape
     (2, 3)
     """
     )
 
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         **BaseSamplingEstimator._parameter_constraints,
         **SamplingClassifierMixin.task_constraints,
         **FullData.constraints,
     }
 
-    def __init__(
-        self,
-        hidden_layer_sizes=(100,),
-        activation="relu",
-        module=None,
-        prior_precision="auto",
-        n_draws="auto",
-        n_warmup="auto",
-        sampler="hmc",
-        thin=1,
-        n_chains=1,
-        n_jobs=None,
-        rescale_moves=True,
-        init="map",
-        device="cpu",
-        dtype="float32",
-        verbose=False,
-        warm_start=False,
-        random_state=None,
-        temperature=1.0,
-        calibration="temperature",
-        class_weight=None,
-    ):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.module = module
-        self.prior_precision = prior_precision
-        self.n_draws = n_draws
-        self.n_warmup = n_warmup
-        self.sampler = sampler
-        self.thin = thin
-        self.n_chains = n_chains
-        self.n_jobs = n_jobs
-        self.rescale_moves = rescale_moves
-        self.init = init
-        self.device = device
-        self.dtype = dtype
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.temperature = temperature
-        self.calibration = calibration
-        self.class_weight = class_weight
+    rescale_moves: bool = True
 
 
 @register
+@dataclass(kw_only=True, eq=False, repr=False)
 class HMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network regressor sampled by Hamiltonian Monte Carlo.
@@ -248,54 +214,11 @@ class HMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
     """
     )
 
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         **BaseSamplingEstimator._parameter_constraints,
         **SamplingRegressorMixin.task_constraints,
         **FullData.constraints,
     }
 
-    def __init__(
-        self,
-        hidden_layer_sizes=(100,),
-        activation="relu",
-        module=None,
-        prior_precision="auto",
-        noise_precision=None,
-        noise_prior=(1.0, 0.01),
-        normalize_y=False,
-        n_draws="auto",
-        n_warmup="auto",
-        sampler="hmc",
-        thin=1,
-        n_chains=4,
-        n_jobs=None,
-        rescale_moves=True,
-        init="map",
-        device="cpu",
-        dtype="float32",
-        verbose=False,
-        warm_start=False,
-        random_state=None,
-        temperature=1.0,
-    ):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.module = module
-        self.prior_precision = prior_precision
-        self.noise_precision = noise_precision
-        self.noise_prior = noise_prior
-        self.normalize_y = normalize_y
-        self.n_draws = n_draws
-        self.n_warmup = n_warmup
-        self.sampler = sampler
-        self.thin = thin
-        self.n_chains = n_chains
-        self.n_jobs = n_jobs
-        self.rescale_moves = rescale_moves
-        self.init = init
-        self.device = device
-        self.dtype = dtype
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.temperature = temperature
+    n_chains: int = 4
+    rescale_moves: bool = True

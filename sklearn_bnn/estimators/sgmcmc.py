@@ -8,6 +8,8 @@ array or a memory map) and go to the device one batch of ``batch_size`` rows at 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .._persistence_registry import register
 from ..samplers import with_sampler_names
 from ._base import BaseSamplingEstimator
@@ -89,6 +91,7 @@ SG_CALIBRATION_DOC = CALIBRATION_DOC.rstrip() + """ A memory map (``X`` from
 
 
 @register
+@dataclass(kw_only=True, eq=False, repr=False)
 class SGMCMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network classifier sampled by SG-MCMC (Schmal & Mäder 2026).
@@ -121,60 +124,19 @@ class SGMCMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
     )
 
     _family = MinibatchData()
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         **BaseSamplingEstimator._parameter_constraints,
         **SamplingClassifierMixin.task_constraints,
         **MinibatchData.constraints,
     }
 
-    def __init__(
-        self,
-        hidden_layer_sizes=(100,),
-        activation="relu",
-        module=None,
-        prior_precision="auto",
-        sampler="sghmc",
-        batch_size=128,
-        temperature=1.0,
-        calibration="temperature",
-        class_weight=None,
-        n_draws="auto",
-        n_warmup="auto",
-        thin=1,
-        n_chains=1,
-        n_jobs=None,
-        n_cycles=None,
-        init="map",
-        device="cpu",
-        dtype="float32",
-        verbose=False,
-        warm_start=False,
-        random_state=None,
-    ):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.module = module
-        self.prior_precision = prior_precision
-        self.sampler = sampler
-        self.batch_size = batch_size
-        self.temperature = temperature
-        self.calibration = calibration
-        self.class_weight = class_weight
-        self.n_draws = n_draws
-        self.n_warmup = n_warmup
-        self.thin = thin
-        self.n_chains = n_chains
-        self.n_jobs = n_jobs
-        self.n_cycles = n_cycles
-        self.init = init
-        self.device = device
-        self.dtype = dtype
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.random_state = random_state
+    sampler: object = "sghmc"
+    batch_size: int = 128
+    n_cycles: int | None = None
 
 
 @register
+@dataclass(kw_only=True, eq=False, repr=False)
 class SGMCMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network regressor sampled by SG-MCMC (Schmal & Mäder 2026).
@@ -207,56 +169,12 @@ class SGMCMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
     )
 
     _family = MinibatchData()
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         **BaseSamplingEstimator._parameter_constraints,
         **SamplingRegressorMixin.task_constraints,
         **MinibatchData.constraints,
     }
 
-    def __init__(
-        self,
-        hidden_layer_sizes=(100,),
-        activation="relu",
-        module=None,
-        prior_precision="auto",
-        noise_precision=None,
-        noise_prior=(1.0, 0.01),
-        normalize_y=False,
-        sampler="sghmc",
-        batch_size=128,
-        temperature=1.0,
-        n_draws="auto",
-        n_warmup="auto",
-        thin=1,
-        n_chains=1,
-        n_jobs=None,
-        n_cycles=None,
-        init="map",
-        device="cpu",
-        dtype="float32",
-        verbose=False,
-        warm_start=False,
-        random_state=None,
-    ):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.module = module
-        self.prior_precision = prior_precision
-        self.noise_precision = noise_precision
-        self.noise_prior = noise_prior
-        self.normalize_y = normalize_y
-        self.sampler = sampler
-        self.batch_size = batch_size
-        self.temperature = temperature
-        self.n_draws = n_draws
-        self.n_warmup = n_warmup
-        self.thin = thin
-        self.n_chains = n_chains
-        self.n_jobs = n_jobs
-        self.n_cycles = n_cycles
-        self.init = init
-        self.device = device
-        self.dtype = dtype
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.random_state = random_state
+    sampler: object = "sghmc"
+    batch_size: int = 128
+    n_cycles: int | None = None

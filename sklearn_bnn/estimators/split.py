@@ -7,12 +7,15 @@ memory is bounded by a subset, while the Metropolis-Hastings test uses the full-
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .._persistence_registry import register
 from ._base import BaseSamplingEstimator
 from ._calibration import CALIBRATION_DOC
 from ._families import SplitData
 from ._tasks import SamplingClassifierMixin, SamplingRegressorMixin
 from ._weights import CLASS_WEIGHT_DOC
+from .hmc import IRIS_EXAMPLE_DOC
 
 __all__ = ["SplitHMCClassifier", "SplitHMCRegressor"]
 
@@ -41,6 +44,7 @@ _SPLIT_PARAMS_DOC = """
 
 
 @register
+@dataclass(kw_only=True, eq=False, repr=False)
 class SplitHMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network classifier sampled by split HMC over data subsets.
@@ -59,14 +63,9 @@ class SplitHMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
         The number of subsets used.
 
     Other fitted attributes are those of :class:`HMCClassifier`.
-
-    Examples
-    --------
-    >>> from sklearn.datasets import load_iris
-    >>> from sklearn.preprocessing import StandardScaler
-    >>> X, y = load_iris(return_X_y=True)
-    >>> X = StandardScaler().fit_transform(X)
-    >>> clf = SplitHMCClassifier(hidden_layer_sizes=(10,), n_splits=3, n_draws=50,
+"""
+        + IRIS_EXAMPLE_DOC
+        + """    >>> clf = SplitHMCClassifier(hidden_layer_sizes=(10,), n_splits=3, n_draws=50,
     ...                          n_warmup=50, random_state=0).fit(X, y)
     >>> clf.n_splits_, clf.predict_proba(X[:2]).shape
     (3, (2, 3))
@@ -74,64 +73,20 @@ class SplitHMCClassifier(SamplingClassifierMixin, BaseSamplingEstimator):
     )
 
     _family = SplitData()
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         **BaseSamplingEstimator._parameter_constraints,
         **SamplingClassifierMixin.task_constraints,
         **SplitData.constraints,
     }
 
-    def __init__(
-        self,
-        hidden_layer_sizes=(100,),
-        activation="relu",
-        module=None,
-        prior_precision="auto",
-        n_splits=4,
-        split_size=None,
-        data_device=None,
-        n_draws="auto",
-        n_warmup="auto",
-        sampler="hmc",
-        thin=1,
-        n_chains=1,
-        n_jobs=None,
-        rescale_moves=True,
-        init="map",
-        device="cpu",
-        dtype="float32",
-        verbose=False,
-        warm_start=False,
-        random_state=None,
-        temperature=1.0,
-        calibration="temperature",
-        class_weight=None,
-    ):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.module = module
-        self.prior_precision = prior_precision
-        self.n_splits = n_splits
-        self.split_size = split_size
-        self.data_device = data_device
-        self.n_draws = n_draws
-        self.n_warmup = n_warmup
-        self.sampler = sampler
-        self.thin = thin
-        self.n_chains = n_chains
-        self.n_jobs = n_jobs
-        self.rescale_moves = rescale_moves
-        self.init = init
-        self.device = device
-        self.dtype = dtype
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.temperature = temperature
-        self.calibration = calibration
-        self.class_weight = class_weight
+    n_splits: int = 4
+    split_size: int | None = None
+    data_device: object = None
+    rescale_moves: bool = True
 
 
 @register
+@dataclass(kw_only=True, eq=False, repr=False)
 class SplitHMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
     __doc__ = (
         """Bayesian neural network regressor sampled by split HMC over data subsets.
@@ -162,60 +117,13 @@ class SplitHMCRegressor(SamplingRegressorMixin, BaseSamplingEstimator):
     )
 
     _family = SplitData()
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         **BaseSamplingEstimator._parameter_constraints,
         **SamplingRegressorMixin.task_constraints,
         **SplitData.constraints,
     }
 
-    def __init__(
-        self,
-        hidden_layer_sizes=(100,),
-        activation="relu",
-        module=None,
-        prior_precision="auto",
-        noise_precision=None,
-        noise_prior=(1.0, 0.01),
-        normalize_y=False,
-        n_splits=4,
-        split_size=None,
-        data_device=None,
-        n_draws="auto",
-        n_warmup="auto",
-        sampler="hmc",
-        thin=1,
-        n_chains=1,
-        n_jobs=None,
-        rescale_moves=True,
-        init="map",
-        device="cpu",
-        dtype="float32",
-        verbose=False,
-        warm_start=False,
-        random_state=None,
-        temperature=1.0,
-    ):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.module = module
-        self.prior_precision = prior_precision
-        self.noise_precision = noise_precision
-        self.noise_prior = noise_prior
-        self.normalize_y = normalize_y
-        self.n_splits = n_splits
-        self.split_size = split_size
-        self.data_device = data_device
-        self.n_draws = n_draws
-        self.n_warmup = n_warmup
-        self.sampler = sampler
-        self.thin = thin
-        self.n_chains = n_chains
-        self.n_jobs = n_jobs
-        self.rescale_moves = rescale_moves
-        self.init = init
-        self.device = device
-        self.dtype = dtype
-        self.verbose = verbose
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.temperature = temperature
+    n_splits: int = 4
+    split_size: int | None = None
+    data_device: object = None
+    rescale_moves: bool = True

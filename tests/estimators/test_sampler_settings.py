@@ -8,6 +8,7 @@ chosen sampler does not take is a ValueError naming it, and a ``GridSearchCV`` o
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import numpy as np
@@ -287,3 +288,18 @@ def test_every_parameter_has_one_constraint_and_the_estimator_few_parts(estimato
     assert set(estimator_cls._parameter_constraints) == set(estimator_cls._get_param_names())
     own = [k for k in estimator_cls.__mro__ if k.__module__.startswith("sklearn_bnn")]
     assert len(own) <= 4, own
+
+
+@pytest.mark.parametrize("estimator_cls", SAMPLING_ESTIMATORS)
+def test_the_parameters_are_keyword_only_and_stored_as_given(estimator_cls):
+    params = inspect.signature(estimator_cls).parameters.values()
+    assert {p.kind for p in params} == {inspect.Parameter.KEYWORD_ONLY}
+    with pytest.raises(TypeError, match="positional"):
+        estimator_cls((5,))
+    given = {p.name: object() for p in params}
+    est = estimator_cls(**given)
+    assert all(getattr(est, name) is value for name, value in given.items())
+    # identity equality and hashing, and scikit-learn's repr of the changed parameters only
+    fresh = estimator_cls()
+    assert fresh != clone(fresh) and hash(fresh) != hash(clone(fresh))
+    assert repr(estimator_cls(n_draws=7)) == f"{estimator_cls.__name__}(n_draws=7)"
