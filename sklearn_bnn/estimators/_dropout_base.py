@@ -43,7 +43,7 @@ from ._skorch import (
     train_net,
     weighted_mean,
 )
-from ._trained import TrainedEstimator
+from ._trained import TrainedEstimator, parameters
 from ._weights import row_weights, sample_weights
 
 # the parameters every MC dropout estimator documents (numpydoc lines, indented for a class)
@@ -108,10 +108,13 @@ DROPOUT_PARAMS_DOC = """
 """
 
 
+@parameters
 class MCDropoutBase(TrainedEstimator):
     """Shared fit / predict machinery; subclasses define the likelihood."""
 
-    _parameter_constraints: dict = {
+    dropout: object = "auto"
+
+    _parameter_constraints = {
         **TrainedEstimator._parameter_constraints,
         "dropout": [Interval(Real, 0, 1, closed="left"), StrOptions({"auto"})],
         "prior_precision": [Interval(Real, 0, None, closed="neither")],

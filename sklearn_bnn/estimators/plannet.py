@@ -37,10 +37,9 @@ from ._skorch import (
     TensorData,
     check_history,
     row_weight_tensor,
-    skorch_params,
     standardize_targets,
 )
-from ._trained import TrainedEstimator
+from ._trained import TrainedEstimator, parameters
 from ._variance_parts import PredictiveCovarianceParts, variance_parts
 from ._weights import row_weights, sample_weights
 
@@ -48,6 +47,7 @@ __all__ = ["PlanNetRegressor", "combine_gaussians"]
 
 
 @register
+@parameters
 class PlanNetRegressor(RegressorMixin, TrainedEstimator):
     """Multi-output regression with a full predictive covariance per input: plan-net.
 
@@ -154,53 +154,21 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
     ((4, 2), (4, 2, 2))
     """
 
-    def __init__(
-        self,
-        hidden_layer_sizes=(1024, 1024, 1024, 1024),
-        activation="relu",
-        covariance="full",
-        n_estimators=5,
-        n_predict_draws=30,
-        prediction="expectation",
-        prior_precision=1e-8,
-        concrete_temperature=0.1,
-        init_dropout=0.1,
-        learning_rate_init=1e-3,
-        batch_size=512,
-        max_iter=200,
-        early_stopping=True,
-        validation_fraction=0.1,
-        n_iter_no_change=20,
-        tol=1e-4,
-        callbacks=None,
-        device="auto",
-        dtype="float32",
-        verbose=0,
-        random_state=None,
-        **kwargs,
-    ):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.covariance = covariance
-        self.n_estimators = n_estimators
-        self.n_predict_draws = n_predict_draws
-        self.prediction = prediction
-        self.prior_precision = prior_precision
-        self.concrete_temperature = concrete_temperature
-        self.init_dropout = init_dropout
-        self.learning_rate_init = learning_rate_init
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.tol = tol
-        self.callbacks = callbacks
-        self.device = device
-        self.dtype = dtype
-        self.verbose = verbose
-        self.random_state = random_state
-        self._skorch_params = skorch_params(type(self), kwargs)
+    covariance: str = "full"
+    n_estimators: int = 5
+    prediction: str = "expectation"
+    concrete_temperature: float = 0.1
+    init_dropout: float = 0.1
+    tol: float = 1e-4
+    # the family's parameters (TrainedEstimator) that plan-net defaults otherwise
+    hidden_layer_sizes: object = (1024, 1024, 1024, 1024)
+    n_predict_draws: int = 30
+    prior_precision: float = 1e-8
+    batch_size: int = 512
+    early_stopping: bool = True
+    n_iter_no_change: int = 20
+    device: object = "auto"
+    verbose: int = 0
 
     # ------------------------------------------------------------------ checks and set-up
     def __sklearn_tags__(self):
@@ -208,7 +176,7 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         tags.target_tags.multi_output = True
         return tags
 
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         **TrainedEstimator._parameter_constraints,
         "covariance": [StrOptions({"full", "diagonal"})],
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
