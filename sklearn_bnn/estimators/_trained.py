@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._persistence_registry import WeightsOnlyMixin
 from .._seeding import child, root_seed
 from .._utils import FitDeviceMixin, mlp_parameter_count, resolve_device, resolve_dtype
+from .._warnings import one_warning_per_call
 from ..nets import ACTIVATIONS, check_hidden_layer_sizes
 from ._skorch import (
     TRAINING_CONSTRAINTS,
@@ -33,8 +34,20 @@ from ._skorch import (
     skorch_params,
     validation_split,
 )
+from ._weights import sample_weights
 
-__all__ = ["TrainedEstimator", "parameters"]
+__all__ = ["SKORCH_KWARGS_DOC", "TrainedEstimator", "parameters"]
+
+# the numpydoc entry of the skorch keywords every trained estimator takes (indented for a class)
+SKORCH_KWARGS_DOC = """\
+    **kwargs
+        skorch's ``optimizer__<setting>`` (to Adam; ``optimizer__weight_decay`` adds to the
+        prior's decay) and ``callbacks__<name>=None`` / ``callbacks__<name>__<setting>``
+        (remove or set a named callback: ``"progress"``, ``"early_stopping"``, a user's pair).
+        Any other keyword is refused by ``fit`` (and ``set_params``) with a ValueError naming
+        the parameter that takes its place (skorch's ``lr`` is ``learning_rate_init``,
+        ``max_epochs`` ``max_iter``).
+"""
 
 
 def parameters(cls: type) -> type:
@@ -99,6 +112,38 @@ class TrainedEstimator(SkorchParamsMixin, FitDeviceMixin, WeightsOnlyMixin, Base
         "activation": [StrOptions(set(ACTIVATIONS))],
         "n_predict_draws": [Interval(Integral, 1, None, closed="left")],
     }
+
+    @one_warning_per_call
+    def fit(self, X, y, sample_weight=None):
+        """Train on ``(X, y)``: the network, or plan-net's ``n_estimators`` networks.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row. The data term becomes the weighted mean
+            ``sum_n w_n l_n / sum_n w_n`` (estimated on each batch with the weights scaled to
+            mean 1) and ``N`` in the prior's terms (MC dropout's KL term, plan-net's
+            regularisers) ``sum_n w_n``: the objective of the data with each row repeated by
+            its (integer) weight; plan-net standardises ``X`` and ``y`` by the weighted
+            moments. None: every row weighs 1.
+
+        Returns
+        -------
+        self
+        """
+        X, y, device, dtype, seeds = self._begin_fit(X, y, **self._validate_kwargs())
+        return self._fit_checked(X, y, sample_weights(sample_weight, X), device, dtype, seeds)
+
+    def _fit_checked(self, X, y, weights, device, dtype, seeds):
+        """The subclass's training on checked data, ``weights`` the checked ``sample_weight``
+        (or None)."""
+        raise NotImplementedError
+
+    def _validate_kwargs(self) -> dict:
+        """Options of ``validate_data`` for ``(X, y)`` at fit (a regressor's: multi-output)."""
+        return {}
 
     def _begin_fit(self, X, y, **validate_kwargs):
         """Check the parameters and the data; return ``(X, y, device, dtype, seeds)``.
