@@ -32,7 +32,7 @@ settings = dict(
     hidden_layer_sizes=(60,), dropout=0.2, max_iter=100, learning_rate_init=3e-3, random_state=0
 )
 models = {
-    "loss-calibrated BNN": LossCalibratedBNN(utility, utility_bound=1e-4, **settings),
+    "loss-calibrated BNN": LossCalibratedBNN(utility=utility, utility_bound=1e-4, **settings),
     "MC dropout": MCDropoutClassifier(**settings),
     "weighted cross-entropy": MCDropoutClassifier(class_weight={3: 0.7, 8: 0.7}, **settings),
 }

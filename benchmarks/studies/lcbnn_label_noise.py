@@ -46,7 +46,7 @@ def corrupt_labels(y, fraction, rng):
 def models(hidden, seed, utility, settings):
     kw = dict(hidden_layer_sizes=(hidden,), random_state=seed, **settings)
     return {
-        "LCBNN": LossCalibratedBNN(utility, utility_bound=1e-4, **kw),
+        "LCBNN": LossCalibratedBNN(utility=utility, utility_bound=1e-4, **kw),
         "MC dropout": MCDropoutClassifier(**kw),
         "weighted CE": MCDropoutClassifier(class_weight={3: 0.7, 8: 0.7}, **kw),
     }

@@ -23,7 +23,6 @@ from torch import nn
 from .._seeding import child, torch_seed
 from .._threads import module_work, sampling_threads
 from .._utils import seeded_torch
-from .._warnings import one_warning_per_call
 from ..nets import build_module, check_hidden_layer_sizes
 from ._concrete_dropout import (
     INIT_DROPOUT,
@@ -43,8 +42,8 @@ from ._skorch import (
     train_net,
     weighted_mean,
 )
-from ._trained import TrainedEstimator
-from ._weights import row_weights, sample_weights
+from ._trained import SKORCH_KWARGS_DOC, TrainedEstimator, parameters
+from ._weights import row_weights
 
 # the parameters every MC dropout estimator documents (numpydoc lines, indented for a class)
 DROPOUT_PARAMS_DOC = """
@@ -98,20 +97,16 @@ DROPOUT_PARAMS_DOC = """
         results are reproducible on a given device and the caller's global random state (torch's
         and numpy's) is unchanged by ``fit`` and ``predict``. (Two threads fitting at once share
         torch's global generator and lose reproducibility.)
-    **kwargs
-        skorch's ``optimizer__<setting>`` (to Adam; ``optimizer__weight_decay`` adds to the
-        prior's decay) and ``callbacks__<name>=None`` / ``callbacks__<name>__<setting>``
-        (remove or set a named callback: ``"progress"``, ``"early_stopping"``, a user's pair).
-        Any other keyword is refused by ``fit`` (and ``set_params``) with a ValueError naming
-        the parameter that takes its place (skorch's ``lr`` is ``learning_rate_init``,
-        ``max_epochs`` ``max_iter``).
-"""
+""" + SKORCH_KWARGS_DOC
 
 
+@parameters
 class MCDropoutBase(TrainedEstimator):
     """Shared fit / predict machinery; subclasses define the likelihood."""
 
-    _parameter_constraints: dict = {
+    dropout: object = "auto"
+
+    _parameter_constraints = {
         **TrainedEstimator._parameter_constraints,
         "dropout": [Interval(Real, 0, 1, closed="left"), StrOptions({"auto"})],
         "prior_precision": [Interval(Real, 0, None, closed="neither")],
@@ -192,32 +187,15 @@ class MCDropoutBase(TrainedEstimator):
         return terms
 
     # -------------------------------------------------------------------- fit
-    @one_warning_per_call
-    def fit(self, X, y, sample_weight=None):
-        """Train the dropout network on ``(X, y)``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weight of each row. The data term becomes the weighted mean
-            ``sum_n w_n l_n / sum_n w_n`` (estimated on each batch with the weights scaled to
-            mean 1) and ``N`` in the KL term ``sum_n w_n``: the objective of the data with
-            each row repeated by its (integer) weight. None: every row weighs 1.
-
-        Returns
-        -------
-        self
-        """
-        X, y, device, dtype, seeds = self._begin_fit(X, y, **self._validate_kwargs())
-        self._row_weights = sample_weights(sample_weight, X)  # read by _prepare_targets
+    def _fit_checked(self, X, y, weights, device, dtype, seeds):
+        """Train the dropout network (see :meth:`TrainedEstimator.fit`)."""
+        self._row_weights = weights  # read by _prepare_targets
         try:
-            return self._fit_checked(X, y, device, dtype, seeds)
+            return self._fit_network(X, y, device, dtype, seeds)
         finally:
             del self._row_weights
 
-    def _fit_checked(self, X, y, device, dtype, seeds):
+    def _fit_network(self, X, y, device, dtype, seeds):
         targets = self._prepare_targets(y)
         codes = targets if isinstance(self, ClassifierMixin) else None
         weights = row_weights(self._row_weights, codes=codes, name=type(self).__name__)
@@ -283,10 +261,6 @@ class MCDropoutBase(TrainedEstimator):
             trained = with_bernoulli_dropout(trained, net.to(device))
         self.module_ = trained.cpu().eval()
         self.dropout_ = dropout_rates(self.module_)
-
-    def _validate_kwargs(self) -> dict:
-        """Options of ``validate_data`` for ``(X, y)`` at fit (the regressor's: multi-output)."""
-        return {}
 
     # ---------------------------------------------------------------- predict
     def _net_output_samples(self, X, reduce=None, out=None, transform=None) -> torch.Tensor:

@@ -29,11 +29,13 @@ from ._calibration import (
 from ._dropout_base import MCDropoutBase
 from ._proba_classifier import ProbaClassifierMixin
 from ._skorch import split_weights, weighted_mean
+from ._trained import parameters
 from ._weights import sample_weights
 
 __all__ = ["DropoutClassifierBase"]
 
 
+@parameters
 class DropoutClassifierBase(ProbaClassifierMixin, MCDropoutBase):
     """Classification with MC dropout: the categorical likelihood (class- and row-weighted
     cross-entropy), the classes' encoding and the dropout predictive. ``fit`` trains on every
@@ -42,7 +44,9 @@ class DropoutClassifierBase(ProbaClassifierMixin, MCDropoutBase):
     (``calibration_temperature_`` 1.0) otherwise.
     """
 
-    _parameter_constraints: dict = {
+    class_weight: object = None
+
+    _parameter_constraints = {
         **MCDropoutBase._parameter_constraints,
         "class_weight": [dict, StrOptions({"balanced"}), None],
     }

@@ -43,13 +43,15 @@ from ._dropout_classifier import DropoutClassifierBase
 from ._dropout_masks import draw_masks, forward_with_masks
 from ._dropout_noise import NoiseFromResiduals, WithNoise, gaussian_nll
 from ._nested import NestedSettingsMixin
-from ._skorch import skorch_params, split_weights, standardize_targets, weighted_mean
+from ._skorch import split_weights, standardize_targets, weighted_mean
+from ._trained import parameters
 from ._variance_parts import PredictiveVarianceParts, variance_parts
 
 # draw_masks and forward_with_masks are imported from here (lcbnn, tests, benchmarks)
 __all__ = ["MCDropoutClassifier", "MCDropoutRegressor", "draw_masks", "forward_with_masks"]
 
 @register
+@parameters
 class MCDropoutClassifier(NestedSettingsMixin, DropoutClassifierBase):
     __doc__ = f"""Classifier with Monte Carlo dropout (Cobb 2019, section 3.2.5).
 
@@ -119,49 +121,9 @@ class MCDropoutClassifier(NestedSettingsMixin, DropoutClassifierBase):
     True
     """
 
-    def __init__(
-        self,
-        hidden_layer_sizes=(100,),
-        activation="relu",
-        dropout="auto",
-        prior_precision=1.0,
-        n_predict_draws=100,
-        max_iter=200,
-        batch_size=128,
-        learning_rate_init=1e-3,
-        early_stopping=False,
-        validation_fraction=0.1,
-        n_iter_no_change=10,
-        class_weight=None,
-        calibration="temperature",
-        callbacks=None,
-        device="cpu",
-        dtype="float32",
-        verbose=False,
-        random_state=None,
-        **kwargs,
-    ):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.dropout = dropout
-        self.prior_precision = prior_precision
-        self.n_predict_draws = n_predict_draws
-        self.max_iter = max_iter
-        self.batch_size = batch_size
-        self.learning_rate_init = learning_rate_init
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.class_weight = class_weight
-        self.calibration = calibration
-        self.callbacks = callbacks
-        self.device = device
-        self.dtype = dtype
-        self.verbose = verbose
-        self.random_state = random_state
-        self._skorch_params = skorch_params(type(self), kwargs)
+    calibration: object = "temperature"
 
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         **DropoutClassifierBase._parameter_constraints,
         "calibration": CALIBRATION_CONSTRAINT,
     }
@@ -173,6 +135,7 @@ class MCDropoutClassifier(NestedSettingsMixin, DropoutClassifierBase):
 
 
 @register
+@parameters
 class MCDropoutRegressor(RegressorMixin, MCDropoutBase):
     __doc__ = f"""Regressor with Monte Carlo dropout (Cobb 2019, section 3.2.5, eq. 3.21).
 
@@ -221,47 +184,9 @@ class MCDropoutRegressor(RegressorMixin, MCDropoutBase):
     ((3,), (3,), (100, 3))
     """
 
-    def __init__(
-        self,
-        hidden_layer_sizes=(100,),
-        activation="relu",
-        dropout="auto",
-        prior_precision=1.0,
-        n_predict_draws=100,
-        max_iter=200,
-        batch_size=128,
-        learning_rate_init=1e-3,
-        early_stopping=False,
-        validation_fraction=0.1,
-        n_iter_no_change=10,
-        noise_precision=None,
-        callbacks=None,
-        device="cpu",
-        dtype="float32",
-        verbose=False,
-        random_state=None,
-        **kwargs,
-    ):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.dropout = dropout
-        self.prior_precision = prior_precision
-        self.n_predict_draws = n_predict_draws
-        self.max_iter = max_iter
-        self.batch_size = batch_size
-        self.learning_rate_init = learning_rate_init
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.noise_precision = noise_precision
-        self.callbacks = callbacks
-        self.device = device
-        self.dtype = dtype
-        self.verbose = verbose
-        self.random_state = random_state
-        self._skorch_params = skorch_params(type(self), kwargs)
+    noise_precision: object = None
 
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         **MCDropoutBase._parameter_constraints,
         "noise_precision": [Interval(Real, 0, None, closed="neither"), None],
     }

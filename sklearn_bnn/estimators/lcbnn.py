@@ -27,7 +27,8 @@ from ..decision import bayes_decision, check_utility, expected_utilities
 from ._dropout_base import DROPOUT_PARAMS_DOC
 from ._dropout_classifier import DropoutClassifierBase
 from ._dropout_masks import draw_masks, forward_with_masks
-from ._skorch import skorch_params, split_weights, weighted_mean
+from ._skorch import split_weights, weighted_mean
+from ._trained import parameters
 
 __all__ = ["LossCalibratedBNN", "loss_calibrated_penalty", "transformed_utility"]
 
@@ -79,6 +80,7 @@ def loss_calibrated_penalty(log_prob: torch.Tensor, decisions, utility_star) -> 
 
 
 @register
+@parameters
 class LossCalibratedBNN(DropoutClassifierBase):
     __doc__ = f"""MC-dropout classifier trained on the loss-calibrated bound (Cobb 2019, ch. 4).
 
@@ -126,7 +128,7 @@ class LossCalibratedBNN(DropoutClassifierBase):
     >>> from sklearn_bnn import LossCalibratedBNN
     >>> X, y = load_iris(return_X_y=True)
     >>> U = np.eye(3); U[2] = [0.5, 0.5, 1.0]  # missing class 2 costs less than others
-    >>> clf = LossCalibratedBNN(U, hidden_layer_sizes=(32,), max_iter=100,
+    >>> clf = LossCalibratedBNN(utility=U, hidden_layer_sizes=(32,), max_iter=100,
     ...                         learning_rate_init=1e-2, random_state=0).fit(X, y)
     >>> clf.predict_expected_utility(X[:2]).shape
     (2, 3)
@@ -134,57 +136,15 @@ class LossCalibratedBNN(DropoutClassifierBase):
     True
     """
 
-    def __init__(
-        self,
-        utility=None,
-        utility_bound=1e-4,
-        n_train_draws=10,
-        warmup_fraction=0.5,
-        hidden_layer_sizes=(100,),
-        activation="relu",
-        dropout=0.1,
-        prior_precision=1.0,
-        n_predict_draws=100,
-        max_iter=200,
-        batch_size=128,
-        learning_rate_init=1e-3,
-        early_stopping=False,
-        validation_fraction=0.1,
-        n_iter_no_change=10,
-        class_weight=None,
-        callbacks=None,
-        device="cpu",
-        dtype="float32",
-        verbose=False,
-        random_state=None,
-        **kwargs,
-    ):
-        self.utility = utility
-        self.utility_bound = utility_bound
-        self.n_train_draws = n_train_draws
-        self.warmup_fraction = warmup_fraction
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.dropout = dropout
-        self.prior_precision = prior_precision
-        self.n_predict_draws = n_predict_draws
-        self.max_iter = max_iter
-        self.batch_size = batch_size
-        self.learning_rate_init = learning_rate_init
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.class_weight = class_weight
-        self.callbacks = callbacks
-        self.device = device
-        self.dtype = dtype
-        self.verbose = verbose
-        self.random_state = random_state
-        self._skorch_params = skorch_params(type(self), kwargs)
+    utility: object = None
+    utility_bound: float = 1e-4
+    n_train_draws: int = 10
+    warmup_fraction: float = 0.5
+    dropout: float = 0.1  # MC dropout's, at a fixed rate (no "auto": see below)
 
     # no calibration: tempering the predictive would move the Bayes actions of a utility the
     # network was trained for
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         **DropoutClassifierBase._parameter_constraints,
         # its penalty draws Bernoulli masks of a fixed rate (no learned rate)
         "dropout": [Interval(Real, 0, 1, closed="left")],

@@ -23,7 +23,6 @@ from .._persistence_registry import register
 from .._seeding import child, torch_seed
 from .._threads import module_work, sampling_threads
 from .._utils import check_scalar_param, draw_seed, seeded_torch
-from .._warnings import one_warning_per_call
 from ..nets import PlanNet, check_hidden_layer_sizes
 from ._plannet_predictive import (
     ROWS_PER_FORWARD,
@@ -37,19 +36,19 @@ from ._skorch import (
     TensorData,
     check_history,
     row_weight_tensor,
-    skorch_params,
     standardize_targets,
 )
-from ._trained import TrainedEstimator
+from ._trained import SKORCH_KWARGS_DOC, TrainedEstimator, parameters
 from ._variance_parts import PredictiveCovarianceParts, variance_parts
-from ._weights import row_weights, sample_weights
+from ._weights import row_weights
 
 __all__ = ["PlanNetRegressor", "combine_gaussians"]
 
 
 @register
+@parameters
 class PlanNetRegressor(RegressorMixin, TrainedEstimator):
-    """Multi-output regression with a full predictive covariance per input: plan-net.
+    __doc__ = f"""Multi-output regression with a full predictive covariance per input: plan-net.
 
     An ensemble of ``n_estimators`` networks, each a stack of concrete-dropout layers
     (Gal, Hron & Kendall 2017) ending in a Gaussian head that outputs a mean ``mu`` and the
@@ -65,13 +64,13 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
     hidden_layer_sizes : sequence of int, default=(1024, 1024, 1024, 1024)
         Widths of the concrete-dropout hidden layers (four of 1024 in plan-net).
     activation : str, default="relu"
-    covariance : {"full", "diagonal"}, default="full"
+    covariance : {{"full", "diagonal"}}, default="full"
         ``"diagonal"`` trains the heteroscedastic variant (no correlations between targets).
     n_estimators : int, default=5
         Networks in the ensemble (eq. 7.7-7.8).
     n_predict_draws : int, default=30
         Monte Carlo dropout passes ``T`` per network at prediction.
-    prediction : {"expectation", "sampling"}, default="expectation"
+    prediction : {{"expectation", "sampling"}}, default="expectation"
         ``"expectation"``: each network predicts ``N(E[mu], E[L L^T]^-1)`` over its ``T`` passes
         (eq. 7.4-7.5). ``"sampling"``: each pass is its own Gaussian and the network predicts
         their mixture (eq. 7.6; its moments for ``predict``, one pass per draw in
@@ -96,8 +95,8 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
     validation_fraction : float, default=0.1
     n_iter_no_change : int, default=20
     tol : float, default=1e-4
-    device : {"auto", "cpu", "cuda"} or torch.device, default="auto"
-    dtype : {"float32", "float64"}, default="float32"
+    device : {{"auto", "cpu", "cuda"}} or torch.device, default="auto"
+    dtype : {{"float32", "float64"}}, default="float32"
     callbacks : list of skorch callbacks or None, default=None
         Extra :mod:`skorch.callbacks` (``LRScheduler``, ``EarlyStopping``, ``Checkpoint`` ...)
         or ``(name, callback)`` pairs, copied for every network. A callback monitoring
@@ -109,13 +108,7 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         Seeds initialisation, shuffling, the validation split and the dropout masks; prediction
         is deterministic once fitted. Training runs with torch's global generator forked and
         seeded from it, so the caller's global random state is unchanged.
-    **kwargs
-        skorch's ``optimizer__<setting>`` (to Adam; ``optimizer__weight_decay`` adds to the
-        prior's decay) and ``callbacks__<name>=None`` / ``callbacks__<name>__<setting>``
-        (remove or set a named callback: ``"progress"``, ``"early_stopping"``, a user's pair).
-        Any other keyword is refused by ``fit`` (and ``set_params``) with a ValueError naming
-        the parameter that takes its place (skorch's ``lr`` is ``learning_rate_init``,
-        ``max_epochs`` ``max_iter``).
+    {SKORCH_KWARGS_DOC.strip()}
 
     Attributes
     ----------
@@ -154,53 +147,21 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
     ((4, 2), (4, 2, 2))
     """
 
-    def __init__(
-        self,
-        hidden_layer_sizes=(1024, 1024, 1024, 1024),
-        activation="relu",
-        covariance="full",
-        n_estimators=5,
-        n_predict_draws=30,
-        prediction="expectation",
-        prior_precision=1e-8,
-        concrete_temperature=0.1,
-        init_dropout=0.1,
-        learning_rate_init=1e-3,
-        batch_size=512,
-        max_iter=200,
-        early_stopping=True,
-        validation_fraction=0.1,
-        n_iter_no_change=20,
-        tol=1e-4,
-        callbacks=None,
-        device="auto",
-        dtype="float32",
-        verbose=0,
-        random_state=None,
-        **kwargs,
-    ):
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.covariance = covariance
-        self.n_estimators = n_estimators
-        self.n_predict_draws = n_predict_draws
-        self.prediction = prediction
-        self.prior_precision = prior_precision
-        self.concrete_temperature = concrete_temperature
-        self.init_dropout = init_dropout
-        self.learning_rate_init = learning_rate_init
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.tol = tol
-        self.callbacks = callbacks
-        self.device = device
-        self.dtype = dtype
-        self.verbose = verbose
-        self.random_state = random_state
-        self._skorch_params = skorch_params(type(self), kwargs)
+    covariance: str = "full"
+    n_estimators: int = 5
+    prediction: str = "expectation"
+    concrete_temperature: float = 0.1
+    init_dropout: float = 0.1
+    tol: float = 1e-4
+    # the family's parameters (TrainedEstimator) that plan-net defaults otherwise
+    hidden_layer_sizes: object = (1024, 1024, 1024, 1024)
+    n_predict_draws: int = 30
+    prior_precision: float = 1e-8
+    batch_size: int = 512
+    early_stopping: bool = True
+    n_iter_no_change: int = 20
+    device: object = "auto"
+    verbose: int = 0
 
     # ------------------------------------------------------------------ checks and set-up
     def __sklearn_tags__(self):
@@ -208,7 +169,7 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         tags.target_tags.multi_output = True
         return tags
 
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         **TrainedEstimator._parameter_constraints,
         "covariance": [StrOptions({"full", "diagonal"})],
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
@@ -231,26 +192,13 @@ class PlanNetRegressor(RegressorMixin, TrainedEstimator):
         )
 
     # ------------------------------------------------------------------ fit
-    @one_warning_per_call
-    def fit(self, X, y, sample_weight=None):
-        """Train ``n_estimators`` networks on ``(X, y)``.
+    def _validate_kwargs(self) -> dict:
+        return {"multi_output": True, "y_numeric": True}
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or (n_samples, n_targets)
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weight of each row: the loss of eq. 7.1 becomes the weighted mean
-            ``sum_n w_n l_n / sum_n w_n`` and ``N`` in the regularisers ``sum_n w_n`` (the
-            objective of the data with each row repeated by its integer weight); the
-            standardisation of X and y uses the weighted moments. None: every row weighs 1.
-
-        Returns
-        -------
-        self
-        """
-        X, y, device, dtype, seeds = self._begin_fit(X, y, multi_output=True, y_numeric=True)
-        weights = row_weights(sample_weights(sample_weight, X))
+    def _fit_checked(self, X, y, weights, device, dtype, seeds):
+        """Train ``n_estimators`` networks (see :meth:`TrainedEstimator.fit`); the data term is
+        the loss of eq. 7.1, the standardisation of X and y by the weighted moments."""
+        weights = row_weights(weights)
         Xs, Ys = self._standardize_fit_data(X, y, device, dtype, weights)
         train, val = self._split_rows(len(X), seeds)
         if val is not None:

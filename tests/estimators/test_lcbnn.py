@@ -69,7 +69,7 @@ def test_decisions_are_bayes_actions(iris):
     X, y = iris
     u = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.8], [0.0, 0.2, 1.0]])
     clf = LossCalibratedBNN(
-        u,
+        utility=u,
         hidden_layer_sizes=(16,),
         max_iter=40,
         learning_rate_init=1e-2,
@@ -87,7 +87,8 @@ def test_decisions_are_bayes_actions(iris):
 def test_non_square_utility_returns_decision_indices(iris):
     X, y = iris
     u = np.array([[1.0, 0.0, 0.0, 0.5], [0.0, 1.0, 0.0, 0.5], [0.0, 0.0, 1.0, 0.5]])
-    clf = LossCalibratedBNN(u, hidden_layer_sizes=(8,), max_iter=5, random_state=0).fit(X, y)
+    clf = LossCalibratedBNN(utility=u, hidden_layer_sizes=(8,), max_iter=5, random_state=0)
+    clf.fit(X, y)
     assert clf.predict_expected_utility(X).shape == (len(X), 4)
     assert set(clf.predict(X)) <= {0, 1, 2, 3}
 
@@ -134,7 +135,7 @@ def test_identity_utility_behaves_like_mc_dropout(digits, one_thread):
     X_train, X_test, y_train, y_test = digits
     acc = {}
     for seed in (0, 1):
-        lc = LossCalibratedBNN(None, random_state=seed, **DIGITS).fit(X_train, y_train)
+        lc = LossCalibratedBNN(utility=None, random_state=seed, **DIGITS).fit(X_train, y_train)
         mc = MCDropoutClassifier(random_state=seed, **DIGITS).fit(X_train, y_train)
         acc.setdefault("lc", []).append(lc.score(X_test, y_test))
         acc.setdefault("mc", []).append(mc.score(X_test, y_test))
@@ -153,7 +154,7 @@ def test_label_noise_lcbnn_utility_at_least_mc_dropout(digits, one_thread):
     noisy[flip] = rng.integers(0, 10, flip.sum())
     gain = {}
     for seed in (0, 1):
-        lc = LossCalibratedBNN(u, random_state=seed, **DIGITS).fit(X_train, noisy)
+        lc = LossCalibratedBNN(utility=u, random_state=seed, **DIGITS).fit(X_train, noisy)
         mc = MCDropoutClassifier(random_state=seed, **DIGITS).fit(X_train, noisy)
         gain.setdefault("lc", []).append(lc.score(X_test, y_test))
         h = bayes_decision(mc.predict_proba(X_test), u)

@@ -1,11 +1,19 @@
 """The gradient-trained estimators on skorch: callbacks, parameter names, bad input."""
 
+import inspect
+
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.datasets import load_iris
 from skorch.callbacks import Callback, EarlyStopping, LRScheduler
 
-from sklearn_bnn import MCDropoutClassifier, MCDropoutRegressor, PlanNetRegressor
+from sklearn_bnn import (
+    LossCalibratedBNN,
+    MCDropoutClassifier,
+    MCDropoutRegressor,
+    PlanNetRegressor,
+)
 
 SMALL = dict(hidden_layer_sizes=(8,), n_predict_draws=5, random_state=0)
 PLAN = dict(hidden_layer_sizes=(8,), n_estimators=1, n_predict_draws=4, random_state=0)
@@ -192,6 +200,23 @@ def test_skorch_names_the_package_calls_otherwise_are_refused_naming_them():
         PlanNetRegressor().set_params(max_epochs=3)
     with pytest.raises(ValueError, match="'lr' is learning_rate_init"):
         MCDropoutRegressor().set_params(lr=0.01)
+
+
+@pytest.mark.parametrize(
+    "cls", [MCDropoutClassifier, MCDropoutRegressor, LossCalibratedBNN, PlanNetRegressor]
+)
+def test_parameters_are_keyword_only_and_skorch_keywords_kept_beside_them(cls):
+    params = [p for p in inspect.signature(cls).parameters.values() if p.kind != p.VAR_KEYWORD]
+    assert params and all(p.kind == p.KEYWORD_ONLY for p in params)
+    est = cls(max_iter=3, optimizer__betas=(0.5, 0.6))
+    expected = {p.name: p.default for p in params} | {"max_iter": 3}
+    assert est.get_params(deep=False) == expected | {"optimizer__betas": (0.5, 0.6)}
+    copy = clone(est)
+    assert copy.get_params(deep=False) == est.get_params(deep=False)
+    assert copy != est and len({est, copy}) == 2  # identity equality, hashable
+    assert repr(est) == f"{cls.__name__}(max_iter=3, optimizer__betas=(0.5, 0.6))"
+    with pytest.raises(TypeError, match="positional"):
+        cls((8,))
 
 
 def test_history_is_kept_plain_picklable_and_saved(tmp_path):
