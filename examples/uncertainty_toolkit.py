@@ -108,7 +108,7 @@ def main(out_dir: Path | None) -> None:
     show("Ensemble-size reduction (test set)", rows)
 
     # 3. Decisions: Bayes actions of the ensemble under the utility, against argmax decisions.
-    bayes = BayesDecisionClassifier(FrozenEstimator(ensemble), U).fit(X_fit, y_fit)
+    bayes = BayesDecisionClassifier(FrozenEstimator(ensemble), utility=U).fit(X_fit, y_fit)
     argmax = mean_utility(y_test, bayes.predict_proba(X_test).argmax(axis=1), U)
     print(
         f"\nmean utility on test: Bayes actions {bayes.score(X_test, y_test):.4f}, "

@@ -9,6 +9,8 @@ the Bayes action maximises it (eq. 4.2).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.utils import get_tags
@@ -28,6 +30,7 @@ __all__ = ["check_utility", "expected_utilities", "bayes_decision", "BayesDecisi
 
 
 @register
+@dataclass(kw_only=True, eq=False, repr=False)
 class BayesDecisionClassifier(
     ClassifierMixin, MetaEstimatorMixin, RoutesFitToEstimatorMixin, WeightsOnlyMixin, BaseEstimator
 ):
@@ -86,16 +89,16 @@ class BayesDecisionClassifier(
     array(['Severe'], dtype='<U7')
     """
 
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         "estimator": [HasMethods(["fit", "predict_proba"])],
         "utility": ["array-like", None],
         "decision_labels": ["array-like", None],
     }
 
-    def __init__(self, estimator, utility=None, decision_labels=None):
-        self.estimator = estimator
-        self.utility = utility
-        self.decision_labels = decision_labels
+    # positional, as scikit-learn's meta-estimators take their estimator; the rest keyword-only
+    estimator: object = field(kw_only=False)
+    utility: object = None
+    decision_labels: object = None
 
     def fit(self, X, y, **fit_params):
         """Fit a clone of ``estimator`` on ``(X, y)`` and validate the utility against its classes.

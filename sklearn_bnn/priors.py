@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import torch
 from sklearn.base import BaseEstimator
@@ -210,6 +211,7 @@ class BoundGaussianPrior:
 
 
 @register
+@dataclass(kw_only=True, eq=False, repr=False)
 class HierarchicalPrior(Prior, BaseEstimator):
     """Gaussian prior with one unknown precision per parameter tensor, Gamma hyperpriors.
 
@@ -248,23 +250,13 @@ class HierarchicalPrior(Prior, BaseEstimator):
         ``scheme="joint"``. See docs/rmhmc.md, "Interweaving moves".
     """
 
-    def __init__(
-        self,
-        alpha=2.0,
-        beta=1.0,
-        noise_alpha=2.0,
-        noise_beta=0.1,
-        learn_noise=True,
-        scheme="gibbs",
-        interweave=0,
-    ):
-        self.alpha = alpha
-        self.beta = beta
-        self.noise_alpha = noise_alpha
-        self.noise_beta = noise_beta
-        self.learn_noise = learn_noise
-        self.scheme = scheme
-        self.interweave = interweave
+    alpha: float = 2.0
+    beta: float = 1.0
+    noise_alpha: float = 2.0
+    noise_beta: float = 0.1
+    learn_noise: bool = True
+    scheme: str = "gibbs"
+    interweave: int = 0
 
     def check(self) -> None:
         for name, low in (("alpha", 0.5), ("beta", 0.0), ("noise_alpha", 1.0), ("noise_beta", 0.0)):

@@ -35,7 +35,7 @@ def test_meta_estimator_on_the_worked_example():
     # a prior-only classifier fitted on labels in proportions 1:2:7 predicts [0.1, 0.2, 0.7]
     y = np.repeat(CLASSES, [1, 2, 7])
     X = np.zeros((10, 1))
-    clf = BayesDecisionClassifier(DummyClassifier(strategy="prior"), TABLE_4_2).fit(X, y)
+    clf = BayesDecisionClassifier(DummyClassifier(strategy="prior"), utility=TABLE_4_2).fit(X, y)
     np.testing.assert_allclose(clf.predict_proba(X[:1]), [[0.1, 0.2, 0.7]])
     np.testing.assert_allclose(clf.predict_expected_utility(X[:1]), [[20.0, 71.5, 89.5]])
     assert clf.predict(X[:1])[0] == "Severe"
@@ -68,7 +68,7 @@ def test_reject_option_with_non_square_utility():
     U = [[1.0, -2.0, 0.6], [-2.0, 1.0, 0.6]]
     X = np.linspace(-3, 3, 200)[:, None]
     y = (X[:, 0] + np.random.default_rng(1).normal(scale=1.0, size=200) > 0).astype(int)
-    clf = BayesDecisionClassifier(LogisticRegression(), U).fit(X, y)
+    clf = BayesDecisionClassifier(LogisticRegression(), utility=U).fit(X, y)
     pred = clf.predict(X)
     assert set(pred) == {0, 1, 2}
     p1 = clf.predict_proba(X)[:, 1]
@@ -82,15 +82,17 @@ def test_reject_option_with_non_square_utility():
 def test_validation_errors():
     X, y = make_classification(60, n_classes=3, n_informative=3, random_state=0)
     with pytest.raises(ValueError, match="2 rows but the classifier has 3 classes"):
-        BayesDecisionClassifier(LogisticRegression(), [[1, 0], [0, 1]]).fit(X, y)
+        BayesDecisionClassifier(LogisticRegression(), utility=[[1, 0], [0, 1]]).fit(X, y)
     with pytest.raises(ValueError, match="finite"):
-        BayesDecisionClassifier(LogisticRegression(), np.diag([1, np.inf, 1])).fit(X, y)
+        BayesDecisionClassifier(LogisticRegression(), utility=np.diag([1, np.inf, 1])).fit(X, y)
     with pytest.raises(ValueError, match="2-D"):
-        BayesDecisionClassifier(LogisticRegression(), [1, 0, 0]).fit(X, y)
+        BayesDecisionClassifier(LogisticRegression(), utility=[1, 0, 0]).fit(X, y)
     with pytest.raises(ValueError, match="predict_proba"):
-        BayesDecisionClassifier(SVC(), np.eye(3)).fit(X, y)
+        BayesDecisionClassifier(SVC(), utility=np.eye(3)).fit(X, y)
     with pytest.raises(ValueError, match="decision_labels"):
-        BayesDecisionClassifier(LogisticRegression(), np.eye(3), decision_labels=["a"]).fit(X, y)
+        BayesDecisionClassifier(
+            LogisticRegression(), utility=np.eye(3), decision_labels=["a"]
+        ).fit(X, y)
     with pytest.raises(ValueError, match="numbers"):
         check_utility([["a", "b"]])
 
@@ -98,7 +100,9 @@ def test_validation_errors():
 def test_grid_search_clone_pipeline_and_persistence(tmp_path):
     X, y = make_classification(300, n_classes=2, random_state=0)
     U = [[1.0, 0.0], [-5.0, 1.0]]
-    model = BayesDecisionClassifier(make_pipeline(StandardScaler(), LogisticRegression()), U)
+    model = BayesDecisionClassifier(
+        make_pipeline(StandardScaler(), LogisticRegression()), utility=U
+    )
     grid = GridSearchCV(model, {"estimator__logisticregression__C": [0.01, 1.0]}, cv=3)
     grid.fit(X, y)
     assert grid.best_estimator_.utility_.shape == (2, 2)

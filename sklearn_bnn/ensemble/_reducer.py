@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
@@ -34,6 +35,7 @@ def _is_stack_mode(self) -> bool:
 
 
 @register
+@dataclass(kw_only=True, eq=False, repr=False)
 class EnsembleReducer(
     ClassifierMixin, MetaEstimatorMixin, RoutesFitToEstimatorMixin, WeightsOnlyMixin, BaseEstimator
 ):
@@ -132,7 +134,7 @@ class EnsembleReducer(
     (True, True)
     """
 
-    _parameter_constraints: dict = {
+    _parameter_constraints = {
         "estimator": [HasMethods(["fit", "predict_samples"]), None],
         "method": [StrOptions({"random_order", "greedy"})],
         "scoring": [StrOptions(set(SCORES))],
@@ -144,27 +146,16 @@ class EnsembleReducer(
         "random_state": ["random_state"],
     }
 
-    def __init__(
-        self,
-        estimator=None,
-        method="random_order",
-        scoring="accuracy",
-        tolerance=0.005,
-        confidence_level=0.95,
-        validation_fraction=0.2,
-        n_repeats=None,
-        n_resamples=500,
-        random_state=None,
-    ):
-        self.estimator = estimator
-        self.method = method
-        self.scoring = scoring
-        self.tolerance = tolerance
-        self.confidence_level = confidence_level
-        self.validation_fraction = validation_fraction
-        self.n_repeats = n_repeats
-        self.n_resamples = n_resamples
-        self.random_state = random_state
+    # positional, as scikit-learn's meta-estimators take their estimator; the rest keyword-only
+    estimator: object = field(default=None, kw_only=False)
+    method: str = "random_order"
+    scoring: str = "accuracy"
+    tolerance: float = 0.005
+    confidence_level: float = 0.95
+    validation_fraction: float = 0.2
+    n_repeats: int | None = None
+    n_resamples: int = 500
+    random_state: object = None
 
     def fit(self, X, y, **fit_params):
         """Fit the estimator (unless frozen) and select the members to keep.

@@ -196,14 +196,17 @@ class Kernel:
 class Sampler(BaseEstimator):
     """Base class of the sampler objects: a configuration that builds a :class:`Kernel`.
 
-    Parameters are set in ``__init__`` and stored unchanged (the scikit-learn convention), so
-    ``clone``, ``get_params``/``set_params`` and ``GridSearchCV`` work on samplers and on the
-    estimators that take them (``HMCRegressor(sampler=NUTS(max_tree_depth=8))``).
+    Parameters are keyword arguments of ``__init__``, stored unchanged (the scikit-learn
+    convention), so ``clone``, ``get_params``/``set_params`` and ``GridSearchCV`` work on
+    samplers and on the estimators that take them
+    (``HMCRegressor(sampler=NUTS(max_tree_depth=8))``). The package's samplers declare them as
+    the fields of a keyword-only dataclass (``@dataclass(kw_only=True, eq=False, repr=False)``),
+    whose generated ``__init__`` does exactly that.
 
     Subclasses implement :meth:`check_target`, the one place their settings are validated (and
     a target they cannot sample refused with a clear message), and :meth:`build`, which calls
     it and returns ``XKernel(self, target)``: the kernel reads the settings from the sampler,
-    so each is declared once, with its default, in the sampler's ``__init__``.
+    so each is declared once, with its default, on the sampler's class.
 
     Attributes
     ----------

@@ -240,6 +240,7 @@ def _reads_minibatches(target) -> bool:
 
 
 @register
+@dataclass(kw_only=True, eq=False, repr=False)
 class MAPStart(SettingsObject):
     """Start the chains at a posterior mode, each chain from its own random initialisation.
 
@@ -264,8 +265,7 @@ class MAPStart(SettingsObject):
     200
     """
 
-    def __init__(self, n_steps="auto"):
-        self.n_steps = n_steps
+    n_steps: object = "auto"
 
     def _check_params(self) -> None:
         check_scalar_param(self.n_steps, "n_steps", kind="int", low=0, allow=("auto",))

@@ -63,12 +63,12 @@ class _LangevinKernel(Kernel):
         return new, Info(accept_prob, accepted, -log_ratio, divergent, eps, 1.0)
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class _Langevin(Sampler):
     """The recipe's sampler object: settings with defaults, the warmup's declared."""
 
-    def __init__(self, step_size="auto", target_accept=0.57):
-        self.step_size = step_size
-        self.target_accept = target_accept
+    step_size: object = "auto"
+    target_accept: float = 0.57
 
     def check_target(self, target) -> None:
         self.warmup_options()

@@ -41,9 +41,9 @@ def test_a_sampler_s_numeric_step_is_kept_and_auto_is_chosen_from_the_data():
     from sklearn_bnn.samplers.stochastic_gradient.sg_step_size import AutoStepSampler
 
     # a sampler with a step of its own is wrapped only for the minibatch MAP start, keeping it
-    wrapped = SGMCMCClassifier(sampler=SGHMC(0.02))._sampler_object()
+    wrapped = SGMCMCClassifier(sampler=SGHMC(step_size=0.02))._sampler_object()
     assert isinstance(wrapped, AutoStepSampler) and not wrapped.choose_step
-    plain = SGMCMCClassifier(sampler=SGHMC(0.02), init="random")._sampler_object()
+    plain = SGMCMCClassifier(sampler=SGHMC(step_size=0.02), init="random")._sampler_object()
     assert not isinstance(plain, AutoStepSampler)
     # at step_size="auto" (the samplers' default), by name or as an object, the step is chosen
     assert isinstance(SGMCMCClassifier()._sampler_object(), AutoStepSampler)
@@ -51,7 +51,7 @@ def test_a_sampler_s_numeric_step_is_kept_and_auto_is_chosen_from_the_data():
     assert SGMCMCClassifier(sampler=SGHMC(momentum=0.8))._sampler_object().choose_step
     chosen = SGMCMCClassifier(sampler=SGLD(), init="random")._sampler_object()
     assert isinstance(chosen, AutoStepSampler) and chosen.choose_step
-    wrapped = SGMCMCClassifier(sampler=SGHMC(0.02), n_cycles=2)._sampler_object()
+    wrapped = SGMCMCClassifier(sampler=SGHMC(step_size=0.02), n_cycles=2)._sampler_object()
     assert isinstance(wrapped, AutoStepSampler) and not wrapped.choose_step
 
 

@@ -76,7 +76,7 @@ def test_gsghmc_augmented_energy_sticks_on_a_lucky_batch(iris):
     0-9 (mean 0.020), while energy="paired" at these settings accepts 0.75-0.81, so the bound
     separates the two by more than 2x on either side."""
     X, y = iris
-    sampler = GSGHMC(0.02, energy="augmented")
+    sampler = GSGHMC(step_size=0.02, energy="augmented")
     clf = SGMCMCClassifier(**{**SMALL, "sampler": sampler, "n_draws": 60}).fit(X, y)
     assert clf.acceptance_rate_ < 0.1
 

@@ -90,7 +90,7 @@ def test_fisher_metric_force_matches_finite_differences():
         s = torch.sigmoid(t.X @ th)
         return (t.X.T * (s * (1 - s))) @ t.X + t.tau * torch.eye(2, dtype=f64)
 
-    metric = FisherMetric(fisher)
+    metric = FisherMetric(metric_fn=fisher)
     th = torch.tensor([[1.0, 0.5]], dtype=f64)
     p = torch.tensor([[0.3, -1.2]], dtype=f64)
     force = metric.evaluate(t, th).metric_force(p)

@@ -29,6 +29,7 @@ closed forms of the target where it has them, autograd otherwise (:mod:`._autodi
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from sklearn.base import BaseEstimator
@@ -202,6 +203,7 @@ def _robust_eigh(H, value, g):
     return lam, Q, value
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class SoftAbsMetric(BaseEstimator, Metric):
     """Dense SoftAbs metric: G = Q diag(lambda coth(alpha lambda)) Q^T from the eigen-
     decomposition Q diag(lambda) Q^T of the Hessian of U = -log f (Cobb 2019, §5.3.2, eq. 5.9).
@@ -221,9 +223,8 @@ class SoftAbsMetric(BaseEstimator, Metric):
 
     position_dependent = True
 
-    def __init__(self, alpha=1e6, max_memory_gb=1.0):
-        self.alpha = alpha
-        self.max_memory_gb = max_memory_gb
+    alpha: float = 1e6
+    max_memory_gb: float = 1.0
 
     def check(self, dim: int, n_chains: int = 1, itemsize: int = 8) -> None:
         check_scalar_param(self.alpha, "alpha", low=0, low_inclusive=False)
@@ -266,6 +267,7 @@ class _DiagonalGeometry(Geometry):
         return -self.derivs.diagonal_contraction(self.theta, c, self.chunk)
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class DiagonalSoftAbsMetric(BaseEstimator, Metric):
     """Diagonal SoftAbs metric: G = diag(h_dd coth(alpha h_dd)) from the Hessian's diagonal.
 
@@ -282,9 +284,8 @@ class DiagonalSoftAbsMetric(BaseEstimator, Metric):
 
     position_dependent = True
 
-    def __init__(self, alpha=1e6, chunk_size=64):
-        self.alpha = alpha
-        self.chunk_size = chunk_size
+    alpha: float = 1e6
+    chunk_size: int = 64
 
     def check(self, dim: int, n_chains: int = 1, itemsize: int = 8) -> None:
         check_scalar_param(self.alpha, "alpha", low=0, low_inclusive=False)
@@ -327,6 +328,7 @@ class _CholeskyGeometry(Geometry):
         return map_rows(grad(terms), self.theta, p)
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class FisherMetric(BaseEstimator, Metric):
     """A positive-definite metric the model gives, G(theta) = ``metric_fn(theta)`` (D, D).
 
@@ -343,8 +345,7 @@ class FisherMetric(BaseEstimator, Metric):
 
     position_dependent = True
 
-    def __init__(self, metric_fn=None):
-        self.metric_fn = metric_fn
+    metric_fn: object = None
 
     def check(self, dim: int, n_chains: int = 1, itemsize: int = 8) -> None:
         if self.metric_fn is not None and not callable(self.metric_fn):

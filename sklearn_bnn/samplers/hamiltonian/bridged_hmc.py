@@ -20,6 +20,8 @@ be continued with ``warm_start``). The unweighted per-box figures are in ``stats
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from sklearn.utils.parallel import Parallel, delayed
@@ -28,12 +30,12 @@ from ..._seeding import child, root_seed, torch_seed
 from ..._utils import check_scalar_param
 from ..._warnings import collecting, reissue, warn
 from ...exceptions import ConvergenceWarning
-from .._base import Sampler, State
+from .._base import State
 from .._by_name import register_sampler
-from ..defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
 from ..driver._records import ChainRun
 from ..driver.budget import as_length
 from ..gibbs import with_gibbs_blocks
+from ._settings import EuclideanSampler
 from .bridge_sampling import bridge_log_masses, bridge_terms, explicit_boxes, split_boxes
 from .constrained import ConstrainedHMC, dtype_and_device, to_box
 
@@ -87,7 +89,8 @@ def run_box(
 
 
 @register_sampler("bridged_hmc")
-class BridgedHMC(Sampler):
+@dataclass(kw_only=True, eq=False, repr=False)
+class BridgedHMC(EuclideanSampler):
     """Bridged Hamiltonian Monte Carlo (a sampler object).
 
     The bridged-HMC thesis, ch. 3, Algorithm 2, eq. 3.1-3.6.
@@ -142,49 +145,26 @@ class BridgedHMC(Sampler):
     [0.5, 0.5]
     """
 
-    def __init__(
-        self,
-        n_split_params=1,
-        split_coords=None,
-        split_points=0.0,
-        boxes=None,
-        n_steps=20,
-        step_jitter=0.2,
-        n_proposal=None,
-        tol=1e-10,
-        max_iter=1000,
-        min_box_draws=20,
-        min_overlap=0.01,
-        divergence_threshold=DIVERGENCE_THRESHOLD,
-        step_size="auto",
-        target_accept=TARGET_ACCEPT,
-        adapt_mass=False,
-    ):
-        self.n_split_params = n_split_params
-        self.split_coords = split_coords
-        self.split_points = split_points
-        self.boxes = boxes
-        self.n_steps = n_steps
-        self.step_jitter = step_jitter
-        self.n_proposal = n_proposal
-        self.tol = tol
-        self.max_iter = max_iter
-        self.min_box_draws = min_box_draws
-        self.min_overlap = min_overlap
-        self.divergence_threshold = divergence_threshold
-        self.step_size = step_size
-        self.target_accept = target_accept
-        self.adapt_mass = adapt_mass
+    n_split_params: int = 1
+    split_coords: object = None
+    split_points: object = 0.0
+    boxes: object = None
+    n_steps: int = 20
+    step_jitter: float = 0.2
+    n_proposal: int | None = None
+    tol: float = 1e-10
+    max_iter: int = 1000
+    min_box_draws: int = 20
+    min_overlap: float = 0.01
 
     def check_target(self, target) -> None:
-        self.warmup_options()
+        self._check_shared()
         check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
         check_scalar_param(self.step_jitter, "step_jitter", low=0, high=1, high_inclusive=False)
         check_scalar_param(self.tol, "tol", low=0, low_inclusive=False)
         check_scalar_param(self.max_iter, "max_iter", kind="int", low=1)
         check_scalar_param(self.min_box_draws, "min_box_draws", kind="int", low=2)
         check_scalar_param(self.min_overlap, "min_overlap", low=0, high=1)
-        check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         if self.n_proposal is not None:
             check_scalar_param(self.n_proposal, "n_proposal", kind="int", low=1)
         self.partition(target.dim, seed=0)

@@ -13,15 +13,17 @@ Only the fixed-length leapfrog trajectory is supported (no NUTS trees).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
 from ..._utils import check_scalar_param
 from ...targets import capabilities
-from .._base import Sampler, State
+from .._base import State
 from .._by_name import register_sampler
-from ..defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
 from ..geometry.euclidean import DenseMetric, as_metric
+from ._settings import EuclideanSampler
 from .hmc import HMCKernel
 from .integrators import drift, kick
 
@@ -189,7 +191,8 @@ class ConstrainedHMCKernel(HMCKernel):
 
 
 @register_sampler("constrained_hmc")
-class ConstrainedHMC(Sampler):
+@dataclass(kw_only=True, eq=False, repr=False)
+class ConstrainedHMC(EuclideanSampler):
     """HMC restricted to a box by reflecting walls (a sampler object).
 
     The bridged-HMC thesis, Algorithm 2.
@@ -222,30 +225,14 @@ class ConstrainedHMC(Sampler):
     True
     """
 
-    def __init__(
-        self,
-        lower=None,
-        upper=None,
-        n_steps=20,
-        divergence_threshold=DIVERGENCE_THRESHOLD,
-        step_jitter=0.0,
-        step_size="auto",
-        target_accept=TARGET_ACCEPT,
-        adapt_mass=False,
-    ):
-        self.lower = lower
-        self.upper = upper
-        self.n_steps = n_steps
-        self.divergence_threshold = divergence_threshold
-        self.step_jitter = step_jitter
-        self.step_size = step_size
-        self.target_accept = target_accept
-        self.adapt_mass = adapt_mass
+    lower: object = None
+    upper: object = None
+    n_steps: int = 20
+    step_jitter: float = 0.0
 
     def check_target(self, target) -> None:
-        self.warmup_options()
+        self._check_shared()
         check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
-        check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         check_scalar_param(self.step_jitter, "step_jitter", low=0, high=1, high_inclusive=False)
         _bounds(self.lower, self.upper, target.dim, *dtype_and_device(target))
 

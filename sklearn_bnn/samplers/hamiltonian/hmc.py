@@ -7,6 +7,7 @@ with probability min(1, exp(H_start - H_end)); on rejection the chain stays wher
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from sklearn.base import clone
@@ -16,7 +17,6 @@ from ...targets import TargetCapabilities, capabilities
 from .._base import (
     Info,
     Kernel,
-    Sampler,
     State,
     chain_step_size,
     default_step_size,
@@ -27,8 +27,8 @@ from .._base import (
 from .._by_name import register_sampler
 from .._graphs import GraphedLeapfrog
 from ..adaptation.chees import ChEESTrajectory
-from ..defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
 from ..geometry.euclidean import DiagonalMetric, EuclideanMetric, as_metric, check_n_chains
+from ._settings import EuclideanSampler
 from .integrators import resolve_integrator
 
 __all__ = ["HMC", "HMCKernel", "check_metric", "metropolis_hastings"]
@@ -70,7 +70,8 @@ def metropolis_hastings(
 
 
 @register_sampler("hmc")
-class HMC(Sampler):
+@dataclass(kw_only=True, eq=False, repr=False)
+class HMC(EuclideanSampler):
     """Hamiltonian Monte Carlo with a fixed number of integration steps (a sampler object).
 
     Cobb & Jalaian (2021), §3.1, eq. 2-4: momentum p ~ N(0, M), ``n_steps`` steps of the integrator,
@@ -150,43 +151,23 @@ default=None
     torch.Size([2, 100, 2])
     """
 
-    def __init__(
-        self,
-        n_steps=25,
-        integrator=None,
-        divergence_threshold=DIVERGENCE_THRESHOLD,
-        trajectory_length=None,
-        max_steps=1024,
-        metric=None,
-        step_jitter=0.5,
-        n_steps_jitter=0.0,
-        initial_time=None,
-        step_size="auto",
-        target_accept=TARGET_ACCEPT,
-        adapt_mass=False,
-    ):
-        self.n_steps = n_steps
-        self.integrator = integrator
-        self.divergence_threshold = divergence_threshold
-        self.trajectory_length = trajectory_length
-        self.max_steps = max_steps
-        self.metric = metric
-        self.step_jitter = step_jitter
-        self.n_steps_jitter = n_steps_jitter
-        self.initial_time = initial_time
-        self.step_size = step_size
-        self.target_accept = target_accept
-        self.adapt_mass = adapt_mass
+    n_steps: int = 25
+    integrator: object = None
+    trajectory_length: object = None
+    max_steps: int = 1024
+    metric: object = None
+    step_jitter: float = 0.5
+    n_steps_jitter: float = 0.0
+    initial_time: float | None = None
 
     def _check_params(self) -> None:
-        self.warmup_options()  # ValueErrors naming step_size, target_accept, adapt_mass
+        self._check_shared()  # step_size, target_accept, adapt_mass, divergence_threshold
         check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
         check_scalar_param(self.max_steps, "max_steps", kind="int", low=1)
         if self.trajectory_length is not None and not _is_auto(self.trajectory_length):
             check_scalar_param(
                 self.trajectory_length, "trajectory_length", low=0, low_inclusive=False
             )
-        check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         check_jitter(self.step_jitter, "step_jitter")
         check_jitter(self.n_steps_jitter, "n_steps_jitter")
         if self.initial_time is not None:

@@ -28,17 +28,18 @@ lockstep, the U-turn checks) is in :mod:`._nuts_tree`; the kernel here integrate
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 
 import torch
 
 from ..._utils import check_scalar_param
 from ...targets import capabilities
-from .._base import Info, Sampler, State, sample_momentum, sampler_setting
+from .._base import Info, State, sample_momentum, sampler_setting
 from .._by_name import register_sampler
-from ..defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
 from ..geometry.euclidean import IdentityMetric
 from ._nuts_tree import Point, Trajectory, double
+from ._settings import EuclideanSampler
 from .hmc import HMC, HMCKernel, check_metric, integrator_for
 from .integrators import drift, kick, resolve_integrator
 
@@ -53,7 +54,8 @@ def _select_chains(target, select, idx: torch.Tensor):
 
 
 @register_sampler("nuts")
-class NUTS(Sampler):
+@dataclass(kw_only=True, eq=False, repr=False)
+class NUTS(EuclideanSampler):
     """The No-U-Turn sampler (multinomial, generalized criterion), as a sampler object.
 
     Parameters
@@ -85,28 +87,13 @@ class NUTS(Sampler):
     ['accept_prob', 'divergent', 'energy_error', 'tree_depth']
     """
 
-    def __init__(
-        self,
-        max_tree_depth=10,
-        divergence_threshold=DIVERGENCE_THRESHOLD,
-        integrator=None,
-        metric=None,
-        step_size="auto",
-        target_accept=TARGET_ACCEPT,
-        adapt_mass=False,
-    ):
-        self.max_tree_depth = max_tree_depth
-        self.divergence_threshold = divergence_threshold
-        self.integrator = integrator
-        self.metric = metric
-        self.step_size = step_size
-        self.target_accept = target_accept
-        self.adapt_mass = adapt_mass
+    max_tree_depth: int = 10
+    integrator: object = None
+    metric: object = None
 
     def check_target(self, target) -> None:
-        self.warmup_options()
+        self._check_shared()
         check_scalar_param(self.max_tree_depth, "max_tree_depth", kind="int", low=1, high=30)
-        check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         check_metric(self.metric)
         integrator = integrator_for(self.integrator, capabilities(target))
         if integrator is not None:

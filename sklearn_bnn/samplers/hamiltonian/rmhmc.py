@@ -22,6 +22,7 @@ exact on the doubled phase space (see :class:`RMHMC`).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -30,15 +31,14 @@ from ...targets import capabilities
 from .._base import (
     Info,
     Kernel,
-    Sampler,
     State,
     chain_step_size,
     default_step_size,
     sampler_setting,
 )
 from .._by_name import register_sampler
-from ..defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
 from ..geometry.riemannian import FisherMetric, SoftAbsMetric, second_order_derivatives
+from ._settings import HamiltonianSampler
 from .hmc import metropolis_hastings
 
 __all__ = ["RMHMC", "RMHMCKernel", "explicit_step", "implicit_step"]
@@ -139,7 +139,8 @@ def explicit_step(evaluate, state, eps, omega):
 
 
 @register_sampler("rmhmc")
-class RMHMC(Sampler):
+@dataclass(kw_only=True, eq=False, repr=False)
+class RMHMC(HamiltonianSampler):
     """Riemannian manifold HMC (a sampler object; Cobb 2019, ch. 5).
 
     Parameters
@@ -202,37 +203,20 @@ class RMHMC(Sampler):
     torch.Size([2, 20, 2])
     """
 
-    def __init__(
-        self,
-        n_steps=10,
-        integrator="implicit",
-        metric=None,
-        omega=10.0,
-        reset_copies=False,
-        copy_scale=0.0,
-        tol=1e-6,
-        max_iter=100,
-        divergence_threshold=DIVERGENCE_THRESHOLD,
-        step_size="auto",
-        target_accept=TARGET_ACCEPT,
-    ):
-        self.n_steps = n_steps
-        self.integrator = integrator
-        self.metric = metric
-        self.step_size = step_size
-        self.target_accept = target_accept
-        self.omega = omega
-        self.reset_copies = reset_copies
-        self.copy_scale = copy_scale
-        self.tol = tol
-        self.max_iter = max_iter
-        self.divergence_threshold = divergence_threshold
+    n_steps: int = 10
+    integrator: str = "implicit"
+    metric: object = None
+    omega: float = 10.0
+    reset_copies: bool = False
+    copy_scale: float = 0.0
+    tol: float = 1e-6
+    max_iter: int = 100
 
     def _metric(self):
         return SoftAbsMetric() if self.metric is None else self.metric
 
     def check_target(self, target) -> None:
-        self.warmup_options()
+        self._check_shared()
         check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
         if self.integrator not in ("implicit", "explicit"):
             raise ValueError(
@@ -248,7 +232,6 @@ class RMHMC(Sampler):
             )
         check_scalar_param(self.tol, "tol", low=0, low_inclusive=False)
         check_scalar_param(self.max_iter, "max_iter", kind="int", low=1)
-        check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         metric = self._metric()
         if not callable(getattr(metric, "evaluate", None)):
             raise ValueError(f"metric must be a metric object with evaluate(), got {metric!r}.")

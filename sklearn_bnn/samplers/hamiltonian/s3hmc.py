@@ -34,6 +34,7 @@ stores log tau; the target's density in log tau includes the Jacobian.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -44,20 +45,20 @@ from ...targets._hierarchical import HierarchicalTarget, hierarchical_target
 from .._base import (
     Info,
     Kernel,
-    Sampler,
     State,
     chain_step_size,
     default_step_size,
     sampler_setting,
 )
 from .._by_name import register_sampler
-from ..defaults import DIVERGENCE_THRESHOLD, TARGET_ACCEPT
+from ._settings import EuclideanSampler
 
 __all__ = ["HierarchicalTarget", "S3HMC", "S3HMCKernel"]
 
 
 @register_sampler("s3hmc")
-class S3HMC(Sampler):
+@dataclass(kw_only=True, eq=False, repr=False)
+class S3HMC(EuclideanSampler):
     """Semi-separable HMC over weights and precisions (Cobb et al. 2019; Cobb 2019, ch. 6).
 
     Samples a :class:`~sklearn_bnn.targets.HierarchicalTarget`. Given a network
@@ -97,30 +98,15 @@ class S3HMC(Sampler):
     torch.Size([2, 20, 4])
     """
 
-    def __init__(
-        self,
-        n_steps=20,
-        tol=1e-8,
-        max_iter=50,
-        divergence_threshold=DIVERGENCE_THRESHOLD,
-        step_size="auto",
-        target_accept=TARGET_ACCEPT,
-        adapt_mass=False,
-    ):
-        self.n_steps = n_steps
-        self.tol = tol
-        self.max_iter = max_iter
-        self.divergence_threshold = divergence_threshold
-        self.step_size = step_size
-        self.target_accept = target_accept
-        self.adapt_mass = adapt_mass
+    n_steps: int = 20
+    tol: float = 1e-8
+    max_iter: int = 50
 
     def check_target(self, target) -> None:
-        self.warmup_options()
+        self._check_shared()
         check_scalar_param(self.n_steps, "n_steps", kind="int", low=1)
         check_scalar_param(self.tol, "tol", low=0, low_inclusive=False)
         check_scalar_param(self.max_iter, "max_iter", kind="int", low=1)
-        check_scalar_param(self.divergence_threshold, "divergence_threshold", low=0)
         if not isinstance(target, HierarchicalTarget):
             raise ValueError(
                 "S3HMC samples a network's weights jointly with their precisions: it needs a "

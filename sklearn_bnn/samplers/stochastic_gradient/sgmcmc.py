@@ -23,6 +23,8 @@ transition, AMAGOLD and HTE never need it).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..._utils import check_scalar_param
 from ...targets import capabilities, require
 from .._base import Kernel, Sampler
@@ -38,8 +40,13 @@ __all__ = ["AMAGOLD", "GSGHMC", "HTE", "SGHMC", "SGLD", "amagold_trajectory"]
 register_setup("minibatch")(estimator_setup)
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class _SGSampler(Sampler):
-    """Shared validation of the stochastic-gradient samplers."""
+    """The settings every stochastic-gradient sampler has, and their validation."""
+
+    step_size: object = "auto"
+    warmup_step_size: float | None = None
+    n_steps: int | None = None
 
     _kernel_cls = None
     needs_exact_log_prob = False
@@ -88,6 +95,7 @@ class _SGSampler(Sampler):
 
 
 @register_sampler("sgld")
+@dataclass(kw_only=True, eq=False, repr=False)
 class SGLD(_SGSampler):
     """Stochastic gradient Langevin dynamics (Welling & Teh 2011).
 
@@ -117,14 +125,11 @@ class SGLD(_SGSampler):
     _kernel_cls = SGLDKernel
     _replays = True
 
-    def __init__(self, step_size="auto", warmup_step_size=None, temperature=1.0, n_steps=None):
-        self.step_size = step_size
-        self.warmup_step_size = warmup_step_size
-        self.temperature = temperature
-        self.n_steps = n_steps
+    temperature: float = 1.0
 
 
 @register_sampler("sghmc")
+@dataclass(kw_only=True, eq=False, repr=False)
 class SGHMC(_SGSampler):
     """Stochastic gradient Hamiltonian Monte Carlo (Chen et al. 2014).
 
@@ -155,21 +160,9 @@ class SGHMC(_SGSampler):
     _kernel_cls = SGHMCKernel
     _replays = True
 
-    def __init__(
-        self,
-        step_size="auto",
-        momentum=0.99,
-        integrator="euler",
-        warmup_step_size=None,
-        temperature=1.0,
-        n_steps=None,
-    ):
-        self.step_size = step_size
-        self.momentum = momentum
-        self.integrator = integrator
-        self.warmup_step_size = warmup_step_size
-        self.temperature = temperature
-        self.n_steps = n_steps
+    momentum: float = 0.99
+    integrator: str = "euler"
+    temperature: float = 1.0
 
     def _check_common(self) -> None:
         super()._check_common()
@@ -182,12 +175,12 @@ class SGHMC(_SGSampler):
 # -- Metropolis-adjusted ----------------------------------------------------------------------
 
 
+@dataclass(kw_only=True, eq=False, repr=False)
 class _AdjustedSampler(_SGSampler):
-    def __init__(self, step_size="auto", momentum=0.9, warmup_step_size=None, n_steps=None):
-        self.step_size = step_size
-        self.momentum = momentum
-        self.warmup_step_size = warmup_step_size
-        self.n_steps = n_steps
+    """The samplers whose trajectories a Metropolis-Hastings test adjusts (AMAGOLD, GSGHMC,
+    HTE)."""
+
+    momentum: float = 0.9
 
     def check_target(self, target) -> None:
         super().check_target(target)
@@ -229,6 +222,7 @@ class AMAGOLD(_AdjustedSampler):
 
 
 @register_sampler("gsghmc")
+@dataclass(kw_only=True, eq=False, repr=False)
 class GSGHMC(_AdjustedSampler):
     __doc__ = (
         """Generalized SGHMC (Schmal & Mäder 2026, "Generalized SGHMC", eq. 9, c_n = 1).
@@ -259,11 +253,7 @@ class GSGHMC(_AdjustedSampler):
 
     _kernel_cls = GSGHMCKernel
 
-    def __init__(
-        self, step_size="auto", momentum=0.9, warmup_step_size=None, n_steps=None, energy="paired"
-    ):
-        super().__init__(step_size, momentum, warmup_step_size, n_steps)
-        self.energy = energy
+    energy: str = "paired"
 
     def _check_common(self) -> None:
         super()._check_common()
@@ -272,6 +262,7 @@ class GSGHMC(_AdjustedSampler):
 
 
 @register_sampler("hte")
+@dataclass(kw_only=True, eq=False, repr=False)
 class HTE(_AdjustedSampler):
     __doc__ = (
         """Hamiltonian trajectory ensemble (Schmal & Mäder 2026, Algorithm 1).
@@ -294,11 +285,7 @@ class HTE(_AdjustedSampler):
     _kernel_cls = HTEKernel
     needs_exact_log_prob = True
 
-    def __init__(
-        self, step_size="auto", momentum=0.9, warmup_step_size=None, n_steps=None, max_tries=10
-    ):
-        super().__init__(step_size, momentum, warmup_step_size, n_steps)
-        self.max_tries = max_tries
+    max_tries: int = 10
 
     def _check_common(self) -> None:
         super()._check_common()
