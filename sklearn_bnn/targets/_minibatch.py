@@ -200,7 +200,7 @@ class MinibatchTarget(Target):
         if not isinstance(rows, (torch.Tensor, np.ndarray)):
             return None
         fast = self._batched_applies(theta, self.X, self.y)
-        if fast is None or theta.dtype != self.X.dtype or self.X.nbytes > FEATURE_MAJOR_BYTES:
+        if fast is None or self.X.nbytes > FEATURE_MAJOR_BYTES:  # accepts() checked dtypes
             return None
         if self._feature_major is None or self._feature_major[0] is not fast:
             Xt = self.X.t().contiguous()
